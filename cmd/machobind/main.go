@@ -1,0 +1,60 @@
+// Command machobind inspects the imports and symbol-pointer tables of Mach-O binaries.
+//
+//	machobind dump [--arch A] [--symbol NAME] [--json] FILE
+//
+// Exit status: 0 on success, 1 when the input cannot be read (one line on stderr), 2 on bad
+// usage.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// usageError marks errors that exit with status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+const usage = `usage: machobind <command> [arguments]
+
+commands:
+  dump [--arch A] [--symbol NAME] [--json] FILE
+        show a Mach-O file's header, dylibs, segments, fixup style and every
+        symbol-pointer slot (what rebinding a symbol would touch)
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	err := dispatch(args, stdout)
+	if err == nil {
+		return 0
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "machobind: %s\n%s", ue.msg, usage)
+		return 2
+	}
+	fmt.Fprintf(stderr, "machobind: %v\n", err)
+	return 1
+}
+
+func dispatch(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageError{"no command given"}
+	}
+	switch args[0] {
+	case "dump":
+		return dump(args[1:], stdout)
+	case "help", "-h", "--help":
+		_, err := io.WriteString(stdout, usage)
+		return err
+	}
+	return usageError{fmt.Sprintf("unknown command %q", args[0])}
+}

@@ -1,0 +1,184 @@
+package machobind
+
+import (
+	"fmt"
+	"runtime/debug"
+	"strings"
+)
+
+// Dump is what `machobind dump` reports for one file. Its JSON form is the documented schema.
+type Dump struct {
+	File   string      `json:"file"`
+	Fat    bool        `json:"fat"`
+	Slices []SliceDump `json:"slices"`
+}
+
+// SliceDump describes one architecture's image.
+type SliceDump struct {
+	Arch           string        `json:"arch"`
+	Offset         uint64        `json:"offset"`
+	Size           uint64        `json:"size"`
+	Error          string        `json:"error,omitempty"`
+	CPU            string        `json:"cpu,omitempty"`
+	Subtype        string        `json:"subtype,omitempty"`
+	Filetype       string        `json:"filetype,omitempty"`
+	Flags          []string      `json:"flags,omitempty"`
+	Platform       string        `json:"platform,omitempty"`
+	MinOS          string        `json:"minos,omitempty"`
+	Fixups         string        `json:"fixups,omitempty"`
+	PointerFormats []string      `json:"pointer_formats,omitempty"`
+	Dylibs         []DylibDump   `json:"dylibs"`
+	Segments       []SegmentDump `json:"segments"`
+	Pointers       []PointerDump `json:"pointers"`
+}
+
+// DylibDump is one dependent library.
+type DylibDump struct {
+	Ordinal int    `json:"ordinal"`
+	Path    string `json:"path"`
+	Kind    string `json:"kind"`
+}
+
+// SegmentDump is one segment and its sections.
+type SegmentDump struct {
+	Name     string        `json:"name"`
+	VMAddr   string        `json:"vmaddr"`
+	VMSize   string        `json:"vmsize"`
+	FileOff  string        `json:"fileoff"`
+	FileSize string        `json:"filesize"`
+	MaxProt  string        `json:"maxprot"`
+	InitProt string        `json:"initprot"`
+	Sections []SectionDump `json:"sections"`
+}
+
+// SectionDump is one section.
+type SectionDump struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	Size    string `json:"size"`
+	Type    string `json:"type"`
+}
+
+// PointerDump is one symbol-pointer slot.
+type PointerDump struct {
+	Section  string `json:"section"`
+	Address  string `json:"address"`
+	Symbol   string `json:"symbol"`
+	Library  string `json:"library"`
+	Kind     string `json:"kind"`
+	Ordinal  int    `json:"ordinal"`
+	Weak     bool   `json:"weak,omitempty"`
+	Indirect string `json:"indirect,omitempty"` // "local" or "absolute" for slots without a symbol
+}
+
+// DumpOptions selects what DumpFile reports.
+type DumpOptions struct {
+	Arch   string // only this architecture; "" for all
+	Symbol string // only this symbol's slots; "" for all (see SymbolKeys for the spelling)
+}
+
+func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
+
+// DumpFile reads a Mach-O file and describes it. A slice that cannot be read is reported with
+// its error and the others still are; the returned error is non-nil when the file cannot be
+// read at all or any selected slice failed.
+func DumpFile(path string, opt DumpOptions) (d *Dump, err error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	d = &Dump{File: path, Fat: f.Fat}
+	slices := f.Slices
+	if opt.Arch != "" {
+		s, err := f.Slice(opt.Arch)
+		if err != nil {
+			return nil, err
+		}
+		slices = []*FileSlice{s}
+	}
+	var failed []string
+	for _, s := range slices {
+		sd := dumpSlice(s, opt)
+		if sd.Error != "" {
+			failed = append(failed, s.Arch+": "+sd.Error)
+		}
+		d.Slices = append(d.Slices, sd)
+	}
+	if len(failed) > 0 {
+		return d, fmt.Errorf("%s", strings.Join(failed, "; "))
+	}
+	return d, nil
+}
+
+// dumpSlice describes one slice; a panic below it (a parser bug on hostile input) becomes the
+// slice's error rather than taking the process down.
+func dumpSlice(s *FileSlice, opt DumpOptions) (sd SliceDump) {
+	sd = SliceDump{Arch: s.Arch, Offset: s.Offset, Size: s.Size, Dylibs: []DylibDump{}, Segments: []SegmentDump{}, Pointers: []PointerDump{}}
+	defer func() {
+		if r := recover(); r != nil {
+			sd.Error = fmt.Sprintf("internal error reading this slice: %v\n%s", r, debug.Stack())
+		}
+	}()
+	img, err := s.Parse()
+	if err != nil {
+		sd.Error = err.Error()
+		return sd
+	}
+	h := img.Header
+	sd.CPU, sd.Subtype = h.CPU.String(), h.SubCPU.String(h.CPU)
+	sd.Filetype = strings.ToLower(h.Type.String())
+	sd.Flags = h.Flags.Flags()
+	sd.Platform, sd.MinOS = img.Platform, img.MinOS
+	sd.Fixups, sd.PointerFormats = img.Fixups.Style, img.Fixups.PointerFormats
+	for _, dl := range img.Dylibs {
+		sd.Dylibs = append(sd.Dylibs, DylibDump{Ordinal: dl.Ordinal, Path: dl.Path, Kind: dl.Kind})
+	}
+	for _, seg := range img.Segments {
+		sg := SegmentDump{Name: seg.Name, VMAddr: hex(seg.Addr), VMSize: hex(seg.Memsz), FileOff: hex(seg.Offset),
+			FileSize: hex(seg.Filesz), MaxProt: seg.Maxprot.String(), InitProt: seg.Prot.String(), Sections: []SectionDump{}}
+		for _, sec := range seg.Sections {
+			sg.Sections = append(sg.Sections, SectionDump{Name: sec.Name, Address: hex(sec.Addr), Size: hex(sec.Size), Type: sectionTypeName(sec)})
+		}
+		sd.Segments = append(sd.Segments, sg)
+	}
+	var want NameSet
+	if opt.Symbol != "" {
+		want = NewNameSet(opt.Symbol)
+	}
+	err = img.WalkSlots(func(sl *Slot, name []byte) bool {
+		if want != nil {
+			if _, ok := want.Lookup(name); !ok || sl.Local || sl.Absolute {
+				return true
+			}
+		}
+		p := PointerDump{Section: sl.Section.FullName(), Address: hex(sl.Addr), Kind: sl.Kind.String(), Weak: sl.Weak}
+		switch {
+		case sl.Local && sl.Absolute:
+			p.Indirect = "local-absolute"
+		case sl.Local:
+			p.Indirect = "local"
+		case sl.Absolute:
+			p.Indirect = "absolute"
+		default:
+			p.Symbol, p.Ordinal, p.Library = string(name), sl.Ordinal, img.LibraryName(sl.Ordinal)
+		}
+		sd.Pointers = append(sd.Pointers, p)
+		return true
+	})
+	if err != nil {
+		sd.Error = err.Error()
+	}
+	return sd
+}
+
+func sectionTypeName(s *Section) string {
+	if k, ok := pointerKind(s); ok {
+		return k.String() + "-pointers"
+	}
+	names := s.Type().List()
+	if len(names) == 0 {
+		return "regular"
+	}
+	return strings.ToLower(names[0])
+}

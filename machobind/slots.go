@@ -1,0 +1,280 @@
+package machobind
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"github.com/blacktop/go-macho/pkg/fixupchains"
+	"github.com/blacktop/go-macho/types"
+)
+
+// Kind says how dyld fills a pointer-table slot.
+type Kind uint8
+
+// Slot kinds.
+const (
+	KindNonLazy Kind = iota // S_NON_LAZY_SYMBOL_POINTERS (__got, __nl_symbol_ptr): bound at load
+	KindLazy                // S_LAZY_SYMBOL_POINTERS (__la_symbol_ptr): bound on first call
+	KindAuth                // non-lazy, signed on arm64e (__auth_got)
+	KindTLV                 // S_THREAD_LOCAL_VARIABLE_POINTERS (__thread_ptrs)
+	KindLazyDylib           // S_LAZY_DYLIB_SYMBOL_POINTERS
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindNonLazy:
+		return "non-lazy"
+	case KindLazy:
+		return "lazy"
+	case KindAuth:
+		return "auth"
+	case KindTLV:
+		return "tlv"
+	case KindLazyDylib:
+		return "lazy-dylib"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Special two-level-namespace library ordinals (mach-o/nlist.h).
+const (
+	SelfLibraryOrdinal    = 0x00
+	DynamicLookupOrdinal  = 0xfe
+	ExecutableOrdinal     = 0xff
+	nWeakRef              = 0x0040
+	indirectSymbolLocal   = types.INDIRECT_SYMBOL_LOCAL
+	indirectSymbolAbs     = types.INDIRECT_SYMBOL_ABS
+	nlistSize             = 16
+	indirectEntrySize     = 4
+	chainedHeaderSize     = 28
+	chainedSegStartsFixed = 22
+)
+
+// Slot is one pointer in a symbol-pointer section.
+type Slot struct {
+	Section *Section
+	Index   int    // index of the slot inside its section
+	Addr    uint64 // unslid address of the slot
+	Kind    Kind
+	// Indirect is the raw indirect-symbol-table entry; Local and Absolute flag the slots
+	// that point into the image itself and carry no symbol.
+	Indirect uint32
+	Local    bool
+	Absolute bool
+	// Symbol is the imported symbol's name as the symbol table spells it ("_objc_msgSend").
+	Symbol string
+	// Ordinal is the symbol's two-level-namespace library ordinal; Library the dylib it names.
+	Ordinal int
+	Library string
+	Weak    bool // weak import (N_WEAK_REF): may be unbound at run time
+}
+
+// LibraryName names a library ordinal the way llvm-objdump does for the special ones.
+func (img *Image) LibraryName(ordinal int) string {
+	if img.Header.Flags&types.TwoLevel == 0 {
+		return "flat-namespace"
+	}
+	switch ordinal {
+	case SelfLibraryOrdinal:
+		return "this-image"
+	case DynamicLookupOrdinal:
+		return "flat-namespace"
+	case ExecutableOrdinal:
+		return "main-executable"
+	}
+	if ordinal >= 1 && ordinal <= len(img.Dylibs) {
+		return img.Dylibs[ordinal-1].Path
+	}
+	return fmt.Sprintf("<bad ordinal %d>", ordinal)
+}
+
+// pointerKind returns the slot kind of a section, and false when it holds no symbol pointers.
+func pointerKind(s *Section) (Kind, bool) {
+	switch s.Type() {
+	case types.NonLazySymbolPointers:
+		if strings.HasPrefix(s.Name, "__auth") {
+			return KindAuth, true
+		}
+		return KindNonLazy, true
+	case types.LazySymbolPointers:
+		return KindLazy, true
+	case types.ThreadLocalVariablePointers:
+		return KindTLV, true
+	case types.LazyDylibSymbolPointers:
+		return KindLazyDylib, true
+	}
+	return 0, false
+}
+
+// SlotVisitor receives each slot during WalkSlots. name aliases the image's string table and is
+// only valid during the call; s.Symbol is left empty so that no string is built per slot.
+// Returning false stops the walk.
+type SlotVisitor func(s *Slot, name []byte) bool
+
+// WalkSlots visits every slot of every symbol-pointer section, in section order. It validates
+// the whole indirect range of a section before visiting any slot of it.
+func (img *Image) WalkSlots(visit SlotVisitor) error {
+	var ptrSecs []*Section
+	for _, s := range img.Sections() {
+		if _, ok := pointerKind(s); ok {
+			ptrSecs = append(ptrSecs, s)
+		}
+	}
+	if len(ptrSecs) == 0 {
+		return nil
+	}
+	if img.symtab == nil || img.dysymtab == nil {
+		return fmt.Errorf("image has symbol-pointer sections but no LC_SYMTAB/LC_DYSYMTAB")
+	}
+	st, dy := img.symtab, img.dysymtab
+	indirect, err := img.linkeditBytes("indirect symbol table", uint64(dy.Indirectsymoff), uint64(dy.Nindirectsyms)*indirectEntrySize)
+	if err != nil {
+		return err
+	}
+	syms, err := img.linkeditBytes("symbol table", uint64(st.Symoff), uint64(st.Nsyms)*nlistSize)
+	if err != nil {
+		return err
+	}
+	strtab, err := img.linkeditBytes("string table", uint64(st.Stroff), uint64(st.Strsize))
+	if err != nil {
+		return err
+	}
+	le := binary.LittleEndian
+	twoLevel := img.Header.Flags&types.TwoLevel != 0
+	var slot Slot
+	for _, sec := range ptrSecs {
+		kind, _ := pointerKind(sec)
+		n := sec.Size / img.pointerWidth
+		first := uint64(sec.Reserve1)
+		if first > uint64(dy.Nindirectsyms) || n > uint64(dy.Nindirectsyms)-first {
+			return fmt.Errorf("section %s: slots [%d, +%d) run past the %d indirect symbols", sec.FullName(), first, n, dy.Nindirectsyms)
+		}
+		for i := uint64(0); i < n; i++ {
+			ind := le.Uint32(indirect[(first+i)*indirectEntrySize:])
+			slot = Slot{Section: sec, Index: int(i), Addr: sec.Addr + i*img.pointerWidth, Kind: kind, Indirect: ind}
+			var name []byte
+			if ind&(indirectSymbolLocal|indirectSymbolAbs) != 0 {
+				slot.Local = ind&indirectSymbolLocal != 0
+				slot.Absolute = ind&indirectSymbolAbs != 0
+			} else {
+				if uint64(ind) >= uint64(st.Nsyms) {
+					return fmt.Errorf("section %s slot %d: symbol index %d out of range (%d symbols)", sec.FullName(), i, ind, st.Nsyms)
+				}
+				nl := syms[uint64(ind)*nlistSize:]
+				strx := le.Uint32(nl)
+				desc := types.NDescType(le.Uint16(nl[6:]))
+				if uint64(strx) >= uint64(len(strtab)) {
+					return fmt.Errorf("section %s slot %d: symbol %d name offset %#x past the %d-byte string table", sec.FullName(), i, ind, strx, len(strtab))
+				}
+				name = strtab[strx:]
+				if z := bytes.IndexByte(name, 0); z >= 0 {
+					name = name[:z]
+				}
+				slot.Ordinal = int(desc.GetLibraryOrdinal())
+				if !twoLevel {
+					slot.Ordinal = DynamicLookupOrdinal
+				}
+				slot.Weak = desc&nWeakRef != 0
+			}
+			if !visit(&slot, name) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// Slots returns every slot with Symbol and Library filled in.
+func (img *Image) Slots() ([]Slot, error) {
+	var out []Slot
+	err := img.WalkSlots(func(s *Slot, name []byte) bool {
+		c := *s
+		if !c.Local && !c.Absolute {
+			c.Symbol = string(name)
+			c.Library = img.LibraryName(c.Ordinal)
+		}
+		out = append(out, c)
+		return true
+	})
+	return out, err
+}
+
+// parseFixups decides the fixup style and, for chained fixups, reads the pointer format of
+// each segment from the dyld_chained_starts_in_image table.
+func (img *Image) parseFixups() error {
+	switch {
+	case img.hasChained:
+		img.Fixups.Style = "chained"
+	case img.hasDyldInfo:
+		img.Fixups.Style = "classic"
+		return nil
+	default:
+		img.Fixups.Style = "none"
+		return nil
+	}
+	formats, err := img.ChainedFormats()
+	if err != nil {
+		return err
+	}
+	seen := map[fixupchains.DCPtrKind]bool{}
+	for _, f := range formats {
+		if f != 0 && !seen[f] {
+			seen[f] = true
+			img.Fixups.PointerFormats = append(img.Fixups.PointerFormats, f.String())
+		}
+	}
+	return nil
+}
+
+// ChainedFixupsData returns the LC_DYLD_CHAINED_FIXUPS payload, or nil when there is none.
+func (img *Image) ChainedFixupsData() ([]byte, error) {
+	if !img.hasChained {
+		return nil, nil
+	}
+	return img.linkeditBytes("chained fixups", img.chainedOff, img.chainedSize)
+}
+
+// ChainedFormats returns the pointer format of each segment, indexed like Segments (0 where a
+// segment has no chains).
+func (img *Image) ChainedFormats() ([]fixupchains.DCPtrKind, error) {
+	data, err := img.ChainedFixupsData()
+	if err != nil || data == nil {
+		return nil, err
+	}
+	var hdr fixupchains.DyldChainedFixupsHeader
+	if len(data) < chainedHeaderSize {
+		return nil, fmt.Errorf("chained fixups: %d bytes, too short for the header", len(data))
+	}
+	if _, err := binary.Decode(data, binary.LittleEndian, &hdr); err != nil {
+		return nil, fmt.Errorf("chained fixups header: %w", err)
+	}
+	if hdr.FixupsVersion != 0 {
+		return nil, fmt.Errorf("chained fixups: unknown version %d", hdr.FixupsVersion)
+	}
+	le := binary.LittleEndian
+	so := uint64(hdr.StartsOffset)
+	if so+4 > uint64(len(data)) {
+		return nil, fmt.Errorf("chained fixups: starts offset %#x past the %d-byte payload", so, len(data))
+	}
+	segCount := uint64(le.Uint32(data[so:]))
+	if segCount > (uint64(len(data))-so-4)/4 {
+		return nil, fmt.Errorf("chained fixups: %d segments do not fit the payload", segCount)
+	}
+	out := make([]fixupchains.DCPtrKind, len(img.Segments))
+	for i := uint64(0); i < segCount; i++ {
+		segOff := uint64(le.Uint32(data[so+4+4*i:]))
+		if segOff == 0 {
+			continue
+		}
+		at := so + segOff
+		if at+chainedSegStartsFixed > uint64(len(data)) {
+			return nil, fmt.Errorf("chained fixups: segment %d starts at %#x, past the payload", i, at)
+		}
+		if i < uint64(len(out)) {
+			out[i] = fixupchains.DCPtrKind(le.Uint16(data[at+6:]))
+		}
+	}
+	return out, nil
+}
