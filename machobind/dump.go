@@ -2,7 +2,6 @@ package machobind
 
 import (
 	"fmt"
-	"runtime/debug"
 	"strings"
 )
 
@@ -82,13 +81,29 @@ func hex(v uint64) string { return fmt.Sprintf("%#x", v) }
 // DumpFile reads a Mach-O file and describes it. A slice that cannot be read is reported with
 // its error and the others still are; the returned error is non-nil when the file cannot be
 // read at all or any selected slice failed.
-func DumpFile(path string, opt DumpOptions) (d *Dump, err error) {
+func DumpFile(path string, opt DumpOptions) (*Dump, error) {
 	f, err := Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	d = &Dump{File: path, Fat: f.Fat}
+	return dump(path, f, opt)
+}
+
+// DumpData is DumpFile over a file's bytes held in memory.
+func DumpData(name string, data []byte, opt DumpOptions) (*Dump, error) {
+	f, err := NewFile(data)
+	if err != nil {
+		return nil, err
+	}
+	return dump(name, f, opt)
+}
+
+// errInternal prefixes the error of a slice whose reading panicked.
+const errInternal = "internal error reading this slice"
+
+func dump(name string, f *File, opt DumpOptions) (*Dump, error) {
+	d := &Dump{File: name, Fat: f.Fat}
 	slices := f.Slices
 	if opt.Arch != "" {
 		s, err := f.Slice(opt.Arch)
@@ -117,7 +132,7 @@ func dumpSlice(s *FileSlice, opt DumpOptions) (sd SliceDump) {
 	sd = SliceDump{Arch: s.Arch, Offset: s.Offset, Size: s.Size, Dylibs: []DylibDump{}, Segments: []SegmentDump{}, Pointers: []PointerDump{}}
 	defer func() {
 		if r := recover(); r != nil {
-			sd.Error = fmt.Sprintf("internal error reading this slice: %v\n%s", r, debug.Stack())
+			sd.Error = fmt.Sprintf("%s: %v", errInternal, r)
 		}
 	}()
 	img, err := s.Parse()

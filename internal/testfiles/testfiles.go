@@ -1,0 +1,116 @@
+// Package testfiles finds the Mach-O inputs that tests run over: the fixtures that
+// `make fixtures` builds, the prebuilt binaries `make corpus` downloads, and any folder named
+// by MSGTRACE_CORPUS.
+package testfiles
+
+import (
+	"encoding/binary"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+)
+
+// Root returns the module root (the directory holding go.mod).
+func Root(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// IsMachO reports whether a file starts with a thin or universal Mach-O magic.
+func IsMachO(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var b [8]byte
+	if _, err := f.ReadAt(b[:], 0); err != nil {
+		return false
+	}
+	switch binary.LittleEndian.Uint32(b[:]) {
+	case 0xfeedfacf, 0xfeedface:
+		return true
+	}
+	// Universal: 0xcafebabe is also Java's class-file magic; a class file's next word is its
+	// version (45 and up), a universal header's the slice count.
+	switch binary.BigEndian.Uint32(b[:]) {
+	case 0xcafebabe, 0xcafebabf:
+		return binary.BigEndian.Uint32(b[4:]) < 45
+	}
+	return false
+}
+
+// machOFiles lists the Mach-O files under dir, sorted.
+func machOFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() && IsMachO(p) {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("listing %s: %v", dir, err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Fixtures returns every Mach-O fixture built by `make fixtures`; it fails the test when there
+// are none, since every test over them would otherwise pass vacuously.
+func Fixtures(t testing.TB) []string {
+	t.Helper()
+	dir := filepath.Join(Root(t), "testdata", "fixtures")
+	files := machOFiles(t, dir)
+	if len(files) == 0 {
+		t.Fatalf("no fixtures in %s: run `make fixtures` (or `make test`)", dir)
+	}
+	return files
+}
+
+// Corpus returns the downloaded prebuilt binaries (testdata/corpus, when `make corpus` ran) and
+// every Mach-O file under $MSGTRACE_CORPUS.
+func Corpus(t testing.TB) []string {
+	t.Helper()
+	var out []string
+	if dir := filepath.Join(Root(t), "testdata", "corpus"); exists(dir) {
+		out = append(out, machOFiles(t, dir)...)
+	}
+	if dir := os.Getenv("MSGTRACE_CORPUS"); dir != "" {
+		if !exists(dir) {
+			t.Fatalf("MSGTRACE_CORPUS=%s: no such directory", dir)
+		}
+		out = append(out, machOFiles(t, dir)...)
+	}
+	return out
+}
+
+// All returns the fixtures followed by the corpus.
+func All(t testing.TB) []string {
+	t.Helper()
+	return append(Fixtures(t), Corpus(t)...)
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

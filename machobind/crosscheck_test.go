@@ -1,0 +1,226 @@
+package machobind
+
+import (
+	"bufio"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/msgtrace/msgtrace/internal/testfiles"
+)
+
+const objdump = "llvm-objdump-19"
+
+// objdumpRun runs llvm-objdump --macho with the given flags on one slice.
+func objdumpRun(t *testing.T, file, arch string, fat bool, flags ...string) string {
+	t.Helper()
+	args := append([]string{"--macho"}, flags...)
+	if fat {
+		args = append(args, "--arch="+arch)
+	}
+	out, err := exec.Command(objdump, append(args, file)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", objdump, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+type objdumpSlot struct {
+	addr  uint64
+	local bool // LOCAL and/or ABSOLUTE
+	name  string
+}
+
+// parseIndirect reads `--indirect-symbols` output: section name -> its entries in order.
+func parseIndirect(t *testing.T, out string) map[string][]objdumpSlot {
+	t.Helper()
+	res := map[string][]objdumpSlot{}
+	var cur string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "Indirect symbols for (") {
+			cur = line[len("Indirect symbols for ("):strings.Index(line, ")")]
+			res[cur] = []objdumpSlot{}
+			continue
+		}
+		f := strings.Fields(line)
+		if cur == "" || len(f) < 2 || !strings.HasPrefix(f[0], "0x") {
+			continue
+		}
+		addr, err := strconv.ParseUint(f[0][2:], 16, 64)
+		if err != nil {
+			t.Fatalf("objdump line %q: %v", line, err)
+		}
+		s := objdumpSlot{addr: addr}
+		if f[1] == "LOCAL" || f[1] == "ABSOLUTE" {
+			s.local = true
+		} else if len(f) >= 3 {
+			s.name = f[2]
+		}
+		res[cur] = append(res[cur], s)
+	}
+	return res
+}
+
+type objdumpBind struct{ dylib, symbol string }
+
+// parseBinds reads the bind tables (--bind --lazy-bind --weak-bind for classic dyld info,
+// --dyld-info for chained fixups): slot address -> what is bound there.
+func parseBinds(t *testing.T, out string, chained bool) map[uint64]objdumpBind {
+	t.Helper()
+	res := map[uint64]objdumpBind{}
+	table := ""
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "Bind table:"), strings.HasPrefix(line, "dyld information:"):
+			table = "bind"
+			continue
+		case strings.HasPrefix(line, "Lazy bind table:"):
+			table = "lazy"
+			continue
+		case strings.HasPrefix(line, "Weak bind table:"):
+			table = "weak"
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[2], "0x") {
+			continue
+		}
+		addr, err := strconv.ParseUint(f[2][2:], 16, 64)
+		if err != nil {
+			t.Fatalf("objdump line %q: %v", line, err)
+		}
+		var b objdumpBind
+		switch {
+		case chained && len(f) >= 8 && f[4] == "bind":
+			b = objdumpBind{dylib: f[6], symbol: f[7]}
+		case chained:
+			continue // rebase
+		case table == "bind" && len(f) >= 7:
+			b = objdumpBind{dylib: f[5], symbol: f[6]}
+		case table == "lazy" && len(f) >= 5:
+			b = objdumpBind{dylib: f[3], symbol: f[4]}
+		case table == "weak" && len(f) >= 6:
+			if prev, ok := res[addr]; ok {
+				b = prev // a weak bind overrides a regular bind at the same slot by name
+			} else {
+				b = objdumpBind{symbol: f[5]}
+			}
+		default:
+			continue
+		}
+		res[addr] = b
+	}
+	return res
+}
+
+// libraryMatches reports whether llvm-objdump's short dylib name names our library path.
+func libraryMatches(short, path string) bool {
+	switch short {
+	case "this-image", "main-executable", "flat-namespace":
+		return short == path
+	case "":
+		return true // weak-bind-only slot: objdump names no library
+	}
+	return strings.HasPrefix(filepath.Base(path), short)
+}
+
+// TestCrossCheckObjdump compares every slot of every fixture and corpus file with llvm-objdump:
+// the slots per section and their symbols with --indirect-symbols, and the bound library and
+// symbol with the bind tables or the chained fixups.
+func TestCrossCheckObjdump(t *testing.T) {
+	if _, err := exec.LookPath(objdump); err != nil {
+		t.Fatalf("%s not installed: run `make setup`", objdump)
+	}
+	for _, file := range testfiles.All(t) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			t.Parallel()
+			f, err := Open(file)
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			defer f.Close()
+			for _, s := range f.Slices {
+				t.Run(s.Arch, func(t *testing.T) { crossCheckSlice(t, file, f.Fat, s) })
+			}
+		})
+	}
+}
+
+func crossCheckSlice(t *testing.T, file string, fat bool, s *FileSlice) {
+	img, err := s.Parse()
+	if err != nil {
+		t.Fatalf("%s [%s]: %v", file, s.Arch, err)
+	}
+	slots, err := img.Slots()
+	if err != nil {
+		t.Fatalf("%s [%s]: %v", file, s.Arch, err)
+	}
+	want := parseIndirect(t, objdumpRun(t, file, s.Arch, fat, "--indirect-symbols"))
+	ours := map[string][]Slot{}
+	for _, sl := range slots {
+		ours[sl.Section.FullName()] = append(ours[sl.Section.FullName()], sl)
+	}
+	secs := map[string]*Section{}
+	for _, sec := range img.Sections() {
+		secs[sec.FullName()] = sec
+	}
+	for name, entries := range want {
+		sec := secs[name]
+		if sec == nil {
+			t.Errorf("%s [%s]: objdump lists indirect symbols for %s, which we do not see", file, s.Arch, name)
+			continue
+		}
+		if _, isPtr := pointerKind(sec); !isPtr {
+			continue // __stubs and the like: not pointer slots
+		}
+		got := ours[name]
+		if len(got) != len(entries) {
+			t.Errorf("%s [%s] %s: %d slots, objdump has %d", file, s.Arch, name, len(got), len(entries))
+			continue
+		}
+		for i, e := range entries {
+			g := got[i]
+			if g.Addr != e.addr || (g.Local || g.Absolute) != e.local || g.Symbol != e.name {
+				t.Errorf("%s [%s] %s slot %d: got %#x %q local=%v, objdump %#x %q local=%v",
+					file, s.Arch, name, i, g.Addr, g.Symbol, g.Local || g.Absolute, e.addr, e.name, e.local)
+			}
+		}
+	}
+	for name, got := range ours {
+		if _, ok := want[name]; !ok && len(got) > 0 {
+			t.Errorf("%s [%s]: we list %d slots in %s, objdump lists none", file, s.Arch, len(got), name)
+		}
+	}
+
+	var binds map[uint64]objdumpBind
+	switch img.Fixups.Style {
+	case "chained":
+		binds = parseBinds(t, objdumpRun(t, file, s.Arch, fat, "--dyld-info"), true)
+	case "classic":
+		binds = parseBinds(t, objdumpRun(t, file, s.Arch, fat, "--bind", "--lazy-bind", "--weak-bind"), false)
+	default:
+		return // object files: nothing is bound yet
+	}
+	for _, sl := range slots {
+		if sl.Local || sl.Absolute {
+			if b, ok := binds[sl.Addr]; ok {
+				t.Errorf("%s [%s] %s slot %#x: local, but objdump binds %s from %s", file, s.Arch, sl.Section.FullName(), sl.Addr, b.symbol, b.dylib)
+			}
+			continue
+		}
+		b, ok := binds[sl.Addr]
+		if !ok {
+			t.Errorf("%s [%s] %s slot %#x (%s): objdump has no bind there", file, s.Arch, sl.Section.FullName(), sl.Addr, sl.Symbol)
+			continue
+		}
+		if b.symbol != sl.Symbol || !libraryMatches(b.dylib, sl.Library) {
+			t.Errorf("%s [%s] %s slot %#x: we bind %s from %s, objdump %s from %s", file, s.Arch, sl.Section.FullName(), sl.Addr, sl.Symbol, sl.Library, b.symbol, b.dylib)
+		}
+	}
+}
