@@ -119,8 +119,8 @@ func parseBinds(t *testing.T, out string, chained bool) map[uint64]objdumpBind {
 	return res
 }
 
-// libraryMatches reports whether llvm-objdump's short dylib name names our library path.
-func libraryMatches(short, path string) bool {
+// objdumpLibraryMatches reports whether llvm-objdump's short dylib name names our library path.
+func objdumpLibraryMatches(short, path string) bool {
 	switch short {
 	case "this-image", "main-executable", "flat-namespace":
 		return short == path
@@ -219,7 +219,7 @@ func crossCheckSlice(t *testing.T, file string, fat bool, s *FileSlice) {
 			t.Errorf("%s [%s] %s slot %#x (%s): objdump has no bind there", file, s.Arch, sl.Section.FullName(), sl.Addr, sl.Symbol)
 			continue
 		}
-		if b.symbol != sl.Symbol || !libraryMatches(b.dylib, sl.Library) {
+		if b.symbol != sl.Symbol || !objdumpLibraryMatches(b.dylib, sl.Library) {
 			t.Errorf("%s [%s] %s slot %#x: we bind %s from %s, objdump %s from %s", file, s.Arch, sl.Section.FullName(), sl.Addr, sl.Symbol, sl.Library, b.symbol, b.dylib)
 		}
 	}

@@ -1,0 +1,383 @@
+package machobind
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// Rebinding names an imported symbol and what its slots should point to instead.
+type Rebinding struct {
+	Name        string  // "objc_msgSend" (C name) or "_objc_msgSend" (symbol-table name); see SymbolKeys
+	Replacement uintptr // new target
+	Library     string  // optional: only imports bound to this dylib (install path or its base name)
+}
+
+// Prot is a page protection: read 1, write 2, execute 4 (PROT_* on Linux, VM_PROT_* on darwin).
+type Prot int
+
+// Page protection bits.
+const (
+	ProtRead  Prot = 1
+	ProtWrite Prot = 2
+	ProtExec  Prot = 4
+)
+
+// AuthInfo is how an arm64e pointer is signed: key (0 IA, 1 IB, 2 DA, 3 DB), whether the slot
+// address is blended into the modifier, and the 16-bit extra discriminator.
+type AuthInfo struct {
+	Key       uint8
+	AddrDiv   bool
+	Diversity uint16
+}
+
+// GOTAuth is how the arm64e ABI signs __auth_got entries: key IA, address-diversified,
+// discriminator 0 (the chained auth binds of real arm64e binaries carry exactly this; the
+// simulated-dyld test checks it on every arm64e fixture). In memory the chain bits that said
+// so were overwritten by dyld, so rebinding relies on this rule.
+var GOTAuth = AuthInfo{Key: 0, AddrDiv: true, Diversity: 0}
+
+// Modifier returns the PAC modifier for a pointer stored at slot: the slot address with the
+// discriminator in its top 16 bits when address-diversified, else the discriminator alone
+// (ptrauth_blend_discriminator).
+func (a AuthInfo) Modifier(slot uintptr) uint64 {
+	if !a.AddrDiv {
+		return uint64(a.Diversity)
+	}
+	return uint64(slot)&^(0xffff<<48) | uint64(a.Diversity)<<48
+}
+
+// Runtime is what rebinding needs from the OS and the dynamic linker. darwin implements it
+// with dyld's API; tests implement it over images their simulated dyld mapped.
+type Runtime interface {
+	// Images lists the images loaded now.
+	Images() ([]Loaded, error)
+	// Self returns the header address of the image that holds this code, which is never rebound.
+	Self() uintptr
+	// WatchImages arranges for fn to be called with every image loaded from now on. The
+	// Rebinder calls it at most once.
+	WatchImages(fn func(Loaded)) error
+	// PageSize is the VM page size.
+	PageSize() uintptr
+	// Protection returns the current protection of the page holding addr.
+	Protection(addr uintptr) (Prot, error)
+	// Protect sets the protection of [addr, addr+size), both page-aligned.
+	Protect(addr, size uintptr, p Prot) error
+	// Resolve returns the address a lazily bound symbol will bind to, for slots that dyld has
+	// not bound yet (they still point at the image's stub helper).
+	Resolve(symbol, library string) (uintptr, error)
+	// Strip removes a pointer-authentication signature (identity where there is none).
+	Strip(p uintptr) uintptr
+	// Sign signs p for storing at slot; only called for auth slots.
+	Sign(p, slot uintptr, a AuthInfo) (uintptr, error)
+}
+
+// Rebinder rebinds symbols in the images a Runtime reports. Install, the add-image callback and
+// Undo are serialized by its lock.
+type Rebinder struct {
+	rt       Runtime
+	mu       sync.Mutex
+	hooks    []*Hook // active hooks that follow images loaded later
+	watching bool
+	// Skipped collects errors for images loaded later that could not be rebound.
+	skipped []error
+}
+
+// NewRebinder returns a Rebinder over a Runtime.
+func NewRebinder(rt Runtime) *Rebinder { return &Rebinder{rt: rt} }
+
+// Hook is one installed set of rebindings; Undo takes it out.
+type Hook struct {
+	r       *Rebinder
+	rs      []Rebinding
+	names   NameSet
+	orig    []atomic.Uintptr
+	writes  []slotWrite
+	skipped []error
+	follow  bool // also applies to images loaded later
+	undone  bool
+}
+
+type slotWrite struct {
+	addr     uintptr
+	old, new uintptr
+	image    string
+}
+
+// Original returns what the slots of a rebound name pointed to before, resolved to the real
+// function (never a stub helper); 0 when no slot of that name was found.
+func (h *Hook) Original(name string) uintptr {
+	for _, k := range SymbolKeys(name) {
+		if i, ok := h.names[k]; ok {
+			return h.orig[i].Load()
+		}
+	}
+	return 0
+}
+
+// Slots returns the number of slots the hook changed.
+func (h *Hook) Slots() int {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	return len(h.writes)
+}
+
+// Skipped lists the images that could not be rebound (malformed, or protection failures),
+// each with its reason.
+func (h *Hook) Skipped() []error {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	return append([]error(nil), h.skipped...)
+}
+
+func (r *Rebinder) newHook(rs []Rebinding) (*Hook, error) {
+	if len(rs) == 0 {
+		return nil, errors.New("no rebindings given")
+	}
+	names := make([]string, len(rs))
+	for i, x := range rs {
+		if x.Name == "" || x.Replacement == 0 {
+			return nil, fmt.Errorf("rebinding %d: empty name or zero replacement", i)
+		}
+		names[i] = x.Name
+	}
+	return &Hook{r: r, rs: rs, names: NewNameSet(names...), orig: make([]atomic.Uintptr, len(rs))}, nil
+}
+
+// Rebind rebinds the names in every loaded image except our own, and in every image loaded
+// later until Undo. Images that cannot be rebound are skipped and listed by Hook.Skipped; the
+// error is for failures of the runtime itself.
+func (r *Rebinder) Rebind(rs ...Rebinding) (*Hook, error) {
+	h, err := r.newHook(rs)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.watching {
+		if err := r.rt.WatchImages(r.imageAdded); err != nil {
+			return nil, fmt.Errorf("watching for new images: %w", err)
+		}
+		r.watching = true
+	}
+	imgs, err := r.rt.Images()
+	if err != nil {
+		return nil, err
+	}
+	h.follow = true
+	self := r.rt.Self()
+	for _, l := range imgs {
+		if l.Header == self {
+			continue
+		}
+		if err := r.apply(h, l); err != nil {
+			h.skipped = append(h.skipped, err)
+		}
+	}
+	r.hooks = append(r.hooks, h)
+	return h, nil
+}
+
+// RebindImage rebinds the names in one image only.
+func (r *Rebinder) RebindImage(l Loaded, rs ...Rebinding) (*Hook, error) {
+	h, err := r.newHook(rs)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.apply(h, l); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// imageAdded is the add-image callback: every following hook is applied to the new image.
+func (r *Rebinder) imageAdded(l Loaded) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l.Header == r.rt.Self() {
+		return
+	}
+	for _, h := range r.hooks {
+		if h.undone || !h.follow || h.covers(l) {
+			continue
+		}
+		if err := r.apply(h, l); err != nil {
+			h.skipped = append(h.skipped, err)
+		}
+	}
+}
+
+// covers reports whether the hook already rebound slots of an image (dyld reports every
+// image already loaded when a callback is registered).
+func (h *Hook) covers(l Loaded) bool {
+	for _, w := range h.writes {
+		if w.image == imageKey(l) {
+			return true
+		}
+	}
+	return false
+}
+
+func imageKey(l Loaded) string { return fmt.Sprintf("%s@%#x", l.Name, l.Header) }
+
+// libraryMatches reports whether a rebinding's library filter accepts a slot's library.
+func libraryMatches(filter, lib string) bool {
+	return filter == "" || filter == lib || filter == path.Base(lib)
+}
+
+type match struct {
+	slot  Slot
+	index int // into the hook's rebindings
+	addr  uintptr
+}
+
+// apply rebinds one image for a hook. The caller holds r.mu.
+func (r *Rebinder) apply(h *Hook, l Loaded) error {
+	img, err := ParseLoaded(l)
+	if err != nil {
+		return fmt.Errorf("image %s: %w", l.Name, err)
+	}
+	var ms []match
+	err = img.WalkSlots(func(s *Slot, name []byte) bool {
+		if s.Local || s.Absolute {
+			return true
+		}
+		i, ok := h.names.Lookup(name)
+		if !ok || !libraryMatches(h.rs[i].Library, img.LibraryName(s.Ordinal)) {
+			return true
+		}
+		m := match{slot: *s, index: i, addr: l.Slide + uintptr(s.Addr)}
+		m.slot.Symbol = string(name) // only matched slots pay for the string
+		ms = append(ms, m)
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("image %s: %w", l.Name, err)
+	}
+	if len(ms) == 0 {
+		return nil
+	}
+	text := img.segmentNamed("__TEXT")
+	key := imageKey(l)
+	// First publish the originals, so that a thread that reaches a replacement through a slot
+	// changed below already finds the function the replacement forwards to.
+	for _, m := range ms {
+		if h.orig[m.index].Load() != 0 {
+			continue
+		}
+		cur := r.rt.Strip(loadSlot(m.addr))
+		if cur == h.rs[m.index].Replacement {
+			continue
+		}
+		if text != nil && uint64(cur) >= uint64(l.Slide)+text.Addr && uint64(cur)-uint64(l.Slide)-text.Addr < text.Memsz {
+			// Still the image's own stub helper: ask for the real target rather than save a
+			// pointer that, called, would make dyld bind this slot over the hook.
+			real, err := r.rt.Resolve(m.slot.Symbol, img.LibraryName(m.slot.Ordinal))
+			if err != nil {
+				return fmt.Errorf("image %s: resolving unbound lazy %s: %w", l.Name, h.rs[m.index].Name, err)
+			}
+			cur = real
+		}
+		h.orig[m.index].Store(cur)
+	}
+	sort.Slice(ms, func(a, b int) bool { return ms[a].addr < ms[b].addr })
+	return r.writeSlots(ms, func(m match) (uintptr, error) {
+		v := h.rs[m.index].Replacement
+		if m.slot.Kind == KindAuth {
+			return r.rt.Sign(v, m.addr, GOTAuth)
+		}
+		return v, nil
+	}, func(m match, old, new uintptr) {
+		h.writes = append(h.writes, slotWrite{addr: m.addr, old: old, new: new, image: key})
+	})
+}
+
+// writeSlots stores a value into each slot, page by page: a read-only page is made writable
+// for the stores and then given back exactly the protection it had.
+func (r *Rebinder) writeSlots(ms []match, value func(match) (uintptr, error), done func(m match, old, new uintptr)) error {
+	ps := r.rt.PageSize()
+	for i := 0; i < len(ms); {
+		page := ms[i].addr &^ (ps - 1)
+		j := i
+		for j < len(ms) && ms[j].addr&^(ps-1) == page {
+			j++
+		}
+		prot, err := r.rt.Protection(page)
+		if err != nil {
+			return fmt.Errorf("protection of page %#x: %w", page, err)
+		}
+		if prot&ProtWrite == 0 {
+			if err := r.rt.Protect(page, ps, prot|ProtWrite); err != nil {
+				return fmt.Errorf("making page %#x writable: %w", page, err)
+			}
+		}
+		var werr error
+		for _, m := range ms[i:j] {
+			v, err := value(m)
+			if err != nil {
+				werr = err
+				break
+			}
+			old := loadSlot(m.addr)
+			storeSlot(m.addr, v)
+			done(m, old, v)
+		}
+		if prot&ProtWrite == 0 {
+			if err := r.rt.Protect(page, ps, prot); err != nil && werr == nil {
+				werr = fmt.Errorf("restoring protection of page %#x: %w", page, err)
+			}
+		}
+		if werr != nil {
+			return werr
+		}
+		i = j
+	}
+	return nil
+}
+
+// Undo puts every slot the hook changed back as it was, and stops following new images. A
+// slot that something else has changed since is left alone and reported.
+func (h *Hook) Undo() error {
+	r := h.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h.undone {
+		return nil
+	}
+	h.undone = true
+	for i, x := range r.hooks {
+		if x == h {
+			r.hooks = append(r.hooks[:i], r.hooks[i+1:]...)
+			break
+		}
+	}
+	var ms []match
+	var errs []error
+	back := map[uintptr]uintptr{}
+	for _, w := range h.writes {
+		if cur := loadSlot(w.addr); cur != w.new {
+			errs = append(errs, fmt.Errorf("slot %#x in %s changed since the hook (%#x, not %#x): left alone", w.addr, w.image, cur, w.new))
+			continue
+		}
+		back[w.addr] = w.old
+		ms = append(ms, match{addr: w.addr})
+	}
+	sort.Slice(ms, func(a, b int) bool { return ms[a].addr < ms[b].addr })
+	err := r.writeSlots(ms, func(m match) (uintptr, error) { return back[m.addr], nil }, func(match, uintptr, uintptr) {})
+	h.writes = nil
+	return errors.Join(append(errs, err)...)
+}
+
+func (img *Image) segmentNamed(name string) *Segment {
+	for _, s := range img.Segments {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
