@@ -15,11 +15,11 @@ type Kind uint8
 
 // Slot kinds.
 const (
-	KindNonLazy Kind = iota // S_NON_LAZY_SYMBOL_POINTERS (__got, __nl_symbol_ptr): bound at load
-	KindLazy                // S_LAZY_SYMBOL_POINTERS (__la_symbol_ptr): bound on first call
-	KindAuth                // non-lazy, signed on arm64e (__auth_got)
-	KindTLV                 // S_THREAD_LOCAL_VARIABLE_POINTERS (__thread_ptrs)
-	KindLazyDylib           // S_LAZY_DYLIB_SYMBOL_POINTERS
+	KindNonLazy   Kind = iota // S_NON_LAZY_SYMBOL_POINTERS (__got, __nl_symbol_ptr): bound at load
+	KindLazy                  // S_LAZY_SYMBOL_POINTERS (__la_symbol_ptr): bound on first call
+	KindAuth                  // non-lazy, signed on arm64e (__auth_got)
+	KindTLV                   // S_THREAD_LOCAL_VARIABLE_POINTERS (__thread_ptrs)
+	KindLazyDylib             // S_LAZY_DYLIB_SYMBOL_POINTERS
 )
 
 func (k Kind) String() string {
