@@ -68,6 +68,9 @@ type PointerDump struct {
 	Ordinal  int    `json:"ordinal"`
 	Weak     bool   `json:"weak,omitempty"`
 	Indirect string `json:"indirect,omitempty"` // "local" or "absolute" for slots without a symbol
+	// IndirectSymbol is what the indirect symbol table names, when it differs from what dyld
+	// binds there (a linker bug).
+	IndirectSymbol string `json:"indirect_symbol,omitempty"`
 }
 
 // DumpOptions selects what DumpFile reports.
@@ -161,9 +164,9 @@ func dumpSlice(s *FileSlice, opt DumpOptions) (sd SliceDump) {
 	if opt.Symbol != "" {
 		want = NewNameSet(opt.Symbol)
 	}
-	err = img.WalkSlots(func(sl *Slot, name []byte) bool {
+	err = img.WalkSlots(func(sl *Slot, name, indirect []byte) bool {
 		if want != nil {
-			if _, ok := want.Lookup(name); !ok || sl.Local || sl.Absolute {
+			if _, ok := want.Lookup(name); !ok || len(name) == 0 {
 				return true
 			}
 		}
@@ -175,8 +178,12 @@ func dumpSlice(s *FileSlice, opt DumpOptions) (sd SliceDump) {
 			p.Indirect = "local"
 		case sl.Absolute:
 			p.Indirect = "absolute"
-		default:
+		}
+		if len(name) > 0 {
 			p.Symbol, p.Ordinal, p.Library = string(name), sl.Ordinal, img.LibraryName(sl.Ordinal)
+		}
+		if indirect != nil {
+			p.IndirectSymbol = string(indirect)
 		}
 		sd.Pointers = append(sd.Pointers, p)
 		return true

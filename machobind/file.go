@@ -71,6 +71,9 @@ func NewFile(data []byte) (*File, error) {
 		}
 		return f, nil
 	}
+	if len(data) < 12 {
+		return nil, fmt.Errorf("file of %d bytes is too short for a Mach-O header", len(data))
+	}
 	le := binary.LittleEndian
 	s := &FileSlice{Size: uint64(len(data)), data: data}
 	switch types.Magic(le.Uint32(data)) {

@@ -77,6 +77,7 @@ type Image struct {
 	chainedSize  uint64
 	hasChained   bool
 	hasDyldInfo  bool
+	dyldInfo     *types.DyldInfoCmd
 	textVMAddr   uint64
 	pointerWidth uint64
 }
@@ -195,6 +196,8 @@ func (img *Image) loadCommand(cmd types.LoadCmd, body []byte) error {
 		img.hasChained, img.chainedOff, img.chainedSize = true, uint64(c.Offset), uint64(c.Size)
 	case types.LC_DYLD_INFO, types.LC_DYLD_INFO_ONLY:
 		img.hasDyldInfo = true
+		img.dyldInfo = new(types.DyldInfoCmd)
+		return decode(body, img.dyldInfo)
 	case types.LC_BUILD_VERSION:
 		var b types.BuildVersionCmd
 		if err := decode(body, &b); err != nil {

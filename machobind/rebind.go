@@ -243,8 +243,8 @@ func (r *Rebinder) apply(h *Hook, l Loaded) error {
 		return fmt.Errorf("image %s: %w", l.Name, err)
 	}
 	var ms []match
-	err = img.WalkSlots(func(s *Slot, name []byte) bool {
-		if s.Local || s.Absolute {
+	err = img.WalkSlots(func(s *Slot, name, _ []byte) bool {
+		if len(name) == 0 {
 			return true
 		}
 		i, ok := h.names.Lookup(name)

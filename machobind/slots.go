@@ -38,11 +38,13 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// Special two-level-namespace library ordinals (mach-o/nlist.h).
+// Special library ordinals, with dyld's BIND_SPECIAL_DYLIB_* values (the symbol table's
+// n_desc spells the second and third 0xff and 0xfe; they are normalised to these).
 const (
-	SelfLibraryOrdinal    = 0x00
-	DynamicLookupOrdinal  = 0xfe
-	ExecutableOrdinal     = 0xff
+	SelfLibraryOrdinal    = 0
+	MainExecutableOrdinal = -1
+	FlatLookupOrdinal     = -2
+	WeakLookupOrdinal     = -3
 	nWeakRef              = 0x0040
 	indirectSymbolLocal   = types.INDIRECT_SYMBOL_LOCAL
 	indirectSymbolAbs     = types.INDIRECT_SYMBOL_ABS
@@ -58,13 +60,18 @@ type Slot struct {
 	Index   int    // index of the slot inside its section
 	Addr    uint64 // unslid address of the slot
 	Kind    Kind
-	// Indirect is the raw indirect-symbol-table entry; Local and Absolute flag the slots
-	// that point into the image itself and carry no symbol.
+	// Indirect is the raw indirect-symbol-table entry; Local and Absolute are its flags for
+	// slots that point into the image itself (such a slot has no Symbol unless bind opcodes
+	// bind it anyway).
 	Indirect uint32
 	Local    bool
 	Absolute bool
-	// Symbol is the imported symbol's name as the symbol table spells it ("_objc_msgSend").
+	// Symbol is the imported symbol's name as the symbol table spells it ("_objc_msgSend"):
+	// for classic images, the symbol dyld's bind opcodes bind there.
 	Symbol string
+	// IndirectSymbol is set (by Slots) when the indirect symbol table names another symbol
+	// than the bind opcodes do for this slot — a linker bug seen in zig's TLV pointers.
+	IndirectSymbol string
 	// Ordinal is the symbol's two-level-namespace library ordinal; Library the dylib it names.
 	Ordinal int
 	Library string
@@ -73,16 +80,15 @@ type Slot struct {
 
 // LibraryName names a library ordinal the way llvm-objdump does for the special ones.
 func (img *Image) LibraryName(ordinal int) string {
-	if img.Header.Flags&types.TwoLevel == 0 {
-		return "flat-namespace"
-	}
 	switch ordinal {
 	case SelfLibraryOrdinal:
 		return "this-image"
-	case DynamicLookupOrdinal:
+	case FlatLookupOrdinal:
 		return "flat-namespace"
-	case ExecutableOrdinal:
+	case MainExecutableOrdinal:
 		return "main-executable"
+	case WeakLookupOrdinal:
+		return "weak"
 	}
 	if ordinal >= 1 && ordinal <= len(img.Dylibs) {
 		return img.Dylibs[ordinal-1].Path
@@ -108,10 +114,11 @@ func pointerKind(s *Section) (Kind, bool) {
 	return 0, false
 }
 
-// SlotVisitor receives each slot during WalkSlots. name aliases the image's string table and is
-// only valid during the call; s.Symbol is left empty so that no string is built per slot.
+// SlotVisitor receives each slot during WalkSlots. name (what is bound there) and indirect
+// (what the indirect symbol table says, when that differs) alias the image's __LINKEDIT and
+// are only valid during the call; s.Symbol is left empty so that no string is built per slot.
 // Returning false stops the walk.
-type SlotVisitor func(s *Slot, name []byte) bool
+type SlotVisitor func(s *Slot, name, indirect []byte) bool
 
 // WalkSlots visits every slot of every symbol-pointer section, in section order. It validates
 // the whole indirect range of a section before visiting any slot of it.
@@ -122,8 +129,8 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 			ptrSecs = append(ptrSecs, s)
 		}
 	}
-	if len(ptrSecs) == 0 {
-		return nil
+	if len(ptrSecs) == 0 || img.Header.Type == types.MH_DSYM {
+		return nil // a dSYM's sections are headers without contents
 	}
 	if img.symtab == nil || img.dysymtab == nil {
 		return fmt.Errorf("image has symbol-pointer sections but no LC_SYMTAB/LC_DYSYMTAB")
@@ -141,8 +148,18 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 	if err != nil {
 		return err
 	}
+	binds, err := img.classicBinds(func(addr uint64) bool {
+		for _, sec := range ptrSecs {
+			if addr >= sec.Addr && addr-sec.Addr < sec.Size {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return err
+	}
 	le := binary.LittleEndian
-	twoLevel := img.Header.Flags&types.TwoLevel != 0
 	var slot Slot
 	for _, sec := range ptrSecs {
 		kind, _ := pointerKind(sec)
@@ -172,13 +189,24 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 				if z := bytes.IndexByte(name, 0); z >= 0 {
 					name = name[:z]
 				}
-				slot.Ordinal = int(desc.GetLibraryOrdinal())
-				if !twoLevel {
-					slot.Ordinal = DynamicLookupOrdinal
+				switch o := desc.GetLibraryOrdinal(); o {
+				case 0xff:
+					slot.Ordinal = MainExecutableOrdinal
+				case 0xfe:
+					slot.Ordinal = FlatLookupOrdinal
+				default:
+					slot.Ordinal = int(o)
 				}
 				slot.Weak = desc&nWeakRef != 0
 			}
-			if !visit(&slot, name) {
+			var indirectName []byte
+			if b, ok := binds[slot.Addr]; ok {
+				if !bytes.Equal(b.name, name) {
+					indirectName = name
+				}
+				name, slot.Ordinal, slot.Weak = b.name, b.ordinal, b.weak
+			}
+			if !visit(&slot, name, indirectName) {
 				return nil
 			}
 		}
@@ -189,11 +217,14 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 // Slots returns every slot with Symbol and Library filled in.
 func (img *Image) Slots() ([]Slot, error) {
 	var out []Slot
-	err := img.WalkSlots(func(s *Slot, name []byte) bool {
+	err := img.WalkSlots(func(s *Slot, name, indirect []byte) bool {
 		c := *s
-		if !c.Local && !c.Absolute {
+		if len(name) > 0 {
 			c.Symbol = string(name)
 			c.Library = img.LibraryName(c.Ordinal)
+		}
+		if indirect != nil {
+			c.IndirectSymbol = string(indirect)
 		}
 		out = append(out, c)
 		return true

