@@ -55,7 +55,8 @@ func (m memSource) LinkeditBytes(off, n uint64, le *Segment) ([]byte, error) {
 }
 
 // ParseLoaded parses an image mapped in this process, after checking that its header sits at
-// the slid address of its __TEXT segment and that every section lies inside its segment.
+// the slid address of its __TEXT segment and that every pointer section lies inside its
+// segment.
 func ParseLoaded(l Loaded) (*Image, error) {
 	img, err := Parse(memSource(l))
 	if err != nil {
@@ -66,6 +67,9 @@ func ParseLoaded(l Loaded) (*Image, error) {
 	}
 	for _, seg := range img.Segments {
 		for _, s := range seg.Sections {
+			if _, isPtr := pointerKind(s); !isPtr {
+				continue // only pointer sections are read or written (Go's __DWARF is not mapped)
+			}
 			if s.Addr < seg.Addr || s.Size > seg.Memsz || s.Addr-seg.Addr > seg.Memsz-s.Size {
 				return nil, fmt.Errorf("section %s [%#x, +%#x) outside its segment [%#x, +%#x)", s.FullName(), s.Addr, s.Size, seg.Addr, seg.Memsz)
 			}

