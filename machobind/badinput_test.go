@@ -183,6 +183,12 @@ func TestSymtabIndicesOutOfRange(t *testing.T) {
 		"nsyms zero":       func(b []byte) { le.PutUint32(b[symtab+12:], 0) },
 		"symoff past":      func(b []byte) { le.PutUint32(b[symtab+8:], 0xffffff00) },
 		"strsize too long": func(b []byte) { le.PutUint32(b[symtab+20:], 0x7fffffff) },
+		"strtab unterminated": func(b []byte) {
+			stroff, strsize := le.Uint32(b[symtab+16:]), le.Uint32(b[symtab+20:])
+			for i := stroff; i < stroff+strsize; i++ {
+				b[i] = 'A'
+			}
+		},
 	} {
 		b := append([]byte(nil), base...)
 		f(b)
@@ -200,7 +206,9 @@ func FuzzDump(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(b)
+		if len(b) < 1<<20 { // the Go-built fixtures (2 MB) only slow the mutator down
+			f.Add(b)
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkNoPanic(t, "fuzz", data)

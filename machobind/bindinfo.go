@@ -113,9 +113,9 @@ func (img *Image) runBindOpcodes(ops []byte, lazy bool, bind func(addr uint64, s
 				cur.ordinal = int(int8(0xf0 | imm))
 			}
 		case types.BIND_OPCODE_SET_SYMBOL_TRAILING_FLAGS_IMM:
-			end := bytes.IndexByte(ops[p:], 0)
+			end := bytes.IndexByte(ops[p:min(len(ops), p+maxSymbolName+1)], 0)
 			if end < 0 {
-				return fmt.Errorf("opcode at %#x: symbol name not terminated", at)
+				return fmt.Errorf("opcode at %#x: symbol name not terminated within %d bytes", at, maxSymbolName)
 			}
 			cur.name, cur.weak = ops[p:p+end], imm&types.BIND_SYMBOL_FLAGS_WEAK_IMPORT != 0
 			p += end + 1

@@ -160,6 +160,7 @@ func dumpSlice(s *FileSlice, opt DumpOptions) (sd SliceDump) {
 		}
 		sd.Segments = append(sd.Segments, sg)
 	}
+	names := interner{}
 	var want NameSet
 	if opt.Symbol != "" {
 		want = NewNameSet(opt.Symbol)
@@ -180,10 +181,10 @@ func dumpSlice(s *FileSlice, opt DumpOptions) (sd SliceDump) {
 			p.Indirect = "absolute"
 		}
 		if len(name) > 0 {
-			p.Symbol, p.Ordinal, p.Library = string(name), sl.Ordinal, img.LibraryName(sl.Ordinal)
+			p.Symbol, p.Ordinal, p.Library = names.get(name), sl.Ordinal, img.LibraryName(sl.Ordinal)
 		}
 		if indirect != nil {
-			p.IndirectSymbol = string(indirect)
+			p.IndirectSymbol = names.get(indirect)
 		}
 		sd.Pointers = append(sd.Pointers, p)
 		return true

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/blacktop/go-macho/pkg/fixupchains"
@@ -148,13 +149,21 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 	if err != nil {
 		return err
 	}
-	binds, err := img.classicBinds(func(addr uint64) bool {
-		for _, sec := range ptrSecs {
-			if addr >= sec.Addr && addr-sec.Addr < sec.Size {
-				return true
-			}
+	// Real images give each pointer section its own range of the indirect table; a hostile one
+	// could point many sections at the same entries, so the walk is bounded by the table.
+	var total uint64
+	for _, sec := range ptrSecs {
+		total += sec.Size / img.pointerWidth
+		if total > uint64(dy.Nindirectsyms) {
+			return fmt.Errorf("pointer sections claim more slots than the %d indirect symbols", dy.Nindirectsyms)
 		}
-		return false
+	}
+	byAddr := append([]*Section(nil), ptrSecs...)
+	sort.Slice(byAddr, func(a, b int) bool { return byAddr[a].Addr < byAddr[b].Addr })
+	binds, err := img.classicBinds(func(addr uint64) bool {
+		i := sort.Search(len(byAddr), func(i int) bool { return byAddr[i].Addr+byAddr[i].Size > addr })
+		// sections may overlap in hostile images; the first ending past addr decides
+		return i < len(byAddr) && addr >= byAddr[i].Addr
 	})
 	if err != nil {
 		return err
@@ -185,10 +194,12 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 				if uint64(strx) >= uint64(len(strtab)) {
 					return fmt.Errorf("section %s slot %d: symbol %d name offset %#x past the %d-byte string table", sec.FullName(), i, ind, strx, len(strtab))
 				}
-				name = strtab[strx:]
-				if z := bytes.IndexByte(name, 0); z >= 0 {
-					name = name[:z]
+				name = strtab[strx:min(uint64(len(strtab)), uint64(strx)+maxSymbolName+1)]
+				z := bytes.IndexByte(name, 0)
+				if z < 0 {
+					return fmt.Errorf("section %s slot %d: symbol %d name at %#x is not terminated within %d bytes", sec.FullName(), i, ind, strx, maxSymbolName)
 				}
+				name = name[:z]
 				switch o := desc.GetLibraryOrdinal(); o {
 				case 0xff:
 					slot.Ordinal = MainExecutableOrdinal
@@ -214,17 +225,35 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 	return nil
 }
 
+// maxSymbolName bounds the length of a symbol name: a name is scanned and copied at most this
+// far, so a string table without terminators costs linear time and memory, not quadratic.
+const maxSymbolName = 4096
+
+// interner turns names into strings once per distinct name, so that many slots naming the
+// same (possibly long) symbol share one copy.
+type interner map[string]string
+
+func (in interner) get(b []byte) string {
+	if s, ok := in[string(b)]; ok { // no allocation for the lookup
+		return s
+	}
+	s := string(b)
+	in[s] = s
+	return s
+}
+
 // Slots returns every slot with Symbol and Library filled in.
 func (img *Image) Slots() ([]Slot, error) {
 	var out []Slot
+	names := interner{}
 	err := img.WalkSlots(func(s *Slot, name, indirect []byte) bool {
 		c := *s
 		if len(name) > 0 {
-			c.Symbol = string(name)
+			c.Symbol = names.get(name)
 			c.Library = img.LibraryName(c.Ordinal)
 		}
 		if indirect != nil {
-			c.IndirectSymbol = string(indirect)
+			c.IndirectSymbol = names.get(indirect)
 		}
 		out = append(out, c)
 		return true
