@@ -10,7 +10,7 @@ import (
 )
 
 // fixture returns the fixture with the given base name.
-func fixture(t *testing.T, name string) string {
+func fixture(t testing.TB, name string) string {
 	t.Helper()
 	for _, f := range testfiles.Fixtures(t) {
 		if filepath.Base(f) == name {

@@ -35,10 +35,10 @@ type signCall struct {
 // signMark marks values "signed" by the test runtime so that the test can tell them apart.
 const signMark = 0x0055_0000_0000_0000
 
-func (rt *simRuntime) Images() ([]Loaded, error)           { return rt.images, nil }
-func (rt *simRuntime) Self() uintptr                       { return 0 }
-func (rt *simRuntime) WatchImages(fn func(Loaded)) error   { rt.watch = fn; return nil }
-func (rt *simRuntime) Strip(p uintptr) uintptr             { return p &^ signMark }
+func (rt *simRuntime) Images() ([]Loaded, error)         { return rt.images, nil }
+func (rt *simRuntime) Self() uintptr                     { return 0 }
+func (rt *simRuntime) WatchImages(fn func(Loaded)) error { rt.watch = fn; return nil }
+func (rt *simRuntime) Strip(p uintptr) uintptr           { return p &^ signMark }
 func (rt *simRuntime) Resolve(sym, lib string) (uintptr, error) {
 	return uintptr(simdyld.FakeAddress(lib, sym)), nil
 }
