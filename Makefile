@@ -6,7 +6,7 @@ FIXTURES := testdata/fixtures
 CORPUS := testdata/corpus
 FUZZTIME ?= 60s
 
-.PHONY: all setup build fixtures corpus test fuzz lint demo bench-dump clean
+.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind clean
 
 all: build
 
@@ -33,9 +33,15 @@ test: fixtures corpus lint
 fuzz: fixtures
 	$(GO) test ./machobind -run '^$$' -fuzz '^FuzzDump$$' -fuzztime $(FUZZTIME)
 
+bench: bench-dump bench-rebind
+
 # Time `machobind dump --json` against llvm-objdump on the largest corpus binary.
 bench-dump: build corpus
 	bash scripts/bench-dump.sh $(CORPUS)
+
+# Rebinding cost per image (simulated dyld), 1/10/100 rebindings, small fixture to largest binary.
+bench-rebind: fixtures corpus
+	$(GO) test ./machobind -run '^$$' -bench 'Rebind|Match' -benchtime 200x
 
 demo: setup build fixtures
 	./bin/machobind dump $(FIXTURES)/objc-macos-arm64-exe-chained
