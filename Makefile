@@ -31,7 +31,7 @@ test: fixtures corpus lint
 	$(GO) test -count=1 ./...
 
 fuzz: fixtures
-	$(GO) test ./machobind -run '^$$' -fuzz '^FuzzDump$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./machobind -run '^$$' -fuzz '^FuzzDump$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1
 
 bench: bench-dump bench-rebind
 
