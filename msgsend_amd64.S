@@ -1,0 +1,278 @@
+/*
+ * msgtrace interposers for x86_64 (SysV / darwin): objc_msgSend and its variants.
+ *
+ * Each interposer stands in for the runtime function in the importer's pointer slot and
+ * tail-jumps to the original with every argument register (rdi rsi rdx rcx r8 r9, rax = the
+ * vector count of variadic calls, xmm0-7), the stack pointer and the stack exactly as the caller
+ * left them. Only r10 and r11 (caller-saved, no arguments) are used freely; rax and rdx are
+ * parked in the shadow entry around rdtsc.
+ *
+ * Tracing: the caller's return address moves from the stack into a per-thread shadow-stack
+ * entry and the stack slot is pointed at msgtrace_after, so the method returns through us with
+ * the stack as the caller expects. While the method runs, rbx holds the entry's address (the
+ * caller's rbx is saved in the entry) and the CFI says so with DWARF expressions: a debugger,
+ * a crash reporter or the C++ unwinder finds the caller's return address at [rbx + E_RET] and
+ * its rbx at [rbx + E_SAVE].
+ */
+#include "rt.h"
+
+#if defined(__APPLE__)
+#define SYM(x) _##x
+#define FUNC(x) .globl SYM(x); .p2align 4; SYM(x):
+#define END(x)
+/* darwin: our pthread key's slot in the thread's TSD area, %gs:key*8 */
+.macro LOAD_SELF reg
+	movq SYM(msgtrace_tsd_key)(%rip), \reg
+	movq %gs:(,\reg,8), \reg
+.endm
+#else
+#define SYM(x) x
+#define FUNC(x) .globl x; .type x,@function; .p2align 4; x:
+#define END(x) .size x, .-x
+/* ELF: initial-exec TLS variable msgtrace_tls at %fs:offset */
+.macro LOAD_SELF reg
+	movq msgtrace_tls@gottpoff(%rip), \reg
+	movq %fs:(\reg), \reg
+.endm
+#endif
+
+/* rdtsc into rax as one 64-bit tick; clobbers rdx */
+.macro TICK
+	rdtsc
+	shlq $32, %rdx
+	orq %rdx, %rax
+.endm
+
+/* CFI: the caller's rbx is saved at [\base + E_SAVE], its return address at [\base + E_RET].
+ * DW_CFA_expression (0x10), register, length 2, DW_OP_bregN (0x70 + N), offset. */
+#define CFI_SAVED_IN_RBX .cfi_escape 0x10, 0x03, 0x02, 0x73, E_SAVE; .cfi_escape 0x10, 0x10, 0x02, 0x73, E_RET
+#define CFI_RBX_IN_R10   .cfi_escape 0x10, 0x03, 0x02, 0x7a, E_SAVE
+
+/*
+ * CLOSE_ONE: record the shadow entry at r10 as unwound (its call never returned: an exception
+ * or a longjmp went past it). r11 = thread, rax = end tick, rdx clobbered. The red zone below
+ * rsp carries the push/pop copies.
+ */
+.macro CLOSE_ONE
+	movq T_REC_CUR(%r11), %rdx
+	cmpq T_REC_END(%r11), %rdx
+	jae 91f
+	pushq E_START(%r10)
+	popq R_START(%rdx)
+	movq %rax, R_END(%rdx)
+	pushq E_CLS(%r10)
+	popq R_CLS(%rdx)
+	btsq $(FLAG_SHIFT + 2), R_CLS(%rdx)      /* F_UNWOUND */
+	pushq E_SEL(%r10)
+	popq R_SEL(%rdx)
+	addq $RECORD_SIZE, T_REC_CUR(%r11)
+	jmp 92f
+91:	incq T_DROPPED(%r11)
+92:
+.endm
+
+/*
+ * INTERPOSE name, orig, recv, sel, super
+ *   recv: register with the receiver (super = 0) or the objc_super pointer (super = 1)
+ *   sel:  register with the selector
+ */
+.macro INTERPOSE name, orig, recv, sel, super
+FUNC(\name)
+	.cfi_startproc
+.if \super == 0
+	testq \recv, \recv
+	jz 9f                                   /* nil receiver: untraced */
+.endif
+	cmpl $0, SYM(msgtrace_active)(%rip)
+	je 9f                                   /* tracing off or paused */
+1:	LOAD_SELF %r11                          /* r11 = struct mt_thread * */
+	testq %r11, %r11
+	jz 8f                                   /* first traced call of this thread */
+	cmpq $0, T_BUSY(%r11)
+	jne 9f                                  /* excluded thread, or inside the tracer */
+	movq T_TOP(%r11), %r10                  /* r10 = the new shadow entry */
+	cmpq T_LIMIT(%r11), %r10
+	jae 7f                                  /* shadow stack full */
+	cmpq T_BASE(%r11), %r10
+	je 2f
+	cmpq %rsp, E_SP-ENTRY_SIZE(%r10)        /* previous entry's frame at or below ours? */
+	jbe 6f
+2:	movq %rax, E_RV0(%r10)                  /* park rax (al: vector args) and rdx (arg) */
+	movq %rdx, E_RV1(%r10)
+	movq \sel, E_SEL(%r10)
+.if \super == 0
+	testq SYM(msgtrace_tag_mask)(%rip), \recv
+	jnz 3f
+	movq (\recv), %rax                      /* class = isa & mask */
+	andq SYM(msgtrace_isa_mask)(%rip), %rax
+	jmp 4f
+3:	movq \recv, %rax                        /* tagged pointer: keep the receiver itself */
+	btsq $(FLAG_SHIFT + 1), %rax
+.else
+	movq 8(\recv), %rax                     /* objc_super.super_class */
+	btsq $FLAG_SHIFT, %rax
+.endif
+4:	movq %r10, %rdx                         /* depth = (entry - base) / ENTRY_SIZE */
+	subq T_BASE(%r11), %rdx
+	shlq $(DEPTH_SHIFT - 6), %rdx
+	orq %rdx, %rax
+	movq %rax, E_CLS(%r10)
+	TICK
+	movq %rax, E_START(%r10)
+	movq (%rsp), %rax
+	movq %rax, E_RET(%r10)                  /* caller's return address */
+	movq %rsp, E_SP(%r10)
+	movq %rbx, E_SAVE(%r10)
+	movq %r10, %rbx                         /* rbx = entry while the method runs */
+	CFI_SAVED_IN_RBX
+	addq $ENTRY_SIZE, %r10
+	movq %r10, T_TOP(%r11)                  /* push */
+	leaq SYM(msgtrace_after)(%rip), %r10
+	movq %r10, (%rsp)                       /* the method returns into msgtrace_after */
+	movq E_RV0(%rbx), %rax
+	movq E_RV1(%rbx), %rdx
+	jmp *SYM(\orig)(%rip)
+	.cfi_restore rbx
+	.cfi_offset rip, -8
+
+6:	/* previous entry's frame is at or below ours: a tail call from a traced method (its return
+	 * slot still holds msgtrace_after) nests; anything else is a stale entry to close */
+	jb 65f
+	movq %rax, T_SCRATCH(%r11)
+	leaq SYM(msgtrace_after)(%rip), %rax
+	cmpq %rax, (%rsp)
+	movq T_SCRATCH(%r11), %rax
+	je 2b
+65:	movq $1, T_BUSY(%r11)                   /* scratch in use: a signal handler passes through */
+	movq %rax, T_SCRATCH(%r11)
+	movq %rdx, T_SCRATCH+8(%r11)
+	TICK
+66:	subq $ENTRY_SIZE, %r10                  /* r10 = stale entry */
+	CLOSE_ONE
+	movq %r10, T_TOP(%r11)
+	cmpq T_BASE(%r11), %r10
+	je 68f
+	cmpq %rsp, E_SP-ENTRY_SIZE(%r10)
+	jb 66b
+	jne 68f
+	leaq SYM(msgtrace_after)(%rip), %rdx
+	cmpq %rdx, (%rsp)
+	jne 66b
+68:	movq T_SCRATCH(%r11), %rax
+	movq T_SCRATCH+8(%r11), %rdx
+	movq $0, T_BUSY(%r11)
+	jmp 1b
+
+7:	incq T_OVERFLOW(%r11)                   /* too deep: this call goes untraced */
+	jmp 9f
+
+8:	/* register this thread: C call, so save every argument register; 184 bytes keep rsp
+	 * 16-byte aligned at the call (entry rsp = 8 mod 16) */
+	subq $184, %rsp
+	.cfi_adjust_cfa_offset 184
+	movq %rdi, 0(%rsp)
+	movq %rsi, 8(%rsp)
+	movq %rdx, 16(%rsp)
+	movq %rcx, 24(%rsp)
+	movq %r8, 32(%rsp)
+	movq %r9, 40(%rsp)
+	movq %rax, 48(%rsp)
+	movdqu %xmm0, 56(%rsp)
+	movdqu %xmm1, 72(%rsp)
+	movdqu %xmm2, 88(%rsp)
+	movdqu %xmm3, 104(%rsp)
+	movdqu %xmm4, 120(%rsp)
+	movdqu %xmm5, 136(%rsp)
+	movdqu %xmm6, 152(%rsp)
+	movdqu %xmm7, 168(%rsp)
+	call SYM(msgtrace_register_thread)
+	movq 0(%rsp), %rdi
+	movq 8(%rsp), %rsi
+	movq 16(%rsp), %rdx
+	movq 24(%rsp), %rcx
+	movq 32(%rsp), %r8
+	movq 40(%rsp), %r9
+	movq 48(%rsp), %rax
+	movdqu 56(%rsp), %xmm0
+	movdqu 72(%rsp), %xmm1
+	movdqu 88(%rsp), %xmm2
+	movdqu 104(%rsp), %xmm3
+	movdqu 120(%rsp), %xmm4
+	movdqu 136(%rsp), %xmm5
+	movdqu 152(%rsp), %xmm6
+	movdqu 168(%rsp), %xmm7
+	addq $184, %rsp
+	.cfi_adjust_cfa_offset -184
+	jmp 1b
+
+9:	jmp *SYM(\orig)(%rip)                   /* untraced: straight to the original */
+	.cfi_endproc
+END(\name)
+.endm
+
+	.text
+INTERPOSE msgtrace_objc_msgSend,             msgtrace_orig_objc_msgSend,             %rdi, %rsi, 0
+INTERPOSE msgtrace_objc_msgSend_fpret,       msgtrace_orig_objc_msgSend_fpret,       %rdi, %rsi, 0
+INTERPOSE msgtrace_objc_msgSend_fp2ret,      msgtrace_orig_objc_msgSend_fp2ret,      %rdi, %rsi, 0
+INTERPOSE msgtrace_objc_msgSend_stret,       msgtrace_orig_objc_msgSend_stret,       %rsi, %rdx, 0
+INTERPOSE msgtrace_objc_msgSendSuper2,       msgtrace_orig_objc_msgSendSuper2,       %rdi, %rsi, 1
+INTERPOSE msgtrace_objc_msgSendSuper2_stret, msgtrace_orig_objc_msgSendSuper2_stret, %rsi, %rdx, 1
+
+/*
+ * msgtrace_after: every traced method returns here, rsp = the caller's stack pointer after the
+ * return, rbx = the shadow entry. Return registers (rax rdx xmm0 xmm1 st0 st1) are kept: rax
+ * and rdx are parked in the entry around rdtsc, the others are not touched and no C is called.
+ */
+	.p2align 4
+	.cfi_startproc
+	.cfi_def_cfa %rsp, 0
+	CFI_SAVED_IN_RBX
+	nop                     /* unwinders look up (return address - 1): keep it in this FDE */
+FUNC(msgtrace_after)
+	movq %rax, E_RV0(%rbx)
+	movq %rdx, E_RV1(%rbx)
+	TICK                                    /* rax = end tick */
+	LOAD_SELF %r11
+	leaq ENTRY_SIZE(%rbx), %rdx
+	movq T_TOP(%r11), %r10
+	cmpq %rdx, %r10
+	ja 5f                                   /* entries above ours never returned: close them */
+3:	movq T_REC_CUR(%r11), %r10              /* record {start, end, class, sel} */
+	cmpq T_REC_END(%r11), %r10
+	jae 4f
+	movq E_START(%rbx), %rdx
+	movq %rdx, R_START(%r10)
+	movq %rax, R_END(%r10)
+	movq E_CLS(%rbx), %rdx
+	movq %rdx, R_CLS(%r10)
+	movq E_SEL(%rbx), %rdx
+	movq %rdx, R_SEL(%r10)
+	addq $RECORD_SIZE, %r10
+	movq %r10, T_REC_CUR(%r11)              /* publish after the fields (x86 stores are ordered) */
+	jmp 6f
+4:	incq T_DROPPED(%r11)                    /* buffer full: drop and count */
+6:	movq E_RET(%rbx), %r10
+	movq %r10, -8(%rsp)                     /* return address into the red zone */
+	.cfi_offset rip, -8
+	movq %rbx, %r10                         /* r10 = entry */
+	CFI_RBX_IN_R10
+	movq E_RV0(%r10), %rax
+	movq E_RV1(%r10), %rdx
+	movq E_SAVE(%r10), %rbx                 /* caller's rbx back */
+	.cfi_restore rbx
+	movq %r10, T_TOP(%r11)                  /* pop last: the entry stayed ours until here */
+	jmp *-8(%rsp)
+
+5:	movq %rdx, -16(%rsp)                    /* r10 = top; close down to our entry + 1 */
+51:	subq $ENTRY_SIZE, %r10
+	CLOSE_ONE
+	cmpq -16(%rsp), %r10
+	ja 51b
+	movq %r10, T_TOP(%r11)
+	jmp 3b
+	.cfi_endproc
+END(msgtrace_after)
+
+#if !defined(__APPLE__)
+	.section .note.GNU-stack,"",@progbits
+#endif

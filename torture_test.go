@@ -1,0 +1,206 @@
+package msgtrace
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A C type in the torture suite: its declaration, how to build a value from a seed and how to
+// fold a value into the hash.
+type ctype struct {
+	name  string
+	make  func(seed string) string // C expression
+	fold  func(v string) string    // C statement adding v into h
+	isRet bool
+}
+
+var scalar = func(name string) ctype {
+	return ctype{name: name, make: func(s string) string { return fmt.Sprintf("(%s)(%s)", name, s) },
+		fold: func(v string) string { return fmt.Sprintf("h = mix(h, (uint64_t)(%s));", v) }}
+}
+
+var floating = func(name string) ctype {
+	return ctype{name: name, make: func(s string) string { return fmt.Sprintf("(%s)((double)(%s) / 7.0)", name, s) },
+		fold: func(v string) string { return fmt.Sprintf("h = mixf(h, (double)(%s));", v) }}
+}
+
+var tortureTypes = []ctype{
+	scalar("int8_t"), scalar("int16_t"), scalar("int32_t"), scalar("int64_t"), scalar("uint64_t"),
+	floating("float"), floating("double"), floating("long double"),
+	{name: "v128", make: func(s string) string { return fmt.Sprintf("mkv(%s)", s) },
+		fold: func(v string) string { return fmt.Sprintf("h = mixv(h, %s);", v) }},
+	{name: "struct small", make: func(s string) string { return fmt.Sprintf("(struct small){(int32_t)(%s), (int32_t)(%s) + 1}", s, s) },
+		fold: func(v string) string { return fmt.Sprintf("h = mix(mix(h, %s.a), %s.b);", v, v) }},
+	{name: "struct mixed", make: func(s string) string { return fmt.Sprintf("(struct mixed){(double)(%s) / 3.0, (int64_t)(%s)}", s, s) },
+		fold: func(v string) string { return fmt.Sprintf("h = mix(mixf(h, %s.d), %s.i);", v, v) }},
+	{name: "struct hfa", make: func(s string) string { return fmt.Sprintf("(struct hfa){(double)(%s), 1.5, -2.25, (double)(%s) * 2}", s, s) },
+		fold: func(v string) string { return fmt.Sprintf("h = mixf(mixf(mixf(mixf(h, %s.a), %s.b), %s.c), %s.d);", v, v, v, v) }},
+	{name: "struct big", make: func(s string) string { return fmt.Sprintf("(struct big){{(int64_t)(%s), 2, 3, 4, (int64_t)(%s) * 5}}", s, s) },
+		fold: func(v string) string { return fmt.Sprintf("for (int k = 0; k < 5; k++) h = mix(h, %s.x[k]);", v) }},
+}
+
+// returns: the return type, the interposer to call through, how to build it from h, and how to
+// compare two results bit for bit.
+type rtype struct {
+	name, via, make, cmp string
+}
+
+var tortureReturns = []rtype{
+	{"void", "objc_msgSend", "", ""},
+	{"int64_t", "objc_msgSend", "(int64_t)h", "a == b"},
+	{"double", "objc_msgSend", "(double)(h >> 11)", "memcmp(&a, &b, 8) == 0"},
+	{"float", "objc_msgSend", "(float)(h >> 40)", "memcmp(&a, &b, 4) == 0"},
+	{"v128", "objc_msgSend", "mkv(h)", "memcmp(&a, &b, 16) == 0"},
+	{"struct small", "objc_msgSend", "(struct small){(int32_t)h, (int32_t)(h >> 32)}", "memcmp(&a, &b, 8) == 0"},
+	{"struct mixed", "objc_msgSend", "(struct mixed){(double)(h >> 12), (int64_t)h}", "memcmp(&a, &b, 16) == 0"},
+	{"struct hfa", "objc_msgSend_stret", "(struct hfa){(double)h, (double)(h >> 1), (double)(h >> 2), (double)(h >> 3)}", "memcmp(&a, &b, 32) == 0"},
+	{"struct big", "objc_msgSend_stret", "(struct big){{(int64_t)h, (int64_t)(h >> 1), 3, 4, 5}}", "memcmp(&a, &b, 40) == 0"},
+	{"long double", "objc_msgSend_fpret", "(long double)h / 3", "memcmp(&a, &b, 10) == 0"},
+	{"_Complex long double", "objc_msgSend_fp2ret", "(long double)h / 3 + 1.0iL * (long double)(h >> 3)", "memcmp(&a, &b, 10) == 0 && memcmp((char *)&a + 16, (char *)&b + 16, 10) == 0"},
+}
+
+const tortureHeader = `#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include "rt.h"
+
+typedef long long v128 __attribute__((vector_size(16)));
+struct small { int32_t a, b; };
+struct mixed { double d; int64_t i; };
+struct hfa { double a, b, c, d; };
+struct big { int64_t x[5]; };
+struct method { void *sel; void *imp; };
+struct class { struct class *super; struct method *methods; };
+struct object { struct class *isa; };
+struct objc_super { struct object *receiver; struct class *cls; };
+
+void test_msgSend(void), test_msgSend_stret(void), test_msgSendSuper2(void), test_msgSendSuper2_stret(void);
+uint64_t callee_saved_probe(void *fn, void *obj, void *sel);
+
+static uint64_t mix(uint64_t h, uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); return h * 0xff51afd7ed558ccdULL; }
+static uint64_t mixf(uint64_t h, double d) { uint64_t u; memcpy(&u, &d, 8); return mix(h, u); }
+static uint64_t mixv(uint64_t h, v128 v) { return mix(mix(h, (uint64_t)v[0]), (uint64_t)v[1]); }
+static v128 mkv(uint64_t s) { v128 v = {(long long)s, (long long)(s * 3)}; return v; }
+static int failures;
+#define CHECK(name, cond) do { if (!(cond)) { printf("FAIL %s\n", name); failures++; } } while (0)
+`
+
+// generateTorture writes a C program with n generated cases: each a method with a random
+// signature, called directly and through the interposer, results compared bit for bit.
+func generateTorture(n int, seed uint64) string {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var b strings.Builder
+	b.WriteString(tortureHeader)
+	var methods, calls strings.Builder
+	for i := 0; i < n; i++ {
+		ret := tortureReturns[i%len(tortureReturns)]
+		var params, args []string
+		var body strings.Builder
+		nargs := rng.IntN(13)
+		mode := rng.IntN(3) // 0 mixed, 1 integers only, 2 floating only
+		for j := 0; j < nargs; j++ {
+			var t ctype
+			switch mode {
+			case 1:
+				t = tortureTypes[rng.IntN(5)]
+			case 2:
+				t = tortureTypes[5+rng.IntN(3)]
+			default:
+				t = tortureTypes[rng.IntN(len(tortureTypes))]
+			}
+			params = append(params, fmt.Sprintf("%s a%d", t.name, j))
+			args = append(args, t.make(fmt.Sprintf("%d", rng.Int64N(1<<40)-1<<39)))
+			body.WriteString("\t" + t.fold(fmt.Sprintf("a%d", j)) + "\n")
+		}
+		sig := strings.Join(append([]string{"struct object *self", "void *cmd"}, params...), ", ")
+		fmt.Fprintf(&methods, "static %s m%d(%s) {\n\tuint64_t h = %d; (void)self; (void)cmd;\n%s", ret.name, i, sig, i, body.String())
+		if ret.name == "void" {
+			fmt.Fprintf(&methods, "\tsink = h;\n}\n")
+		} else {
+			fmt.Fprintf(&methods, "\treturn %s;\n}\n", ret.make)
+		}
+		ptypes := []string{"struct object *", "void *"}
+		for _, p := range params {
+			ptypes = append(ptypes, p[:strings.LastIndex(p, " ")])
+		}
+		fnType := fmt.Sprintf("%s (*)(%s)", ret.name, strings.Join(ptypes, ", "))
+		callArgs := strings.Join(append([]string{"obj", fmt.Sprintf("(void *)%d", 1000+i)}, args...), ", ")
+		name := fmt.Sprintf("case %d (%s, %d args)", i, ret.name, nargs)
+		if ret.name == "void" {
+			fmt.Fprintf(&calls, "\tsink = 0; m%d(%s); { uint64_t a = sink; sink = 0; ((%s)msgtrace_%s)(%s); uint64_t b = sink; CHECK(%q, a == b); }\n",
+				i, callArgs, fnType, ret.via, callArgs, name)
+		} else {
+			fmt.Fprintf(&calls, "\t{ %s a = m%d(%s); %s b = ((%s)msgtrace_%s)(%s); CHECK(%q, %s); }\n",
+				ret.name, i, callArgs, ret.name, fnType, ret.via, callArgs, name, ret.cmp)
+		}
+		fmt.Fprintf(&calls, "\texpected++;\n")
+	}
+	b.WriteString("static volatile uint64_t sink;\n")
+	b.WriteString(methods.String())
+	// variadic: al must reach the callee, or va_arg reads garbage doubles
+	b.WriteString(`static double mva(struct object *self, void *cmd, int n, ...) {
+	va_list ap; va_start(ap, n); double s = 0;
+	for (int i = 0; i < n; i++) s = s * 3 + (i % 2 ? va_arg(ap, double) : (double)va_arg(ap, int64_t));
+	va_end(ap); (void)self; (void)cmd; return s;
+}
+`)
+	fmt.Fprintf(&b, "static struct method methods[%d];\n", n+2)
+	b.WriteString("static struct class cls = {0, methods};\nstatic struct object object = {&cls};\n")
+	b.WriteString("int main(void) {\n\tstruct object *obj = &object; uint64_t expected = 0;\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "\tmethods[%d] = (struct method){(void *)%d, (void *)m%d};\n", i, 1000+i, i)
+	}
+	fmt.Fprintf(&b, "\tmethods[%d] = (struct method){(void *)999, (void *)mva};\n", n)
+	b.WriteString(`	msgtrace_orig_objc_msgSend = msgtrace_orig_objc_msgSend_fpret = msgtrace_orig_objc_msgSend_fp2ret = (void *)test_msgSend;
+	msgtrace_orig_objc_msgSend_stret = (void *)test_msgSend_stret;
+	msgtrace_orig_objc_msgSendSuper2 = (void *)test_msgSendSuper2;
+	msgtrace_orig_objc_msgSendSuper2_stret = (void *)test_msgSendSuper2_stret;
+	msgtrace_active = 1;
+`)
+	b.WriteString(calls.String())
+	b.WriteString(`	{ double a = mva(obj, (void *)999, 7, (int64_t)1, 2.5, (int64_t)3, 4.25, (int64_t)5, 6.125, (int64_t)7);
+	  double b = ((double (*)(struct object *, void *, int, ...))msgtrace_objc_msgSend)(obj, (void *)999, 7, (int64_t)1, 2.5, (int64_t)3, 4.25, (int64_t)5, 6.125, (int64_t)7);
+	  CHECK("variadic", memcmp(&a, &b, 8) == 0); expected++; }
+	CHECK("callee-saved registers", callee_saved_probe((void *)msgtrace_objc_msgSend, obj, (void *)1000) == 0); expected++;
+	CHECK("nil receiver", ((int64_t (*)(void *, void *))msgtrace_objc_msgSend)(0, (void *)1001) == 0);
+	struct mt_counters c; msgtrace_counters(&c);
+	CHECK("every interposed call recorded", c.recorded == expected && c.dropped == 0 && c.overflow == 0);
+	printf("%s %llu cases, %llu recorded\n", failures ? "FAILED" : "OK", (unsigned long long)expected, (unsigned long long)c.recorded);
+	return failures != 0;
+}
+`)
+	return b.String()
+}
+
+// buildC compiles a test program with the interposer, its runtime and the test dispatcher.
+func buildC(t *testing.T, name, src string, extra ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	c := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	args := append([]string{"-O2", "-g", "-Wall", "-Wno-unused-function", "-I.", "-o", bin, c, "rt.c", "msgsend_amd64.S", "testdata/interposer/runtime_amd64.S", "-lpthread"}, extra...)
+	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestABITorture runs 400 generated signatures directly and through the interposer.
+func TestABITorture(t *testing.T) {
+	bin := buildC(t, "torture", generateTorture(400, 7))
+	out, err := exec.Command(bin).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "OK") {
+		t.Fatalf("torture: %v\n%s", err, out)
+	}
+	t.Log(strings.TrimSpace(string(out)))
+}
