@@ -6,7 +6,7 @@ FIXTURES := testdata/fixtures
 CORPUS := testdata/corpus
 FUZZTIME ?= 60s
 
-.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind clean
+.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer clean
 
 all: build
 
@@ -33,7 +33,11 @@ test: fixtures corpus lint
 fuzz: fixtures
 	$(GO) test ./machobind -run '^$$' -fuzz '^FuzzDump$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1
 
-bench: bench-dump bench-rebind
+bench: bench-dump bench-rebind bench-interposer
+
+# ns per call: interposer paused / recording vs direct call, dispatcher, malloc trampoline, rdtsc.
+bench-interposer: setup
+	bash scripts/bench-interposer.sh
 
 # Time `machobind dump --json` against llvm-objdump on the largest corpus binary.
 bench-dump: build corpus

@@ -271,3 +271,15 @@ func TestGDBBacktraceThroughInterposer(t *testing.T) {
 	}
 	t.Log(strings.Join(frames, "\n"))
 }
+
+// TestBenchProgram runs the interposer benchmark program with a small N so that it keeps
+// building and its own checks (every recorded call counted) keep passing; `make bench` runs it
+// at full size.
+func TestBenchProgram(t *testing.T) {
+	bin := buildC(t, "bench", readFile(t, "testdata/interposer/bench.c"), "-Itestdata/interposer", "-DN=20000",
+		"-Wno-cast-function-type", "testdata/interposer/rn_amd64.S")
+	out, err := exec.Command(bin).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "interposer, recording") {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+}

@@ -33,7 +33,7 @@ static void use_test_runtime(void) {
 }
 
 typedef int64_t (*send_fn)(struct object *, void *, int64_t);
-#define SEND ((send_fn)msgtrace_objc_msgSend)
+#define SEND ((send_fn)(void *)msgtrace_objc_msgSend)
 
 /* totals over every thread's records: all of them, and those with a flag */
 struct flagcount { uint64_t flag, with, all, maxdepth; };
