@@ -18,7 +18,7 @@
 
 #if defined(__APPLE__)
 #define SYM(x) _##x
-#define FUNC(x) .globl SYM(x); .p2align 4; SYM(x):
+#define FUNC(x) .globl SYM(x); .private_extern SYM(x); .p2align 4; SYM(x):
 #define END(x)
 /* darwin: our pthread key's slot in the thread's TSD area, %gs:key*8 */
 .macro LOAD_SELF reg
@@ -27,7 +27,7 @@
 .endm
 #else
 #define SYM(x) x
-#define FUNC(x) .globl x; .type x,@function; .p2align 4; x:
+#define FUNC(x) .globl x; .hidden x; .type x,@function; .p2align 4; x:
 #define END(x) .size x, .-x
 /* ELF: initial-exec TLS variable msgtrace_tls at %fs:offset */
 .macro LOAD_SELF reg

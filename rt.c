@@ -46,7 +46,7 @@ void *msgtrace_orig_objc_msgSend_fp2ret, *msgtrace_orig_objc_msgSendSuper2_stret
 #if defined(__APPLE__)
 /* darwin: a pthread key whose slot the assembly reads straight from the thread's TSD area
  * (%gs:key*8 on x86_64, TPIDRRO_EL0 on arm64): no call on the hot path. */
-uint64_t msgtrace_tsd_key;
+uint64_t msgtrace_tsd_key MT_HIDDEN;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static void make_key(void) {
 	pthread_key_t k;

@@ -67,14 +67,17 @@ struct mt_thread {
 	struct mt_entry stack[]; /* shadow stack, then bookkeeping in struct mt_thread_info */
 };
 
+/* Hidden: the assembly reaches these PC-relatively, which a shared library allows only for
+ * symbols that cannot be preempted. */
+#define MT_HIDDEN __attribute__((visibility("hidden")))
 /* Interposer configuration, read by the assembly on every call. */
-extern volatile uint32_t msgtrace_active;     /* 0: every call is a pass-through */
-extern uint64_t msgtrace_isa_mask;            /* object's isa & mask = class */
-extern uint64_t msgtrace_tag_mask;            /* receiver & mask != 0: tagged pointer */
+extern volatile uint32_t msgtrace_active MT_HIDDEN; /* 0: every call is a pass-through */
+extern uint64_t msgtrace_isa_mask MT_HIDDEN;        /* object's isa & mask = class */
+extern uint64_t msgtrace_tag_mask MT_HIDDEN;        /* receiver & mask != 0: tagged pointer */
 /* The originals the interposers forward to (set before any slot points at an interposer). */
-extern void *msgtrace_orig_objc_msgSend, *msgtrace_orig_objc_msgSendSuper2;
-extern void *msgtrace_orig_objc_msgSend_stret, *msgtrace_orig_objc_msgSend_fpret;
-extern void *msgtrace_orig_objc_msgSend_fp2ret, *msgtrace_orig_objc_msgSendSuper2_stret;
+extern void *msgtrace_orig_objc_msgSend MT_HIDDEN, *msgtrace_orig_objc_msgSendSuper2 MT_HIDDEN;
+extern void *msgtrace_orig_objc_msgSend_stret MT_HIDDEN, *msgtrace_orig_objc_msgSend_fpret MT_HIDDEN;
+extern void *msgtrace_orig_objc_msgSend_fp2ret MT_HIDDEN, *msgtrace_orig_objc_msgSendSuper2_stret MT_HIDDEN;
 
 /* The interposers (msgsend_*.S). */
 void msgtrace_objc_msgSend(void);

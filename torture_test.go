@@ -100,13 +100,19 @@ static int failures;
 
 // generateTorture writes a C program with n generated cases: each a method with a random
 // signature, called directly and through the interposer, results compared bit for bit.
-func generateTorture(n int, seed uint64) string {
+func generateTorture(n int, seed uint64, arch string) string {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var b strings.Builder
 	b.WriteString(tortureHeader)
 	var methods, calls strings.Builder
 	for i := 0; i < n; i++ {
 		ret := tortureReturns[i%len(tortureReturns)]
+		if arch == "arm64" {
+			// one entry point for every signature (x8 carries indirect results); long double is
+			// IEEE quad, compared in full
+			ret.via = "objc_msgSend"
+			ret.cmp = strings.ReplaceAll(ret.cmp, ", 10)", ", 16)")
+		}
 		var params, args []string
 		var body strings.Builder
 		nargs := rng.IntN(13)
@@ -185,8 +191,21 @@ func generateTorture(n int, seed uint64) string {
 	return b.String()
 }
 
+// target is an architecture the interposer tests run on: amd64 natively, arm64 under
+// qemu-aarch64 (static binaries from the aarch64 cross gcc).
+type target struct {
+	arch, cc string
+	flags    []string
+	run      []string
+}
+
+var targets = []target{
+	{arch: "amd64", cc: "gcc"},
+	{arch: "arm64", cc: "aarch64-linux-gnu-gcc", flags: []string{"-static"}, run: []string{"qemu-aarch64"}},
+}
+
 // buildC compiles a test program with the interposer, its runtime and the test dispatcher.
-func buildC(t *testing.T, name, src string, extra ...string) string {
+func (tg target) buildC(t *testing.T, name, src string, extra ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	c := filepath.Join(dir, name+".c")
@@ -194,26 +213,44 @@ func buildC(t *testing.T, name, src string, extra ...string) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, name)
-	args := append([]string{"-O2", "-g", "-Wall", "-Wno-unused-function", "-I.", "-o", bin, c, "rt.c", "msgsend_amd64.S", "testdata/interposer/runtime_amd64.S", "-lpthread"}, extra...)
-	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
+	args := append([]string{"-O2", "-g", "-Wall", "-Wno-unused-function", "-Wno-cast-function-type", "-I.", "-Itestdata/interposer", "-o", bin, c, "rt.c",
+		"msgsend_" + tg.arch + ".S", "testdata/interposer/runtime_" + tg.arch + ".S", "-lpthread"}, tg.flags...)
+	if out, err := exec.Command(tg.cc, append(args, extra...)...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", tg.cc, err, out)
 	}
 	return bin
 }
 
-// TestABITorture runs 400 generated signatures directly and through the interposer.
-func TestABITorture(t *testing.T) {
-	bin := buildC(t, "torture", generateTorture(400, 7))
-	out, err := exec.Command(bin).CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(out), "OK") {
-		t.Fatalf("torture: %v\n%s", err, out)
-	}
-	t.Log(strings.TrimSpace(string(out)))
+func (tg target) command(bin string, args ...string) *exec.Cmd {
+	all := append(append(append([]string{}, tg.run...), bin), args...)
+	return exec.Command(all[0], all[1:]...)
 }
 
-func runC(t *testing.T, bin string) string {
+func buildC(t *testing.T, name, src string, extra ...string) string {
+	return targets[0].buildC(t, name, src, extra...)
+}
+
+func forTargets(t *testing.T, fn func(t *testing.T, tg target)) {
+	for _, tg := range targets {
+		t.Run(tg.arch, func(t *testing.T) { fn(t, tg) })
+	}
+}
+
+// TestABITorture runs 400 generated signatures directly and through the interposer.
+func TestABITorture(t *testing.T) {
+	forTargets(t, func(t *testing.T, tg target) {
+		bin := tg.buildC(t, "torture", generateTorture(400, 7, tg.arch))
+		out, err := tg.command(bin).CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "OK") {
+			t.Fatalf("torture: %v\n%s", err, out)
+		}
+		t.Log(strings.TrimSpace(string(out)))
+	})
+}
+
+func runC(t *testing.T, tg target, bin string) string {
 	t.Helper()
-	out, err := exec.Command(bin).CombinedOutput()
+	out, err := tg.command(bin).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "OK") || strings.Contains(string(out), "FAIL") {
 		t.Fatalf("%s: %v\n%s", filepath.Base(bin), err, out)
 	}
@@ -232,7 +269,9 @@ func readFile(t *testing.T, p string) string {
 // TestThreadsRecursionLongjmp: 8 threads x 1,000,000 calls counted exactly, recursion past the
 // shadow stack, longjmp over traced frames.
 func TestThreadsRecursionLongjmp(t *testing.T) {
-	runC(t, buildC(t, "threads", readFile(t, "testdata/interposer/threads.c"), "-Itestdata/interposer"))
+	forTargets(t, func(t *testing.T, tg target) {
+		runC(t, tg, tg.buildC(t, "threads", readFile(t, "testdata/interposer/threads.c")))
+	})
 }
 
 // TestCxxExceptionThroughInterposer: a C++ exception crosses traced frames to its handler.
@@ -247,7 +286,7 @@ func TestCxxExceptionThroughInterposer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("clang++-19: %v\n%s", err, out)
 	}
-	runC(t, bin)
+	runC(t, targets[0], bin)
 }
 
 // TestGDBBacktraceThroughInterposer: from a breakpoint inside a traced method, gdb walks

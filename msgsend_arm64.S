@@ -1,0 +1,255 @@
+/*
+ * msgtrace interposers for arm64 (AAPCS64 / Apple arm64): objc_msgSend and objc_msgSendSuper2.
+ *
+ * The original sees x0-x8, q0-q7 in full, sp and the stack exactly as the caller left them:
+ * the interposer only uses x9-x17 (temporaries that carry no arguments) and x19, whose caller
+ * value it saves in the shadow entry. The return address is in x30, so nothing on the stack
+ * changes: x30 is parked in the entry and pointed at msgtrace_after.
+ *
+ * While the method runs, x19 holds the entry's address; the CFI says the caller's return
+ * address is at [x19 + E_RET] and its x19 at [x19 + E_SAVE] (DW_CFA_expression, DW_OP_breg19).
+ * Registers: x9 = struct mt_thread *, x10 = entry, x11 = base or limit, x12-x16 temporaries,
+ * x14 = tick on the close paths.
+ */
+#include "rt.h"
+
+#if defined(__APPLE__)
+#define SYM(x) _##x
+#define FUNC(x) .globl SYM(x); .private_extern SYM(x); .p2align 4; SYM(x):
+#define END(x)
+/* darwin: our pthread key's slot in the TSD area that TPIDRRO_EL0 points at */
+.macro LOAD_SELF reg, tmp
+	mrs \reg, TPIDRRO_EL0
+	and \reg, \reg, #~7
+	adrp \tmp, SYM(msgtrace_tsd_key)@PAGE
+	ldr \tmp, [\tmp, SYM(msgtrace_tsd_key)@PAGEOFF]
+	ldr \reg, [\reg, \tmp, lsl #3]
+.endm
+.macro LOAD_GLOBAL reg, sym
+	adrp \reg, SYM(\sym)@PAGE
+	ldr \reg, [\reg, SYM(\sym)@PAGEOFF]
+.endm
+.macro LOAD_GLOBAL_W reg, wreg, sym
+	adrp \reg, SYM(\sym)@PAGE
+	ldr \wreg, [\reg, SYM(\sym)@PAGEOFF]
+.endm
+#else
+#define SYM(x) x
+#define FUNC(x) .globl x; .hidden x; .type x,%function; .p2align 4; x:
+#define END(x) .size x, .-x
+/* ELF: initial-exec TLS variable msgtrace_tls at TPIDR_EL0 + its offset */
+.macro LOAD_SELF reg, tmp
+	mrs \reg, TPIDR_EL0
+	adrp \tmp, :gottprel:msgtrace_tls
+	ldr \tmp, [\tmp, #:gottprel_lo12:msgtrace_tls]
+	ldr \reg, [\reg, \tmp]
+.endm
+.macro LOAD_GLOBAL reg, sym
+	adrp \reg, \sym
+	ldr \reg, [\reg, #:lo12:\sym]
+.endm
+.macro LOAD_GLOBAL_W reg, wreg, sym
+	adrp \reg, \sym
+	ldr \wreg, [\reg, #:lo12:\sym]
+.endm
+#endif
+
+/* CFI: caller's x19 at [\base + E_SAVE], return address (x30) at [\base + E_RET]:
+ * DW_CFA_expression (0x10), register, length 2, DW_OP_bregN (0x70 + N), offset */
+#define CFI_SAVED_IN_X19 .cfi_escape 0x10, 19, 0x02, 0x83, E_SAVE; .cfi_escape 0x10, 30, 0x02, 0x83, E_RET
+#define CFI_X19_IN_X10   .cfi_escape 0x10, 19, 0x02, 0x7a, E_SAVE
+
+/* CLOSE_ONE: record the entry at x10 as unwound (end tick x14); x9 = thread; x12 x13 x15 x16 */
+.macro CLOSE_ONE
+	ldp x12, x13, [x9, #T_REC_CUR]
+	cmp x12, x13
+	b.hs 91f
+	ldr x15, [x10, #E_START]
+	stp x15, x14, [x12, #R_START]
+	ldp x15, x16, [x10, #E_CLS]
+	orr x15, x15, #(F_UNWOUND << FLAG_SHIFT)
+	stp x15, x16, [x12, #R_CLS]
+	add x12, x12, #RECORD_SIZE
+	add x13, x9, #T_REC_CUR
+	stlr x12, [x13]
+	b 92f
+91:	ldr x12, [x9, #T_DROPPED]
+	add x12, x12, #1
+	str x12, [x9, #T_DROPPED]
+92:
+.endm
+
+/* INTERPOSE name, orig, super: receiver (super = 0) or objc_super pointer (super = 1) in x0,
+ * selector in x1 */
+.macro INTERPOSE name, orig, super
+FUNC(\name)
+	.cfi_startproc
+.if \super == 0
+	cbz x0, 9f                              /* nil receiver: untraced */
+.endif
+	LOAD_GLOBAL_W x16, w16, msgtrace_active
+	cbz w16, 9f                             /* off or paused */
+1:	LOAD_SELF x9, x16                       /* x9 = struct mt_thread * */
+	cbz x9, 8f                              /* first traced call of this thread */
+	ldr x16, [x9, #T_BUSY]
+	cbnz x16, 9f                            /* excluded thread, or inside the tracer */
+	ldp x10, x11, [x9, #T_TOP]              /* x10 = new entry, x11 = limit */
+	cmp x10, x11
+	b.hs 7f                                 /* shadow stack full */
+	ldr x11, [x9, #T_BASE]
+	cmp x10, x11
+	b.eq 2f
+	ldr x12, [x10, #(E_SP - ENTRY_SIZE)]
+	mov x13, sp
+	cmp x12, x13
+	b.ls 6f                                 /* previous entry's frame at or below ours */
+2:	str x1, [x10, #E_SEL]
+.if \super == 0
+	LOAD_GLOBAL x13, msgtrace_tag_mask
+	tst x0, x13
+	b.ne 3f
+	ldr x12, [x0]                           /* class = isa & mask */
+	LOAD_GLOBAL x13, msgtrace_isa_mask
+	and x12, x12, x13
+	b 4f
+3:	orr x12, x0, #(F_TAGGED << FLAG_SHIFT)  /* tagged pointer: keep the receiver */
+.else
+	ldr x12, [x0, #8]                       /* objc_super.super_class */
+	orr x12, x12, #(F_SUPER << FLAG_SHIFT)
+.endif
+4:	sub x13, x10, x11                       /* depth = (entry - base) / ENTRY_SIZE */
+	orr x12, x12, x13, lsl #(DEPTH_SHIFT - 6)
+	str x12, [x10, #E_CLS]
+	mrs x12, CNTVCT_EL0
+	str x12, [x10, #E_START]
+	mov x13, sp
+	stp x30, x13, [x10, #E_RET]             /* caller's return address and sp */
+	str x19, [x10, #E_SAVE]
+	mov x19, x10                            /* x19 = entry while the method runs */
+	CFI_SAVED_IN_X19
+	add x10, x10, #ENTRY_SIZE
+	str x10, [x9, #T_TOP]                   /* push */
+	adr x30, SYM(msgtrace_after)            /* the method returns into msgtrace_after */
+	LOAD_GLOBAL x16, \orig
+	br x16
+	.cfi_restore x19
+	.cfi_restore x30
+
+6:	/* a tail call from a traced method (lr = msgtrace_after at the same sp) nests; anything
+	 * else at or below is a stale entry: close it as unwound */
+	b.lo 65f
+	adr x12, SYM(msgtrace_after)
+	cmp x30, x12
+	b.eq 2b
+65:	mrs x14, CNTVCT_EL0
+66:	sub x10, x10, #ENTRY_SIZE
+	CLOSE_ONE
+	str x10, [x9, #T_TOP]
+	cmp x10, x11
+	b.eq 1b
+	ldr x12, [x10, #(E_SP - ENTRY_SIZE)]
+	mov x13, sp
+	cmp x12, x13
+	b.lo 66b
+	b.ne 1b
+	adr x12, SYM(msgtrace_after)
+	cmp x30, x12
+	b.ne 66b
+	b 1b
+
+7:	ldr x12, [x9, #T_OVERFLOW]              /* too deep: untraced, counted */
+	add x12, x12, #1
+	str x12, [x9, #T_OVERFLOW]
+	b 9f
+
+8:	/* register this thread: a C call, so save x0-x8, lr and q0-q7 (224 bytes, 16-aligned) */
+	stp x29, x30, [sp, #-224]!
+	.cfi_def_cfa_offset 224
+	.cfi_offset x29, -224
+	.cfi_offset x30, -216
+	stp x0, x1, [sp, #16]
+	stp x2, x3, [sp, #32]
+	stp x4, x5, [sp, #48]
+	stp x6, x7, [sp, #64]
+	str x8, [sp, #80]
+	stp q0, q1, [sp, #96]
+	stp q2, q3, [sp, #128]
+	stp q4, q5, [sp, #160]
+	stp q6, q7, [sp, #192]
+	bl SYM(msgtrace_register_thread)
+	ldp x0, x1, [sp, #16]
+	ldp x2, x3, [sp, #32]
+	ldp x4, x5, [sp, #48]
+	ldp x6, x7, [sp, #64]
+	ldr x8, [sp, #80]
+	ldp q0, q1, [sp, #96]
+	ldp q2, q3, [sp, #128]
+	ldp q4, q5, [sp, #160]
+	ldp q6, q7, [sp, #192]
+	ldp x29, x30, [sp], #224
+	.cfi_def_cfa_offset 0
+	.cfi_restore x29
+	.cfi_restore x30
+	b 1b
+
+9:	LOAD_GLOBAL x16, \orig                  /* untraced: straight to the original */
+	br x16
+	.cfi_endproc
+END(\name)
+.endm
+
+	.text
+INTERPOSE msgtrace_objc_msgSend,       msgtrace_orig_objc_msgSend,       0
+INTERPOSE msgtrace_objc_msgSendSuper2, msgtrace_orig_objc_msgSendSuper2, 1
+
+/*
+ * msgtrace_after: every traced method returns here with sp as the caller expects and x19 = the
+ * shadow entry. x0-x8 and q0-q7 (every return register, Swift's included) are not touched.
+ */
+	.p2align 4
+	.cfi_startproc
+	.cfi_def_cfa sp, 0
+	CFI_SAVED_IN_X19
+	nop                     /* unwinders look up (return address - 1): keep it in this FDE */
+FUNC(msgtrace_after)
+	mrs x14, CNTVCT_EL0                     /* end tick */
+	LOAD_SELF x9, x16
+	add x11, x19, #ENTRY_SIZE
+	ldr x10, [x9, #T_TOP]
+	cmp x10, x11
+	b.hi 5f                                 /* entries above ours never returned */
+3:	ldp x12, x13, [x9, #T_REC_CUR]          /* record {start, end, class, sel} */
+	cmp x12, x13
+	b.hs 4f
+	ldr x15, [x19, #E_START]
+	stp x15, x14, [x12, #R_START]
+	ldp x15, x16, [x19, #E_CLS]
+	stp x15, x16, [x12, #R_CLS]
+	add x12, x12, #RECORD_SIZE
+	add x13, x9, #T_REC_CUR
+	stlr x12, [x13]                         /* publish after the fields */
+	b 6f
+4:	ldr x12, [x9, #T_DROPPED]               /* buffer full: drop and count */
+	add x12, x12, #1
+	str x12, [x9, #T_DROPPED]
+6:	ldr x30, [x19, #E_RET]                  /* caller's return address */
+	.cfi_restore x30
+	mov x10, x19
+	CFI_X19_IN_X10
+	ldr x19, [x10, #E_SAVE]                 /* caller's x19 */
+	.cfi_restore x19
+	str x10, [x9, #T_TOP]                   /* pop last */
+	ret
+
+5:	sub x10, x10, #ENTRY_SIZE               /* close entries above ours */
+	CLOSE_ONE
+	cmp x10, x11
+	b.hi 5b
+	str x10, [x9, #T_TOP]
+	b 3b
+	.cfi_endproc
+END(msgtrace_after)
+
+#if !defined(__APPLE__)
+	.section .note.GNU-stack,"",%progbits
+#endif
