@@ -3,11 +3,14 @@ package msgtrace
 import (
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A C type in the torture suite: its declaration, how to build a value from a seed and how to
@@ -290,25 +293,57 @@ func TestCxxExceptionThroughInterposer(t *testing.T) {
 }
 
 // TestGDBBacktraceThroughInterposer: from a breakpoint inside a traced method, gdb walks
-// through msgtrace_after's CFI (return address in the shadow stack) to the caller and main.
+// through msgtrace_after's CFI (return address in the shadow stack) to the caller and main —
+// natively on amd64, through qemu-aarch64's gdb port with gdb-multiarch on arm64.
 func TestGDBBacktraceThroughInterposer(t *testing.T) {
-	bin := buildC(t, "threads", readFile(t, "testdata/interposer/threads.c"), "-Itestdata/interposer", "-O0")
-	out, err := exec.Command("gdb", "-nx", "-batch", "-ex", "break leaf", "-ex", "run", "-ex", "bt", bin).CombinedOutput()
-	if err != nil {
-		t.Fatalf("gdb: %v\n%s", err, out)
-	}
-	var frames []string
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "#") {
-			frames = append(frames, l)
+	forTargets(t, func(t *testing.T, tg target) {
+		bin := tg.buildC(t, "threads", readFile(t, "testdata/interposer/threads.c"), "-O0")
+		var out []byte
+		var err error
+		if tg.arch == "amd64" {
+			out, err = exec.Command("gdb", "-nx", "-batch", "-ex", "break leaf", "-ex", "run", "-ex", "bt 6", bin).CombinedOutput()
+		} else {
+			l, lerr := net.Listen("tcp", "127.0.0.1:0")
+			if lerr != nil {
+				t.Fatal(lerr)
+			}
+			port := l.Addr().(*net.TCPAddr).Port
+			l.Close()
+			q := exec.Command("qemu-aarch64", "-g", strconv.Itoa(port), bin)
+			if err := q.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { q.Process.Kill(); q.Wait() }()
+			// wait for qemu's gdb stub to listen (it takes one connection only: don't probe it)
+			listening := fmt.Sprintf(":%04X 00000000:0000 0A", port)
+			for i := 0; ; i++ {
+				if b, _ := os.ReadFile("/proc/net/tcp"); strings.Contains(string(b), listening) {
+					break
+				}
+				if i == 100 {
+					t.Fatal("qemu's gdb stub did not come up")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			out, err = exec.Command("gdb-multiarch", "-nx", "-batch", "-ex", "set architecture aarch64", "-ex", "file "+bin,
+				"-ex", fmt.Sprintf("target remote 127.0.0.1:%d", port), "-ex", "break leaf", "-ex", "continue", "-ex", "bt 6").CombinedOutput()
 		}
-	}
-	// #0 leaf, #1 the interposer's return path, #2 worker (the caller), #3.. thread start
-	if len(frames) < 3 || !strings.Contains(frames[0], "leaf") || !strings.Contains(frames[1], "msgsend_amd64.S") ||
-		!strings.Contains(frames[2], "worker") {
-		t.Fatalf("backtrace does not reach the caller through the interposer:\n%s", out)
-	}
-	t.Log(strings.Join(frames, "\n"))
+		if err != nil {
+			t.Fatalf("gdb: %v\n%s", err, out)
+		}
+		var frames []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(l, "#") {
+				frames = append(frames, l)
+			}
+		}
+		// #0 leaf, #1 the interposer's return path, #2 worker (the caller), #3.. thread start
+		if len(frames) < 3 || !strings.Contains(frames[0], "leaf") || !strings.Contains(frames[1], "msgsend_"+tg.arch+".S") ||
+			!strings.Contains(frames[2], "worker") {
+			t.Fatalf("backtrace does not reach the caller through the interposer:\n%s", out)
+		}
+		t.Log(strings.Join(frames, "\n"))
+	})
 }
 
 // TestBenchProgram runs the interposer benchmark program with a small N so that it keeps
