@@ -223,6 +223,11 @@ INTERPOSE msgtrace_objc_msgSendSuper2_stret, msgtrace_orig_objc_msgSendSuper2_st
  * return, rbx = the shadow entry. Return registers (rax rdx xmm0 xmm1 st0 st1) are kept: rax
  * and rdx are parked in the entry around rdtsc, the others are not touched and no C is called.
  */
+/* CFA = rsp + 0: unwinders set the caller's stack pointer to the CFA (LLVM libunwind, the
+ * unwinder Apple ships, does so whatever other rule is given), and the caller's stack pointer
+ * is exactly this one. This frame therefore shares its CFA with the method that returned
+ * into it; libgcc's unwinder, which tells frames apart by CFA in its cleanup phase, aborts on
+ * a C++ exception thrown through a traced call (README: limits). */
 	.p2align 4
 	.cfi_startproc
 	.cfi_def_cfa %rsp, 0

@@ -206,6 +206,11 @@ INTERPOSE msgtrace_objc_msgSendSuper2, msgtrace_orig_objc_msgSendSuper2, 1
  * msgtrace_after: every traced method returns here with sp as the caller expects and x19 = the
  * shadow entry. x0-x8 and q0-q7 (every return register, Swift's included) are not touched.
  */
+/* CFA = sp + 0: unwinders set the caller's stack pointer to the CFA (LLVM libunwind, the
+ * unwinder Apple ships, does so whatever other rule is given), and the caller's stack pointer
+ * is exactly this one. This frame therefore shares its CFA with the method that returned
+ * into it; libgcc's unwinder, which tells frames apart by CFA in its cleanup phase, aborts on
+ * a C++ exception thrown through a traced call (README: limits). */
 	.p2align 4
 	.cfi_startproc
 	.cfi_def_cfa sp, 0
