@@ -14,6 +14,10 @@ type Rebinding struct {
 	Name        string  // "objc_msgSend" (C name) or "_objc_msgSend" (symbol-table name); see SymbolKeys
 	Replacement uintptr // new target
 	Library     string  // optional: only imports bound to this dylib (install path or its base name)
+	// Publish, if set, is called once with the original as soon as it is known and before any
+	// slot is changed to the replacement, so that a replacement that forwards to the original
+	// (the interposers) can find it from its first call.
+	Publish func(original uintptr)
 }
 
 // Prot is a page protection: read 1, write 2, execute 4 (PROT_* on Linux, VM_PROT_* on darwin).
@@ -284,6 +288,9 @@ func (r *Rebinder) apply(h *Hook, l Loaded) error {
 			cur = real
 		}
 		h.orig[m.index].Store(cur)
+		if p := h.rs[m.index].Publish; p != nil {
+			p(cur)
+		}
 	}
 	sort.Slice(ms, func(a, b int) bool { return ms[a].addr < ms[b].addr })
 	return r.writeSlots(ms, func(m match) (uintptr, error) {

@@ -1,0 +1,73 @@
+package msgtrace
+
+/*
+#include "rt.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"unsafe"
+
+	"github.com/msgtrace/msgtrace/machobind"
+)
+
+// variant is one runtime entry point: its symbol, the interposer that replaces it, and the C
+// variable the interposer forwards through.
+type variant struct {
+	name       string
+	interposer unsafe.Pointer
+	orig       *unsafe.Pointer
+}
+
+// variants lists the entry points interposed on this architecture.
+func variants() []variant {
+	vs := []variant{
+		{"objc_msgSend", C.msgtrace_objc_msgSend, (*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig_objc_msgSend))},
+		{"objc_msgSendSuper2", C.msgtrace_objc_msgSendSuper2, (*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig_objc_msgSendSuper2))},
+	}
+	if runtime.GOARCH == "amd64" {
+		vs = append(vs,
+			variant{"objc_msgSend_stret", C.msgtrace_objc_msgSend_stret, (*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig_objc_msgSend_stret))},
+			variant{"objc_msgSend_fpret", C.msgtrace_objc_msgSend_fpret, (*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig_objc_msgSend_fpret))},
+			variant{"objc_msgSend_fp2ret", C.msgtrace_objc_msgSend_fp2ret, (*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig_objc_msgSend_fp2ret))},
+			variant{"objc_msgSendSuper2_stret", C.msgtrace_objc_msgSendSuper2_stret, (*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig_objc_msgSendSuper2_stret))},
+		)
+	}
+	return vs
+}
+
+// Install rebinds objc_msgSend and its variants to the interposers in every image the
+// Rebinder's runtime reports (and those loaded later). Each original is handed to its
+// interposer before any slot points at it. Recording starts with SetActive(true).
+func Install(r *machobind.Rebinder) (*machobind.Hook, error) {
+	var rs []machobind.Rebinding
+	for _, v := range variants() {
+		v := v
+		rs = append(rs, machobind.Rebinding{
+			Name:        v.name,
+			Replacement: uintptr(v.interposer),
+			Publish:     func(orig uintptr) { *v.orig = *(*unsafe.Pointer)(unsafe.Pointer(&orig)) },
+		})
+	}
+	return r.Rebind(rs...)
+}
+
+// interposerOf and originalOf expose the tables to the tests.
+func interposerOf(name string) uintptr {
+	for _, v := range variants() {
+		if v.name == name {
+			return uintptr(v.interposer)
+		}
+	}
+	return 0
+}
+
+func originalOf(name string) uintptr {
+	for _, v := range variants() {
+		if v.name == name {
+			return uintptr(*v.orig)
+		}
+	}
+	return 0
+}
