@@ -20,6 +20,9 @@
 #define SYM(x) _##x
 #define FUNC(x) .globl SYM(x); .private_extern SYM(x); .p2align 4; SYM(x):
 #define END(x)
+/* Mach-O allows no global label inside a CFI region: the return target is a local label */
+#define AFTER_LABEL L_msgtrace_after:
+#define AFTER L_msgtrace_after
 /* darwin: our pthread key's slot in the thread's TSD area, %gs:key*8 */
 .macro LOAD_SELF reg
 	movq SYM(msgtrace_tsd_key)(%rip), \reg
@@ -29,6 +32,8 @@
 #define SYM(x) x
 #define FUNC(x) .globl x; .hidden x; .type x,@function; .p2align 4; x:
 #define END(x) .size x, .-x
+#define AFTER_LABEL FUNC(msgtrace_after)
+#define AFTER msgtrace_after
 /* ELF: initial-exec TLS variable msgtrace_tls at %fs:offset */
 .macro LOAD_SELF reg
 	movq msgtrace_tls@gottpoff(%rip), \reg
@@ -39,7 +44,7 @@
 /* rdtsc into rax as one 64-bit tick; clobbers rdx */
 .macro TICK
 	rdtsc
-	shlq $32, %rdx
+	shlq $(32), %rdx
 	orq %rdx, %rax
 .endm
 
@@ -65,7 +70,7 @@
 	btsq $(FLAG_SHIFT + 2), R_CLS(%rdx)      /* F_UNWOUND */
 	pushq E_SEL(%r10)
 	popq R_SEL(%rdx)
-	addq $RECORD_SIZE, T_REC_CUR(%r11)
+	addq $(RECORD_SIZE), T_REC_CUR(%r11)
 	jmp 92f
 91:	incq T_DROPPED(%r11)
 92:
@@ -83,12 +88,12 @@ FUNC(\name)
 	testq \recv, \recv
 	jz 9f                                   /* nil receiver: untraced */
 .endif
-	cmpl $0, SYM(msgtrace_active)(%rip)
+	cmpl $(0), SYM(msgtrace_active)(%rip)
 	je 9f                                   /* tracing off or paused */
 1:	LOAD_SELF %r11                          /* r11 = struct mt_thread * */
 	testq %r11, %r11
 	jz 8f                                   /* first traced call of this thread */
-	cmpq $0, T_BUSY(%r11)
+	cmpq $(0), T_BUSY(%r11)
 	jne 9f                                  /* excluded thread, or inside the tracer */
 	movq T_TOP(%r11), %r10                  /* r10 = the new shadow entry */
 	cmpq T_LIMIT(%r11), %r10
@@ -110,7 +115,7 @@ FUNC(\name)
 	btsq $(FLAG_SHIFT + 1), %rax
 .else
 	movq 8(\recv), %rax                     /* objc_super.super_class */
-	btsq $FLAG_SHIFT, %rax
+	btsq $(FLAG_SHIFT), %rax
 .endif
 4:	movq %r10, %rdx                         /* depth = (entry - base) / ENTRY_SIZE */
 	subq T_BASE(%r11), %rdx
@@ -125,9 +130,9 @@ FUNC(\name)
 	movq %rbx, E_SAVE(%r10)
 	movq %r10, %rbx                         /* rbx = entry while the method runs */
 	CFI_SAVED_IN_RBX
-	addq $ENTRY_SIZE, %r10
+	addq $(ENTRY_SIZE), %r10
 	movq %r10, T_TOP(%r11)                  /* push */
-	leaq SYM(msgtrace_after)(%rip), %r10
+	leaq AFTER(%rip), %r10
 	movq %r10, (%rsp)                       /* the method returns into msgtrace_after */
 	movq E_RV0(%rbx), %rax
 	movq E_RV1(%rbx), %rdx
@@ -139,15 +144,15 @@ FUNC(\name)
 	 * slot still holds msgtrace_after) nests; anything else is a stale entry to close */
 	jb 65f
 	movq %rax, T_SCRATCH(%r11)
-	leaq SYM(msgtrace_after)(%rip), %rax
+	leaq AFTER(%rip), %rax
 	cmpq %rax, (%rsp)
 	movq T_SCRATCH(%r11), %rax
 	je 2b
-65:	movq $1, T_BUSY(%r11)                   /* scratch in use: a signal handler passes through */
+65:	movq $(1), T_BUSY(%r11)                   /* scratch in use: a signal handler passes through */
 	movq %rax, T_SCRATCH(%r11)
 	movq %rdx, T_SCRATCH+8(%r11)
 	TICK
-66:	subq $ENTRY_SIZE, %r10                  /* r10 = stale entry */
+66:	subq $(ENTRY_SIZE), %r10                  /* r10 = stale entry */
 	CLOSE_ONE
 	movq %r10, T_TOP(%r11)
 	cmpq T_BASE(%r11), %r10
@@ -155,12 +160,12 @@ FUNC(\name)
 	cmpq %rsp, E_SP-ENTRY_SIZE(%r10)
 	jb 66b
 	jne 68f
-	leaq SYM(msgtrace_after)(%rip), %rdx
+	leaq AFTER(%rip), %rdx
 	cmpq %rdx, (%rsp)
 	jne 66b
 68:	movq T_SCRATCH(%r11), %rax
 	movq T_SCRATCH+8(%r11), %rdx
-	movq $0, T_BUSY(%r11)
+	movq $(0), T_BUSY(%r11)
 	jmp 1b
 
 7:	incq T_OVERFLOW(%r11)                   /* too deep: this call goes untraced */
@@ -168,7 +173,7 @@ FUNC(\name)
 
 8:	/* register this thread: C call, so save every argument register; 184 bytes keep rsp
 	 * 16-byte aligned at the call (entry rsp = 8 mod 16) */
-	subq $184, %rsp
+	subq $(184), %rsp
 	.cfi_adjust_cfa_offset 184
 	movq %rdi, 0(%rsp)
 	movq %rsi, 8(%rsp)
@@ -201,7 +206,7 @@ FUNC(\name)
 	movdqu 136(%rsp), %xmm5
 	movdqu 152(%rsp), %xmm6
 	movdqu 168(%rsp), %xmm7
-	addq $184, %rsp
+	addq $(184), %rsp
 	.cfi_adjust_cfa_offset -184
 	jmp 1b
 
@@ -233,7 +238,7 @@ INTERPOSE msgtrace_objc_msgSendSuper2_stret, msgtrace_orig_objc_msgSendSuper2_st
 	.cfi_def_cfa %rsp, 0
 	CFI_SAVED_IN_RBX
 	nop                     /* unwinders look up (return address - 1): keep it in this FDE */
-FUNC(msgtrace_after)
+AFTER_LABEL
 	movq %rax, E_RV0(%rbx)
 	movq %rdx, E_RV1(%rbx)
 	TICK                                    /* rax = end tick */
@@ -252,7 +257,7 @@ FUNC(msgtrace_after)
 	movq %rdx, R_CLS(%r10)
 	movq E_SEL(%rbx), %rdx
 	movq %rdx, R_SEL(%r10)
-	addq $RECORD_SIZE, %r10
+	addq $(RECORD_SIZE), %r10
 	movq %r10, T_REC_CUR(%r11)              /* publish after the fields (x86 stores are ordered) */
 	jmp 6f
 4:	incq T_DROPPED(%r11)                    /* buffer full: drop and count */
@@ -269,14 +274,16 @@ FUNC(msgtrace_after)
 	jmp *-8(%rsp)
 
 5:	movq %rdx, -16(%rsp)                    /* r10 = top; close down to our entry + 1 */
-51:	subq $ENTRY_SIZE, %r10
+51:	subq $(ENTRY_SIZE), %r10
 	CLOSE_ONE
 	cmpq -16(%rsp), %r10
 	ja 51b
 	movq %r10, T_TOP(%r11)
 	jmp 3b
 	.cfi_endproc
+#if !defined(__APPLE__)
 END(msgtrace_after)
+#endif
 
 #if !defined(__APPLE__)
 	.section .note.GNU-stack,"",@progbits

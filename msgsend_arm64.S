@@ -17,6 +17,7 @@
 #define SYM(x) _##x
 #define FUNC(x) .globl SYM(x); .private_extern SYM(x); .p2align 4; SYM(x):
 #define END(x)
+#define LOCAL(x) L##x
 /* darwin: our pthread key's slot in the TSD area that TPIDRRO_EL0 points at */
 .macro LOAD_SELF reg, tmp
 	mrs \reg, TPIDRRO_EL0
@@ -37,6 +38,7 @@
 #define SYM(x) x
 #define FUNC(x) .globl x; .hidden x; .type x,%function; .p2align 4; x:
 #define END(x) .size x, .-x
+#define LOCAL(x) .L##x
 /* ELF: initial-exec TLS variable msgtrace_tls at TPIDR_EL0 + its offset */
 .macro LOAD_SELF reg, tmp
 	mrs \reg, TPIDR_EL0
@@ -129,7 +131,7 @@ FUNC(\name)
 	CFI_SAVED_IN_X19
 	add x10, x10, #ENTRY_SIZE
 	str x10, [x9, #T_TOP]                   /* push */
-	adr x30, SYM(msgtrace_after)            /* the method returns into msgtrace_after */
+	adr x30, LOCAL(after)            /* the method returns into msgtrace_after */
 	LOAD_GLOBAL x16, \orig
 	br x16
 	.cfi_restore x19
@@ -138,7 +140,7 @@ FUNC(\name)
 6:	/* a tail call from a traced method (lr = msgtrace_after at the same sp) nests; anything
 	 * else at or below is a stale entry: close it as unwound */
 	b.lo 65f
-	adr x12, SYM(msgtrace_after)
+	adr x12, LOCAL(after)
 	cmp x30, x12
 	b.eq 2b
 65:	mrs x14, CNTVCT_EL0
@@ -152,7 +154,7 @@ FUNC(\name)
 	cmp x12, x13
 	b.lo 66b
 	b.ne 1b
-	adr x12, SYM(msgtrace_after)
+	adr x12, LOCAL(after)
 	cmp x30, x12
 	b.ne 66b
 	b 1b
@@ -216,7 +218,10 @@ INTERPOSE msgtrace_objc_msgSendSuper2, msgtrace_orig_objc_msgSendSuper2, 1
 	.cfi_def_cfa sp, 0
 	CFI_SAVED_IN_X19
 	nop                     /* unwinders look up (return address - 1): keep it in this FDE */
-FUNC(msgtrace_after)
+#if !defined(__APPLE__)
+FUNC(msgtrace_after)      /* ELF: a name for debuggers; Mach-O allows no global label in a CFI region */
+#endif
+LOCAL(after):             /* local: ADR to a global needs a relocation Mach-O lacks */
 	mrs x14, CNTVCT_EL0                     /* end tick */
 	LOAD_SELF x9, x16
 	add x11, x19, #ENTRY_SIZE
@@ -253,7 +258,9 @@ FUNC(msgtrace_after)
 	str x10, [x9, #T_TOP]
 	b 3b
 	.cfi_endproc
+#if !defined(__APPLE__)
 END(msgtrace_after)
+#endif
 
 #if !defined(__APPLE__)
 	.section .note.GNU-stack,"",%progbits

@@ -297,7 +297,7 @@ func TestCxxExceptionThroughInterposer(t *testing.T) {
 // natively on amd64, through qemu-aarch64's gdb port with gdb-multiarch on arm64.
 func TestGDBBacktraceThroughInterposer(t *testing.T) {
 	forTargets(t, func(t *testing.T, tg target) {
-		bin := tg.buildC(t, "threads", readFile(t, "testdata/interposer/threads.c"), "-O0")
+		bin := tg.buildC(t, "backtrace", readFile(t, "testdata/interposer/backtrace.c"), "-O0")
 		var out []byte
 		var err error
 		if tg.arch == "amd64" {
@@ -337,9 +337,9 @@ func TestGDBBacktraceThroughInterposer(t *testing.T) {
 				frames = append(frames, l)
 			}
 		}
-		// #0 leaf, #1 the interposer's return path, #2 worker (the caller), #3.. thread start
+		// #0 leaf, #1 the interposer's return path, #2 main (the caller)
 		if len(frames) < 3 || !strings.Contains(frames[0], "leaf") || !strings.Contains(frames[1], "msgsend_"+tg.arch+".S") ||
-			!strings.Contains(frames[2], "worker") {
+			!strings.Contains(frames[2], "main") {
 			t.Fatalf("backtrace does not reach the caller through the interposer:\n%s", out)
 		}
 		t.Log(strings.Join(frames, "\n"))
