@@ -37,8 +37,22 @@ _Static_assert(offsetof(struct mt_thread, scratch) == T_SCRATCH, "T_SCRATCH");
 _Static_assert(offsetof(struct mt_thread, stack) == T_STACK, "T_STACK");
 
 volatile uint32_t msgtrace_active;
+/* The class is read inline as isa & mask (what object_getClass does for ordinary objects); a
+ * tagged pointer has no isa and keeps the receiver itself. Masks from the Objective-C runtime's
+ * ISA_MASK and tagged-pointer bit; elsewhere (the test runtime, GNUstep) isa is the class. */
+#if defined(__APPLE__) && defined(__aarch64__) && !defined(__APPLE_EMBEDDED_SIMULATOR__)
+uint64_t msgtrace_isa_mask = 0x0000000ffffffff8ULL;
+uint64_t msgtrace_tag_mask = 0x8000000000000000ULL;
+#elif defined(__APPLE__) && defined(__aarch64__)
+uint64_t msgtrace_isa_mask = 0x007ffffffffffff8ULL;
+uint64_t msgtrace_tag_mask = 0x8000000000000000ULL;
+#elif defined(__APPLE__)
+uint64_t msgtrace_isa_mask = 0x00007ffffffffff8ULL;
+uint64_t msgtrace_tag_mask = 1;
+#else
 uint64_t msgtrace_isa_mask = ~(uint64_t)0;
 uint64_t msgtrace_tag_mask;
+#endif
 void *msgtrace_orig_objc_msgSend, *msgtrace_orig_objc_msgSendSuper2;
 void *msgtrace_orig_objc_msgSend_stret, *msgtrace_orig_objc_msgSend_fpret;
 void *msgtrace_orig_objc_msgSend_fp2ret, *msgtrace_orig_objc_msgSendSuper2_stret;

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/msgtrace/msgtrace/internal/testfiles"
+	"github.com/msgtrace/msgtrace/machobind"
 )
 
 // A C type in the torture suite: its declaration, how to build a value from a seed and how to
@@ -355,5 +358,47 @@ func TestBenchProgram(t *testing.T) {
 	out, err := exec.Command(bin).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "interposer, recording") {
 		t.Fatalf("bench: %v\n%s", err, out)
+	}
+}
+
+// TestAssemblesForDarwin builds the interposers and their runtime for every Apple target
+// (clang-19 for the assembly, zig's macOS headers for the C) and checks the objects are Mach-O
+// for the right CPU: what runs on Linux here is the same source that ships.
+func TestAssemblesForDarwin(t *testing.T) {
+	zig := filepath.Join(testfiles.Root(t), ".tools", "zig", "zig")
+	for _, c := range []struct{ target, zigTarget, asm, arch string }{
+		{"arm64-apple-macos13", "aarch64-macos", "msgsend_arm64.S", "arm64"},
+		{"arm64-apple-ios15", "", "msgsend_arm64.S", "arm64"},
+		{"arm64-apple-ios15-simulator", "", "msgsend_arm64.S", "arm64"},
+		{"x86_64-apple-macos13", "x86_64-macos", "msgsend_amd64.S", "x86_64"},
+		{"x86_64-apple-ios15-simulator", "", "msgsend_amd64.S", "x86_64"},
+	} {
+		t.Run(c.target, func(t *testing.T) {
+			dir := t.TempDir()
+			objs := []string{filepath.Join(dir, "msgsend.o")}
+			if out, err := exec.Command("clang-19", "-target", c.target, "-c", "-I.", "-o", objs[0], c.asm).CombinedOutput(); err != nil {
+				t.Fatalf("clang-19: %v\n%s", err, out)
+			}
+			if c.zigTarget != "" {
+				objs = append(objs, filepath.Join(dir, "rt.o"))
+				if out, err := exec.Command(zig, "cc", "-target", c.zigTarget, "-c", "-I.", "-o", objs[1], "rt.c").CombinedOutput(); err != nil {
+					t.Fatalf("zig cc: %v\n%s", err, out)
+				}
+			}
+			for _, o := range objs {
+				f, err := machobind.Open(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				img, err := f.Slices[0].Parse()
+				f.Close()
+				if err != nil {
+					t.Fatalf("%s: %v", o, err)
+				}
+				if f.Slices[0].Arch != c.arch || img.Header.Type != 1 /* MH_OBJECT */ {
+					t.Fatalf("%s: arch %s type %v, want a %s object", o, f.Slices[0].Arch, img.Header.Type, c.arch)
+				}
+			}
+		})
 	}
 }
