@@ -282,17 +282,27 @@ func TestThreadsRecursionLongjmp(t *testing.T) {
 
 // TestCxxExceptionThroughInterposer: a C++ exception crosses traced frames to its handler.
 // It is built against LLVM's libunwind and libc++abi — the unwinder Apple platforms ship —
-// because libgcc's unwinder aborts on the interposer's CFI (see README's limits).
+// because libgcc's unwinder aborts on the interposer's CFI (see README's limits): clang++-19
+// with Debian's libunwind on amd64, zig's bundled libc++/libunwind (static, musl) on arm64.
 func TestCxxExceptionThroughInterposer(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "exceptions")
-	out, err := exec.Command("clang++-19", "-O2", "-g", "-stdlib=libc++", "-unwindlib=libunwind", "-rtlib=compiler-rt",
-		"-I.", "-Itestdata/interposer", "-o", bin, "testdata/interposer/exceptions.cpp",
-		"-x", "c", "rt.c", "-x", "assembler-with-cpp", "msgsend_amd64.S", "testdata/interposer/runtime_amd64.S", "-lpthread").CombinedOutput()
-	if err != nil {
-		t.Fatalf("clang++-19: %v\n%s", err, out)
-	}
-	runC(t, targets[0], bin)
+	forTargets(t, func(t *testing.T, tg target) {
+		dir := t.TempDir()
+		bin := filepath.Join(dir, "exceptions")
+		srcs := []string{"-I.", "-Itestdata/interposer", "-o", bin, "testdata/interposer/exceptions.cpp"}
+		var cmd *exec.Cmd
+		if tg.arch == "amd64" {
+			cmd = exec.Command("clang++-19", append([]string{"-O2", "-g", "-stdlib=libc++", "-unwindlib=libunwind", "-rtlib=compiler-rt"},
+				append(srcs, "-x", "c", "rt.c", "-x", "assembler-with-cpp", "msgsend_amd64.S", "testdata/interposer/runtime_amd64.S", "-lpthread")...)...)
+		} else {
+			zig := filepath.Join(testfiles.Root(t), ".tools", "zig", "zig")
+			cmd = exec.Command(zig, append([]string{"c++", "-target", "aarch64-linux-musl", "-O2", "-g"},
+				append(srcs, "rt.c", "msgsend_arm64.S", "testdata/interposer/runtime_arm64.S")...)...)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", cmd.Path, err, out)
+		}
+		runC(t, tg, bin)
+	})
 }
 
 // TestGDBBacktraceThroughInterposer: from a breakpoint inside a traced method, gdb walks
