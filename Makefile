@@ -6,7 +6,7 @@ FIXTURES := testdata/fixtures
 CORPUS := testdata/corpus
 FUZZTIME ?= 60s
 
-.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer clean
+.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer clean
 
 all: build
 
@@ -33,7 +33,11 @@ test: fixtures corpus lint
 fuzz: fixtures
 	$(GO) test ./machobind -run '^$$' -fuzz '^FuzzDump$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1
 
-bench: bench-dump bench-rebind bench-interposer
+bench: bench-dump bench-rebind bench-interposer bench-tracer
+
+# Raw trace (10,000,000 records) to Chrome JSON: records/s and peak RSS.
+bench-tracer:
+	$(GO) test ./tracer -run '^$$' -bench RawToJSON -benchtime 3x
 
 # ns per call: interposer paused / recording vs direct call, dispatcher, malloc trampoline, rdtsc.
 bench-interposer: setup

@@ -1,6 +1,8 @@
-// Command machobind inspects the imports and symbol-pointer tables of Mach-O binaries.
+// Command machobind inspects the imports and symbol-pointer tables of Mach-O binaries and
+// converts msgtrace's raw traces.
 //
 //	machobind dump [--arch A] [--symbol NAME] [--json] FILE
+//	machobind trace RAW -o OUT [--format json|pprof|folded] [filters]
 //
 // Exit status: 0 on success, 1 when the input cannot be read (one line on stderr), 2 on bad
 // usage.
@@ -24,6 +26,9 @@ commands:
   dump [--arch A] [--symbol NAME] [--json] FILE
         show a Mach-O file's header, dylibs, segments, fixup style and every
         symbol-pointer slot (what rebinding a symbol would touch)
+  trace RAW -o OUT [--format json|pprof|folded] [--min-us N] [--max-depth N]
+        [--include PAT]... [--exclude PAT]... [--threads all|main|NAME,ID,...]
+        convert a raw trace dump to Chrome trace JSON (Perfetto), pprof or folded stacks
 `
 
 func main() {
@@ -52,6 +57,8 @@ func dispatch(args []string, stdout io.Writer) error {
 	switch args[0] {
 	case "dump":
 		return dump(args[1:], stdout)
+	case "trace":
+		return trace(args[1:], stdout)
 	case "help", "-h", "--help":
 		_, err := io.WriteString(stdout, usage)
 		return err

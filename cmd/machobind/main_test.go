@@ -10,6 +10,7 @@ import (
 
 	"github.com/msgtrace/msgtrace/internal/testfiles"
 	"github.com/msgtrace/msgtrace/machobind"
+	"github.com/msgtrace/msgtrace/tracer"
 )
 
 func runCLI(args ...string) (int, string, string) {
@@ -95,5 +96,59 @@ func TestDumpSymbolJSON(t *testing.T) {
 		if _, ok := slice[k]; !ok {
 			t.Errorf("JSON slice lacks %q", k)
 		}
+	}
+}
+
+// writeRaw writes a small raw trace for the trace command's tests.
+func writeRaw(t *testing.T, dir string) string {
+	p := filepath.Join(dir, "t.raw")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := tracer.NewWriter(f, tracer.Header{PID: 7, TickNum: 1, TickDen: 1})
+	w.WriteNames([]tracer.NameEntry{{Key: 0x10, Kind: tracer.NameClass, Name: "View"}, {Key: 0x20, Kind: tracer.NameSelector, Name: "layout"}})
+	w.WriteThread(tracer.Thread{TID: 1, Main: true}, []tracer.Record{{Start: 10, End: 5010, Class: 0x10, Sel: 0x20}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return p
+}
+
+func TestTraceCommand(t *testing.T) {
+	dir := t.TempDir()
+	raw := writeRaw(t, dir)
+	for _, format := range []string{"json", "pprof", "folded"} {
+		out := filepath.Join(dir, "out."+format)
+		if code, _, stderr := runCLI("trace", raw, "-o", out, "--format", format, "--include", "-[View *]"); code != 0 {
+			t.Fatalf("%s: exit %d: %s", format, code, stderr)
+		}
+		b, _ := os.ReadFile(out)
+		if format != "pprof" && !strings.Contains(string(b), "-[View layout]") {
+			t.Errorf("%s output lacks the call:\n%s", format, b)
+		}
+	}
+	garbage := filepath.Join(dir, "garbage.raw")
+	os.WriteFile(garbage, []byte("MSGTRACE\x01\x00\x00\x00"), 0o644)
+	for _, c := range []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"trace", raw}, 2, "-o"},
+		{[]string{"trace", raw, "-o", filepath.Join(dir, "x"), "--format", "xml"}, 2, "unknown format"},
+		{[]string{"trace", raw, "-o", filepath.Join(dir, "x"), "--include", "View"}, 2, "names no method"},
+		{[]string{"trace", raw, "-o", filepath.Join(dir, "x"), "--min-us", "-1"}, 2, "negative"},
+		{[]string{"trace", garbage, "-o", filepath.Join(dir, "x")}, 1, "byte offset"},
+		{[]string{"trace", raw, "-o", filepath.Join(dir, "no", "such", "dir", "x")}, 1, "no such file"},
+	} {
+		code, _, stderr := runCLI(c.args...)
+		if code != c.code || !strings.Contains(stderr, c.err) {
+			t.Errorf("machobind %v: exit %d, stderr %q; want %d and %q", c.args, code, stderr, c.code, c.err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
+		t.Error("a failed conversion left its output behind")
 	}
 }

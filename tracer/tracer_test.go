@@ -1,0 +1,289 @@
+package tracer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+)
+
+// node is a call in a hand-built tree; rec turns a tree into records in the order calls end.
+type node struct {
+	cls, sel   uint64
+	start, end uint64
+	flags      uint64
+	kids       []node
+}
+
+func (n node) records(depth uint64, out *[]Record) {
+	for _, k := range n.kids {
+		k.records(depth+1, out)
+	}
+	*out = append(*out, Record{Start: n.start, End: n.end, Class: n.cls | depth<<48 | n.flags<<60, Sel: n.sel})
+}
+
+const (
+	clsFoo, clsFooMeta, clsBar = 0x1000, 0x2000, 0x3000
+	selRun, selStep, selTiny   = 0x10, 0x20, 0x30
+)
+
+var testNames = []NameEntry{
+	{clsFoo, NameClass, "Foo"}, {clsFooMeta, NameMetaclass, "Foo"}, {clsBar, NameClass, "Bar"},
+	{selRun, NameSelector, "run"}, {selStep, NameSelector, "step:"}, {selTiny, NameSelector, "tiny"},
+}
+
+// testTrace: main thread -[Foo run] [1000,101000] > 2x -[Bar step:] > -[Bar tiny]; +[Foo run];
+// a worker thread with a call an exception unwound.
+func testTrace(t testing.TB) []byte {
+	main := []node{
+		{cls: clsFoo, sel: selRun, start: 1000, end: 101000, kids: []node{
+			{cls: clsBar, sel: selStep, start: 11000, end: 41000, kids: []node{
+				{cls: clsBar, sel: selTiny, start: 16000, end: 21000},
+			}},
+			{cls: clsBar, sel: selStep, start: 51000, end: 91000},
+		}},
+		{cls: clsFooMeta, sel: selRun, start: 121000, end: 131000},
+	}
+	var recs []Record
+	for _, n := range main {
+		n.records(0, &recs)
+	}
+	var buf bytes.Buffer
+	w := NewWriter(&buf, Header{PID: 4242, TickNum: 1, TickDen: 1, BaseTick: 1000})
+	w.WriteNames(testNames)
+	w.WriteThread(Thread{TID: 100, Main: true, Dropped: 3, Overflow: 1}, recs)
+	var wrecs []Record
+	node{cls: clsBar, sel: selStep, start: 6000, end: 26000, flags: FlagUnwound}.records(0, &wrecs)
+	w.WriteThread(Thread{TID: 101, Name: "worker"}, wrecs)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+type chromeEvent struct {
+	Ph, Name string
+	Ts, Dur  float64
+	Pid, Tid uint64
+	Args     map[string]any
+}
+
+type chromeFile struct {
+	TraceEvents []chromeEvent
+	OtherData   map[string]uint64
+}
+
+func toJSON(t *testing.T, raw []byte, opt Options) chromeFile {
+	var out bytes.Buffer
+	if _, err := Process(bytes.NewReader(raw), opt, NewChromeSink(&out)); err != nil {
+		t.Fatal(err)
+	}
+	var f chromeFile
+	if err := json.Unmarshal(out.Bytes(), &f); err != nil {
+		t.Fatalf("invalid JSON: %v\n%s", err, out.String())
+	}
+	return f
+}
+
+func calls(f chromeFile) map[string][]chromeEvent {
+	m := map[string][]chromeEvent{}
+	for _, e := range f.TraceEvents {
+		if e.Ph == "X" {
+			m[e.Name] = append(m[e.Name], e)
+		}
+	}
+	return m
+}
+
+func TestChromeJSON(t *testing.T) {
+	f := toJSON(t, testTrace(t), Options{MaxDepth: -1})
+	c := calls(f)
+	foo := c["-[Foo run]"]
+	if len(foo) != 1 || foo[0].Ts != 0 || foo[0].Dur != 100 || foo[0].Pid != 4242 || foo[0].Tid != 100 {
+		t.Fatalf("-[Foo run]: %+v", foo)
+	}
+	if self := foo[0].Args["self_us"].(float64); self != 30 { // 100 - 30 - 40
+		t.Errorf("-[Foo run] self %v, want 30", self)
+	}
+	if len(c["-[Bar step:]"]) != 3 || len(c["+[Foo run]"]) != 1 || len(c["-[Bar tiny]"]) != 1 {
+		t.Errorf("events: %v", c)
+	}
+	if d := c["-[Bar tiny]"][0].Args["depth"].(float64); d != 2 {
+		t.Errorf("depth %v", d)
+	}
+	var unwound int
+	for _, e := range c["-[Bar step:]"] {
+		if e.Args["unwound"] == true {
+			unwound++
+		}
+	}
+	if unwound != 1 {
+		t.Errorf("unwound events %d, want 1", unwound)
+	}
+	meta := map[string]bool{}
+	for _, e := range f.TraceEvents {
+		if e.Ph == "M" {
+			meta[e.Name+"="+e.Args["name"].(string)] = true
+		}
+	}
+	if !meta["thread_name=main thread"] || !meta["thread_name=worker"] || !meta["process_name=pid 4242"] {
+		t.Errorf("metadata: %v", meta)
+	}
+	if f.OtherData["dropped_buffer_full"] != 3 || f.OtherData["untraced_stack_full"] != 1 || f.OtherData["calls"] != 6 {
+		t.Errorf("otherData: %v", f.OtherData)
+	}
+	checkNesting(t, f)
+}
+
+// checkNesting: per thread, any two events are disjoint or one contains the other.
+func checkNesting(t *testing.T, f chromeFile) {
+	byTid := map[uint64][]chromeEvent{}
+	for _, e := range f.TraceEvents {
+		if e.Ph == "X" {
+			byTid[e.Tid] = append(byTid[e.Tid], e)
+		}
+	}
+	for tid, es := range byTid {
+		sort.Slice(es, func(i, j int) bool { return es[i].Ts < es[j].Ts || es[i].Ts == es[j].Ts && es[i].Dur > es[j].Dur })
+		var stack []chromeEvent
+		for _, e := range es {
+			for len(stack) > 0 && stack[len(stack)-1].Ts+stack[len(stack)-1].Dur <= e.Ts {
+				stack = stack[:len(stack)-1]
+			}
+			if len(stack) > 0 && e.Ts+e.Dur > stack[len(stack)-1].Ts+stack[len(stack)-1].Dur {
+				t.Fatalf("thread %d: %s overlaps %s", tid, e.Name, stack[len(stack)-1].Name)
+			}
+			stack = append(stack, e)
+		}
+	}
+}
+
+// TestFilters: a dropped call's children attach to the nearest kept ancestor.
+func TestFilters(t *testing.T) {
+	raw := testTrace(t)
+	// drop -[Bar step:]: -[Bar tiny] (5 µs) now belongs to -[Foo run]
+	c := calls(toJSON(t, raw, Options{MaxDepth: -1, Exclude: []string{"-[Bar step:]"}}))
+	if len(c["-[Bar step:]"]) != 0 || c["-[Foo run]"][0].Args["self_us"].(float64) != 95 {
+		t.Errorf("exclude: %v", c)
+	}
+	// shorter than 10 µs: -[Bar tiny] goes, the first -[Bar step:] keeps its 30 µs as self
+	c = calls(toJSON(t, raw, Options{MaxDepth: -1, MinNanos: 10000}))
+	if len(c["-[Bar tiny]"]) != 0 || c["-[Bar step:]"][0].Args["self_us"].(float64) != 30 {
+		t.Errorf("min duration: %v", c)
+	}
+	c = calls(toJSON(t, raw, Options{MaxDepth: 0}))
+	if len(c) != 3 || len(c["-[Bar tiny]"]) != 0 {
+		t.Errorf("max depth 0: %v", c)
+	}
+	c = calls(toJSON(t, raw, Options{MaxDepth: -1, Include: []string{"*[Bar *]"}}))
+	if len(c) != 2 || len(c["-[Bar step:]"]) != 3 {
+		t.Errorf("include: %v", c)
+	}
+	c = calls(toJSON(t, raw, Options{MaxDepth: -1, Include: []string{"+[Foo *]"}}))
+	if len(c) != 1 || len(c["+[Foo run]"]) != 1 {
+		t.Errorf("include class methods: %v", c)
+	}
+	c = calls(toJSON(t, raw, Options{MaxDepth: -1, Threads: "main"}))
+	for _, es := range c {
+		for _, e := range es {
+			if e.Tid != 100 {
+				t.Errorf("threads=main kept tid %d", e.Tid)
+			}
+		}
+	}
+	c = calls(toJSON(t, raw, Options{MaxDepth: -1, Threads: "worker"}))
+	if len(c) != 1 {
+		t.Errorf("threads=worker: %v", c)
+	}
+}
+
+func TestFolded(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := Process(bytes.NewReader(testTrace(t)), Options{MaxDepth: -1, Exclude: []string{"-[Bar step:]"}}, NewFoldedSink(&out)); err != nil {
+		t.Fatal(err)
+	}
+	want := "+[Foo run] 10000\n-[Foo run] 95000\n-[Foo run];-[Bar tiny] 5000\n"
+	if out.String() != want {
+		t.Fatalf("folded:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// TestPprof writes a profile, reads it back, and has `go tool pprof` print it.
+func TestPprof(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "trace.pb.gz")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Process(bytes.NewReader(testTrace(t)), Options{MaxDepth: -1}, NewPprofSink(f)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	b, _ := os.ReadFile(p)
+	prof, err := profile.ParseData(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls, self int64
+	for _, s := range prof.Sample {
+		calls += s.Value[0]
+		self += s.Value[1]
+	}
+	if calls != 6 || self != 100000+10000+20000 {
+		t.Errorf("calls %d self %d", calls, self)
+	}
+	for _, args := range [][]string{{"-top"}, {"-traces"}} {
+		out, err := exec.Command("go", append(append([]string{"tool", "pprof"}, args...), p)...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "-[Bar tiny]") {
+			t.Errorf("go tool pprof %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// TestCorrupted: every truncation and many flipped bytes give an error naming a byte offset
+// inside the file, or a correct result; never a panic.
+func TestCorrupted(t *testing.T) {
+	raw := testTrace(t)
+	for n := 0; n < len(raw); n++ {
+		_, err := Process(bytes.NewReader(raw[:n]), Options{MaxDepth: -1}, NewChromeSink(&bytes.Buffer{}))
+		var re *RawError
+		if !errors.As(err, &re) || re.Offset > int64(n) || !strings.Contains(err.Error(), "byte offset") {
+			t.Fatalf("cut at %d: %v", n, err)
+		}
+	}
+	for i := 0; i < len(raw); i++ {
+		mut := bytes.Clone(raw)
+		mut[i] ^= 0xff
+		Process(bytes.NewReader(mut), Options{MaxDepth: -1}, NewChromeSink(&bytes.Buffer{}))
+	}
+}
+
+func FuzzProcess(f *testing.F) {
+	f.Add(testTrace(f))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, s := range []Sink{NewChromeSink(&bytes.Buffer{}), NewFoldedSink(&bytes.Buffer{}), NewPprofSink(&bytes.Buffer{})} {
+			Process(bytes.NewReader(b), Options{MaxDepth: -1}, s)
+		}
+	})
+}
+
+func TestJSONStringEscapes(t *testing.T) {
+	for _, s := range []string{`plain`, `q"uote`, `back\slash`, "ctl\x01\n", "bad\xffutf8", "ünïcødé", ""} {
+		b := appendJSONString(nil, s)
+		var got string
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%q -> %s: %v", s, b, err)
+		}
+		if want := strings.ToValidUTF8(s, "\ufffd"); got != want {
+			t.Errorf("%q -> %q, want %q", s, got, want)
+		}
+	}
+}
