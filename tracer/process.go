@@ -19,13 +19,13 @@ type Options struct {
 
 // Call is one call after filtering, in the order calls ended on its thread.
 type Call struct {
-	Name        string
-	StartNanos  uint64 // since the trace's base tick
-	DurNanos    uint64
-	SelfNanos   uint64 // minus the kept calls nested in it
-	Depth       int    // on the thread's shadow stack
-	Flags       int    // FlagSuper, FlagTagged, FlagUnwound
-	Thread      *Thread
+	Name       string
+	StartNanos uint64 // since the trace's base tick
+	DurNanos   uint64
+	SelfNanos  uint64 // minus the kept calls nested in it
+	Depth      int    // on the thread's shadow stack
+	Flags      int    // FlagSuper, FlagTagged, FlagUnwound
+	Thread     *Thread
 }
 
 // Sink receives a processed trace.

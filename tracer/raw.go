@@ -143,7 +143,9 @@ type RawError struct {
 	Err    error
 }
 
-func (e *RawError) Error() string { return fmt.Sprintf("raw trace: byte offset %d: %v", e.Offset, e.Err) }
+func (e *RawError) Error() string {
+	return fmt.Sprintf("raw trace: byte offset %d: %v", e.Offset, e.Err)
+}
 func (e *RawError) Unwrap() error { return e.Err }
 
 // Reader reads a raw dump as a stream.
