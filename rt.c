@@ -2,6 +2,9 @@
  * msgtrace interposer runtime: thread registration (the one slow path of the interposers) and
  * access to what they recorded. Nothing here runs per call.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pthread_getname_np */
+#endif
 #include "rt.h"
 
 #include <pthread.h>
@@ -11,6 +14,8 @@
 #if defined(__APPLE__)
 #include <stdint.h>
 extern int pthread_threadid_np(pthread_t, uint64_t *);
+extern int pthread_main_np(void);
+extern int pthread_getname_np(pthread_t, char *, size_t);
 #else
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -92,6 +97,8 @@ static uint64_t thread_id(void) { return (uint64_t)syscall(SYS_gettid); }
 struct mt_thread_info {
 	struct mt_thread_info *next;
 	uint64_t tid;
+	int main;
+	char name[64];
 	struct mt_record *records;
 	struct mt_thread t; /* last: its shadow stack follows */
 };
@@ -131,6 +138,12 @@ struct mt_thread *msgtrace_register_thread(void) {
 		return &untraced;
 	}
 	info->tid = thread_id();
+	pthread_getname_np(pthread_self(), info->name, sizeof info->name);
+#if defined(__APPLE__)
+	info->main = pthread_main_np();
+#else
+	info->main = info->tid == (uint64_t)getpid();
+#endif
 	info->records = rec;
 	struct mt_thread *t = &info->t;
 	t->base = t->top = t->stack;
@@ -143,6 +156,24 @@ struct mt_thread *msgtrace_register_thread(void) {
 	pthread_mutex_unlock(&registry_lock);
 	set_self(t);
 	return t;
+}
+
+size_t msgtrace_snapshot(struct mt_snapshot *out, size_t max) {
+	size_t n = 0;
+	pthread_mutex_lock(&registry_lock);
+	for (struct mt_thread_info *i = registry; i; i = i->next, n++) {
+		if (n >= max)
+			continue;
+		out[n].tid = i->tid;
+		out[n].main = i->main;
+		memcpy(out[n].name, i->name, sizeof out[n].name);
+		out[n].records = i->records;
+		out[n].count = (uint64_t)(__atomic_load_n(&i->t.rec_cur, __ATOMIC_ACQUIRE) - i->records);
+		out[n].dropped = __atomic_load_n(&i->t.dropped, __ATOMIC_RELAXED);
+		out[n].overflow = __atomic_load_n(&i->t.overflow, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&registry_lock);
+	return n;
 }
 
 void msgtrace_visit(mt_visit_fn fn, void *ctx) {
@@ -166,4 +197,28 @@ static void count(void *ctx, uint64_t tid, const struct mt_record *r, uint64_t n
 void msgtrace_counters(struct mt_counters *c) {
 	memset(c, 0, sizeof *c);
 	msgtrace_visit(count, c);
+}
+
+uint64_t msgtrace_now_ticks(void) {
+#if defined(__x86_64__)
+	uint32_t lo, hi;
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+#elif defined(__aarch64__)
+	uint64_t v;
+	__asm__ volatile("mrs %0, CNTVCT_EL0" : "=r"(v));
+	return v;
+#else
+	return 0;
+#endif
+}
+
+uint64_t msgtrace_tick_hz(void) {
+#if defined(__aarch64__)
+	uint64_t f;
+	__asm__ volatile("mrs %0, CNTFRQ_EL0" : "=r"(f));
+	return f;
+#else
+	return 0;
+#endif
 }

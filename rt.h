@@ -45,6 +45,7 @@
 #define FLAG_SHIFT 60
 
 #ifndef __ASSEMBLER__
+#include <stddef.h>
 #include <stdint.h>
 #ifdef __cplusplus
 extern "C" {
@@ -99,6 +100,19 @@ typedef void (*mt_visit_fn)(void *ctx, uint64_t tid, const struct mt_record *r, 
 			    uint64_t dropped, uint64_t overflow);
 void msgtrace_visit(mt_visit_fn fn, void *ctx);
 struct mt_thread *msgtrace_current_thread(void);
+/* A copy of every registered thread's bookkeeping (the records themselves are not copied):
+ * fills up to max entries and returns the number of threads. */
+struct mt_snapshot {
+	uint64_t tid, count, dropped, overflow;
+	const struct mt_record *records;
+	int main;
+	char name[64];
+};
+size_t msgtrace_snapshot(struct mt_snapshot *out, size_t max);
+/* The counter the interposers read (rdtsc / CNTVCT_EL0), and its frequency in Hz where the
+ * hardware says (CNTFRQ_EL0); 0 where it must be calibrated against a clock (x86). */
+uint64_t msgtrace_now_ticks(void);
+uint64_t msgtrace_tick_hz(void);
 #ifdef __cplusplus
 }
 #endif

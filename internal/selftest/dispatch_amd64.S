@@ -1,0 +1,2 @@
+/* The test dispatcher with objc_msgSend's contract (shared with the interposer's tests). */
+#include "../../testdata/interposer/runtime_amd64.S"

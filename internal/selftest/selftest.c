@@ -1,0 +1,76 @@
+/* A small Objective-C-shaped program run through the real interposers inside the test
+ * process: classes with names, instance and class methods, a super call, nested calls, sleeps
+ * of known length, and a second, named thread. Selectors are C strings, as in Apple's runtime. */
+#define _GNU_SOURCE
+#include "selftest.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+void test_msgSend(void), test_msgSendSuper2(void), test_msgSend_stret(void), test_msgSendSuper2_stret(void);
+extern void *msgtrace_orig_objc_msgSend, *msgtrace_orig_objc_msgSendSuper2;
+extern void *msgtrace_orig_objc_msgSend_stret, *msgtrace_orig_objc_msgSendSuper2_stret;
+extern void *msgtrace_orig_objc_msgSend_fpret, *msgtrace_orig_objc_msgSend_fp2ret;
+extern volatile uint32_t msgtrace_active;
+struct method { const char *sel; void *imp; };
+struct objc_super { void *receiver; struct st_class *cls; };
+/* the interposers, declared with the one signature this workload sends */
+intptr_t msgtrace_objc_msgSend(void *, const char *, intptr_t);
+intptr_t msgtrace_objc_msgSendSuper2(struct objc_super *, const char *, intptr_t);
+#define SEND msgtrace_objc_msgSend
+#define SUPER msgtrace_objc_msgSendSuper2
+
+static void sleep_ms(int ms) {
+	struct timespec ts = {0, ms * 1000000L};
+	nanosleep(&ts, 0);
+}
+
+extern struct st_class View, ViewMeta, Button, Net;
+struct st_object { struct st_class *isa; };
+static struct st_object view = {&View}, button = {&Button}, net = {&Net};
+
+static intptr_t view_measure(void *self, const char *cmd, intptr_t ms) { (void)self, (void)cmd; sleep_ms((int)ms); return ms; }
+static intptr_t view_layout(void *self, const char *cmd, intptr_t x) {
+	(void)cmd;
+	return SEND(self, "measure:", 2) + SEND(self, "measure:", 3) + x;
+}
+static intptr_t view_make(void *self, const char *cmd, intptr_t x) { (void)self, (void)cmd; return x; }
+static intptr_t button_layout(void *self, const char *cmd, intptr_t x) {
+	struct objc_super sup = {self, &Button};
+	return SUPER(&sup, cmd, x) + 1;
+}
+static intptr_t net_fetch(void *self, const char *cmd, intptr_t ms) { (void)self, (void)cmd; sleep_ms((int)ms); return 0; }
+
+static struct method view_methods[] = {{"layout", view_layout}, {"measure:", view_measure}, {0, 0}};
+static struct method view_class_methods[] = {{"make", view_make}, {0, 0}};
+static struct method button_methods[] = {{"layout", button_layout}, {0, 0}};
+static struct method net_methods[] = {{"fetch:", net_fetch}, {0, 0}};
+struct st_class View = {0, view_methods, "View", 0};
+struct st_class ViewMeta = {0, view_class_methods, "View", 1};
+struct st_class Button = {&View, button_methods, "Button", 0};
+struct st_class Net = {0, net_methods, "Net", 0};
+static struct st_object view_class_object = {&ViewMeta};
+
+static void *worker(void *arg) {
+	(void)arg;
+	pthread_setname_np(pthread_self(), "worker");
+	SEND(&net, "fetch:", 5);
+	return 0;
+}
+
+int selftest_run(void) {
+	msgtrace_orig_objc_msgSend = msgtrace_orig_objc_msgSend_fpret = msgtrace_orig_objc_msgSend_fp2ret = (void *)test_msgSend;
+	msgtrace_orig_objc_msgSend_stret = (void *)test_msgSend_stret;
+	msgtrace_orig_objc_msgSendSuper2 = (void *)test_msgSendSuper2;
+	msgtrace_orig_objc_msgSendSuper2_stret = (void *)test_msgSendSuper2_stret;
+	msgtrace_active = 1;
+	pthread_t t;
+	pthread_create(&t, 0, worker, 0);
+	intptr_t r = SEND(&view, "layout", 1);    /* -[View layout] > 2x -[View measure:] */
+	r += SEND(&view_class_object, "make", 1); /* +[View make] */
+	r += SEND(&button, "layout", 1);          /* -[Button layout] > -[View layout] (super) > ... */
+	pthread_join(t, 0);
+	msgtrace_active = 0;
+	return (int)r;
+}

@@ -1,0 +1,80 @@
+package msgtrace
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/msgtrace/msgtrace/internal/selftest"
+	"github.com/msgtrace/msgtrace/tracer"
+)
+
+// TestWriteRawRealRun traces a real run through the interposers in this process, writes the
+// raw dump with WriteRaw, converts it with the tracer, and checks the call tree: names (a super
+// call named by the class whose method ran, a class method with +), nesting, the sleeping
+// methods' durations, the worker thread's name and the main thread's flag.
+func TestWriteRawRealRun(t *testing.T) {
+	if got := selftest.Run(); got != 14 {
+		t.Fatalf("workload returned %d through the interposers, want 14", got)
+	}
+	var raw bytes.Buffer
+	if err := WriteRaw(&raw, selftest.Namer{}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	tot, err := tracer.Process(bytes.NewReader(raw.Bytes()), tracer.Options{MaxDepth: -1}, tracer.NewChromeSink(&out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		TraceEvents []struct {
+			Ph, Name string
+			Ts, Dur  float64
+			Tid      uint64
+			Args     map[string]any
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &f); err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	var mainTid, workerTid uint64
+	durs := map[string][]float64{}
+	for _, e := range f.TraceEvents {
+		if e.Ph == "M" {
+			switch e.Args["name"] {
+			case "main thread":
+				mainTid = e.Tid
+			case "worker":
+				workerTid = e.Tid
+			}
+			continue
+		}
+		count[e.Name]++
+		durs[e.Name] = append(durs[e.Name], e.Dur)
+	}
+	// [self measure:] inside -[View layout] run for a Button is named by the receiver's class;
+	// the super call by the class whose method ran
+	want := map[string]int{"-[View layout]": 2, "-[View measure:]": 2, "-[Button measure:]": 2, "+[View make]": 1,
+		"-[Button layout]": 1, "-[Net fetch:]": 1}
+	for k, v := range want {
+		if count[k] != v {
+			t.Errorf("%s: %d events, want %d (all: %v)", k, count[k], v, count)
+		}
+	}
+	if tot.Kept != 9 || tot.Dropped != 0 {
+		t.Errorf("totals %+v", tot)
+	}
+	for _, d := range append(durs["-[View measure:]"], durs["-[Button measure:]"]...) {
+		if d < 2000 || d > 200000 {
+			t.Errorf("-[View measure:] took %.1f µs, slept 2 or 3 ms", d)
+		}
+	}
+	if d := durs["-[Net fetch:]"]; len(d) != 1 || d[0] < 5000 || d[0] > 6000*1.2 {
+		t.Errorf("-[Net fetch:] took %v µs, slept 5 ms", d)
+	}
+	if mainTid == 0 || workerTid == 0 {
+		t.Errorf("thread names: main %d worker %d", mainTid, workerTid)
+	}
+	t.Logf("%d events, %d raw bytes", len(f.TraceEvents), raw.Len())
+}
