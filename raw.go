@@ -107,7 +107,9 @@ func WriteRaw(w io.Writer, nm Namer) error {
 	for s := range sels {
 		names = append(names, tracer.NameEntry{Key: s, Kind: tracer.NameSelector, Name: nm.SelectorName(uintptr(s))})
 	}
-	sort.Slice(names, func(i, j int) bool { return names[i].Key < names[j].Key || names[i].Key == names[j].Key && names[i].Kind < names[j].Kind })
+	sort.Slice(names, func(i, j int) bool {
+		return names[i].Key < names[j].Key || names[i].Key == names[j].Key && names[i].Kind < names[j].Kind
+	})
 	out.WriteNames(names)
 	sort.Slice(threads, func(i, j int) bool { return threads[i].t.TID < threads[j].t.TID })
 	for _, t := range threads {
