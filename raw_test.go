@@ -70,7 +70,9 @@ func TestWriteRawRealRun(t *testing.T) {
 			t.Errorf("-[View measure:] took %.1f µs, slept 2 or 3 ms", d)
 		}
 	}
-	if d := durs["-[Net fetch:]"]; len(d) != 1 || d[0] < 5000 || d[0] > 6000*1.2 {
+	// a sleep never ends early; a loaded 2-core CI machine may wake it late, so the upper bound
+	// only catches a wrong tick ratio (a calibration off by a factor)
+	if d := durs["-[Net fetch:]"]; len(d) != 1 || d[0] < 5000 || d[0] > 15000 {
 		t.Errorf("-[Net fetch:] took %v µs, slept 5 ms", d)
 	}
 	if mainTid == 0 || workerTid == 0 {
