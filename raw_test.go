@@ -3,6 +3,7 @@ package msgtrace
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"testing"
 
 	"github.com/msgtrace/msgtrace/internal/selftest"
@@ -38,17 +39,18 @@ func TestWriteRawRealRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := map[string]int{}
-	var mainTid, workerTid uint64
+	threadName := map[uint64]string{}
+	var layoutTid uint64
 	durs := map[string][]float64{}
 	for _, e := range f.TraceEvents {
 		if e.Ph == "M" {
-			switch e.Args["name"] {
-			case "main thread":
-				mainTid = e.Tid
-			case "worker":
-				workerTid = e.Tid
+			if e.Name == "thread_name" {
+				threadName[e.Tid] = e.Args["name"].(string)
 			}
 			continue
+		}
+		if e.Name == "-[View layout]" {
+			layoutTid = e.Tid
 		}
 		count[e.Name]++
 		durs[e.Name] = append(durs[e.Name], e.Dur)
@@ -75,8 +77,21 @@ func TestWriteRawRealRun(t *testing.T) {
 	if d := durs["-[Net fetch:]"]; len(d) != 1 || d[0] < 5000 || d[0] > 15000 {
 		t.Errorf("-[Net fetch:] took %v µs, slept 5 ms", d)
 	}
-	if mainTid == 0 || workerTid == 0 {
-		t.Errorf("thread names: main %d worker %d", mainTid, workerTid)
+	// the workload runs on whatever OS thread the test goroutine has: the process's main
+	// thread (tid == pid) is named as such, any other by its pthread name
+	wantName := threadName[layoutTid] != ""
+	if layoutTid == uint64(os.Getpid()) {
+		wantName = threadName[layoutTid] == "main thread"
+	}
+	if !wantName || threadName[uint64(0)] != "" {
+		t.Errorf("thread of the workload (tid %d, pid %d) named %q", layoutTid, os.Getpid(), threadName[layoutTid])
+	}
+	var worker bool
+	for _, n := range threadName {
+		worker = worker || n == "worker"
+	}
+	if !worker {
+		t.Errorf("no thread named worker: %v", threadName)
 	}
 	t.Logf("%d events, %d raw bytes", len(f.TraceEvents), raw.Len())
 }
