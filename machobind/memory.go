@@ -8,9 +8,10 @@ import (
 
 // Loaded is a Mach-O image mapped into this process.
 type Loaded struct {
-	Name   string  // path dyld loaded it from, for messages
-	Header uintptr // address of its mach header
+	Name   string  // path it was loaded from, for messages
+	Header uintptr // address of its mach header (ELF: of its ELF header)
 	Slide  uintptr // difference between its load address and its preferred address
+	ELF    bool    // an ELF object (the Linux backend) rather than a Mach-O image
 }
 
 // ptr converts an address in this process to a pointer without tripping vet's unsafeptr

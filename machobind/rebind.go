@@ -240,9 +240,32 @@ type match struct {
 	addr  uintptr
 }
 
+// loadedImage is a parsed image in this process, Mach-O or ELF.
+type loadedImage interface {
+	WalkSlots(visit SlotVisitor) error
+	LibraryName(ordinal int) string
+	// ownCode is the unslid range of the image's own code, where an unbound lazy slot points
+	// (dyld's stub helper, an ELF PLT).
+	ownCode() (lo, hi uint64)
+}
+
+func (img *Image) ownCode() (uint64, uint64) {
+	if t := img.segmentNamed("__TEXT"); t != nil {
+		return t.Addr, t.Addr + t.Memsz
+	}
+	return 0, 0
+}
+
+func parseLoaded(l Loaded) (loadedImage, error) {
+	if l.ELF {
+		return ParseLoadedELF(l)
+	}
+	return ParseLoaded(l)
+}
+
 // apply rebinds one image for a hook. The caller holds r.mu.
 func (r *Rebinder) apply(h *Hook, l Loaded) error {
-	img, err := ParseLoaded(l)
+	img, err := parseLoaded(l)
 	if err != nil {
 		return fmt.Errorf("image %s: %w", l.Name, err)
 	}
@@ -266,7 +289,7 @@ func (r *Rebinder) apply(h *Hook, l Loaded) error {
 	if len(ms) == 0 {
 		return nil
 	}
-	text := img.segmentNamed("__TEXT")
+	codeLo, codeHi := img.ownCode()
 	key := imageKey(l)
 	// First publish the originals, so that a thread that reaches a replacement through a slot
 	// changed below already finds the function the replacement forwards to.
@@ -278,9 +301,10 @@ func (r *Rebinder) apply(h *Hook, l Loaded) error {
 		if cur == h.rs[m.index].Replacement {
 			continue
 		}
-		if text != nil && uint64(cur) >= uint64(l.Slide)+text.Addr && uint64(cur)-uint64(l.Slide)-text.Addr < text.Memsz {
-			// Still the image's own stub helper: ask for the real target rather than save a
-			// pointer that, called, would make dyld bind this slot over the hook.
+		if c := uint64(cur) - uint64(l.Slide); uint64(cur) >= uint64(l.Slide) && c >= codeLo && c < codeHi {
+			// Still the image's own stub helper (or PLT): ask for the real target rather than
+			// save a pointer that, called, would make the dynamic linker bind this slot over the
+			// hook.
 			real, err := r.rt.Resolve(m.slot.Symbol, img.LibraryName(m.slot.Ordinal))
 			if err != nil {
 				return fmt.Errorf("image %s: resolving unbound lazy %s: %w", l.Name, h.rs[m.index].Name, err)

@@ -1,0 +1,147 @@
+//go:build linux
+
+package machobind
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ebitengine/purego"
+)
+
+// elfRuntime rebinds ELF objects in this process: real pages (ProcVM), dlsym for unbound lazy
+// slots.
+type elfRuntime struct{ ProcVM }
+
+func (elfRuntime) Images() ([]Loaded, error)                      { return nil, nil }
+func (elfRuntime) Self() uintptr                                  { return 0 }
+func (elfRuntime) WatchImages(func(Loaded)) error                 { return nil }
+func (elfRuntime) Strip(p uintptr) uintptr                        { return p }
+func (elfRuntime) Sign(p, _ uintptr, _ AuthInfo) (uintptr, error) { return p, nil }
+func (elfRuntime) Resolve(sym, _ string) (uintptr, error) {
+	return purego.Dlsym(purego.RTLD_DEFAULT, strings.TrimPrefix(sym, "_"))
+}
+
+// loadedELF finds where a shared object is mapped (its first mapping, file offset 0).
+func loadedELF(t *testing.T, path string) Loaded {
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) >= 6 && fs[5] == path && fs[2] == "00000000" {
+			lo, _ := strconv.ParseUint(strings.Split(fs[0], "-")[0], 16, 64)
+			return Loaded{Name: path, Header: uintptr(lo), Slide: uintptr(lo), ELF: true}
+		}
+	}
+	t.Fatalf("%s is not mapped", path)
+	return Loaded{}
+}
+
+// TestRebindELF rebinds a real shared library built and loaded here: a lazy PLT slot not yet
+// bound (RTLD_LAZY), and a GOT slot in RELRO (read-only after load). Calls go to the
+// replacements, Original is the real function, Undo puts everything back.
+func TestRebindELF(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		flags []string
+	}{{"lazy", []string{"-Wl,-z,lazy"}}, {"now-relro", []string{"-Wl,-z,now", "-Wl,-z,relro"}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			lib := filepath.Join(t.TempDir(), "libvictim.so")
+			args := append([]string{"-shared", "-fPIC", "-O0", "-fno-builtin", "-o", lib, "testdata/victim.c"}, mode.flags...)
+			if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+				t.Fatalf("gcc: %v\n%s", err, out)
+			}
+			h, err := purego.Dlopen(lib, purego.RTLD_LAZY|purego.RTLD_LOCAL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var callStrlen func(string) uintptr
+			var callAbs func(int32) int32
+			purego.RegisterLibFunc(&callStrlen, h, "call_strlen")
+			purego.RegisterLibFunc(&callAbs, h, "call_abs")
+			fakeStrlen, _ := purego.Dlsym(h, "fake_strlen")
+			fakeAbs, _ := purego.Dlsym(h, "fake_abs")
+			realStrlen, _ := purego.Dlsym(purego.RTLD_DEFAULT, "strlen")
+			realAbs, _ := purego.Dlsym(purego.RTLD_DEFAULT, "abs")
+
+			l := loadedELF(t, lib)
+			img, err := ParseLoadedELF(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slots := map[string]Kind{}
+			img.WalkSlots(func(s *Slot, name, _ []byte) bool { slots[string(name)] = s.Kind; return true })
+			if k, ok := slots["strlen"]; !ok || k != KindLazy {
+				t.Fatalf("slots: %v", slots)
+			}
+			if k, ok := slots["abs"]; !ok || k != KindNonLazy {
+				t.Fatalf("slots: %v", slots)
+			}
+			var vm ProcVM
+			before := map[string]Prot{}
+			img.WalkSlots(func(s *Slot, name, _ []byte) bool {
+				p, _ := vm.Protection(l.Slide + uintptr(s.Addr))
+				before[string(name)] = p
+				return true
+			})
+
+			if mode.name == "now-relro" && before["abs"]&ProtWrite != 0 {
+				t.Fatalf("GOT slot of abs is writable (%v): not the RELRO case", before["abs"])
+			}
+			lo, hi := img.ownCode()
+			var strlenSlot uintptr
+			img.WalkSlots(func(s *Slot, name, _ []byte) bool {
+				if string(name) == "strlen" {
+					strlenSlot = l.Slide + uintptr(s.Addr)
+				}
+				return true
+			})
+			inPLT := func() bool { v := uint64(loadSlot(strlenSlot) - l.Slide); return v >= lo && v < hi }
+			if mode.name == "lazy" && !inPLT() {
+				t.Fatal("lazy strlen slot is already bound: not the unbound-PLT case")
+			}
+
+			r := NewRebinder(elfRuntime{})
+			hook, err := r.RebindImage(l, Rebinding{Name: "strlen", Replacement: fakeStrlen}, Rebinding{Name: "abs", Replacement: fakeAbs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := callStrlen("abc"); got != 4242 {
+				t.Errorf("strlen through the PLT returned %d, want the replacement's 4242", got)
+			}
+			if got := callAbs(-7); got != 7000 {
+				t.Errorf("abs through the GOT returned %d, want the replacement's 7000", got)
+			}
+			if hook.Original("strlen") != realStrlen || hook.Original("abs") != realAbs {
+				t.Errorf("originals %#x %#x, want %#x %#x", hook.Original("strlen"), hook.Original("abs"), realStrlen, realAbs)
+			}
+			img.WalkSlots(func(s *Slot, name, _ []byte) bool {
+				if p, _ := vm.Protection(l.Slide + uintptr(s.Addr)); p != before[string(name)] {
+					t.Errorf("%s slot protection %v, was %v", name, p, before[string(name)])
+				}
+				return true
+			})
+			if err := hook.Undo(); err != nil {
+				t.Fatal(err)
+			}
+			if mode.name == "lazy" && !inPLT() {
+				t.Error("Undo did not put the PLT pointer back")
+			}
+			if got := callStrlen("abc"); got != 3 {
+				t.Errorf("after Undo strlen returned %d", got)
+			}
+			if got := callAbs(-7); got != 7 {
+				t.Errorf("after Undo abs returned %d", got)
+			}
+		})
+	}
+}

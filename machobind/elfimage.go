@@ -1,0 +1,215 @@
+package machobind
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// ELFImage is an ELF object loaded in this process, read through its dynamic section: the
+// JUMP_SLOT (lazy, PLT) and GLOB_DAT (non-lazy, GOT) relocations are its pointer slots.
+type ELFImage struct {
+	l          Loaded
+	machine    elf.Machine
+	codeLo     uint64
+	codeHi     uint64
+	symtab     uint64 // absolute addresses
+	strtab     uint64
+	strsz      uint64
+	nsyms      uint64
+	relocs     [][2]uint64 // (address, size) of .rela.plt and .rela.dyn
+	loadRanges [][2]uint64 // unslid [lo, hi) of each PT_LOAD
+}
+
+const (
+	elfHeaderSize = 64
+	phdrSize      = 56
+	dynSize       = 16
+	relaSize      = 24
+	symSize       = 24
+	maxDynEntries = 1 << 16
+)
+
+// ParseLoadedELF reads a 64-bit little-endian ELF object mapped at l.Header with load bias
+// l.Slide. Objects it cannot use (no dynamic section, no relocations: the vdso, static
+// executables) give an error and are skipped.
+func ParseLoadedELF(l Loaded) (*ELFImage, error) {
+	if l.Header == 0 {
+		return nil, errors.New("ELF header at address 0")
+	}
+	h := memBytes(l.Header, elfHeaderSize)
+	if !bytes.Equal(h[:4], []byte(elf.ELFMAG)) || elf.Class(h[elf.EI_CLASS]) != elf.ELFCLASS64 || elf.Data(h[elf.EI_DATA]) != elf.ELFDATA2LSB {
+		return nil, errors.New("not a 64-bit little-endian ELF object")
+	}
+	var eh elf.Header64
+	if _, err := binary.Decode(h, binary.LittleEndian, &eh); err != nil {
+		return nil, err
+	}
+	if eh.Phentsize != phdrSize || eh.Phnum == 0 || eh.Phnum > 256 || eh.Phoff > 1<<20 {
+		return nil, fmt.Errorf("unusual program headers (%d of %d bytes at %#x)", eh.Phnum, eh.Phentsize, eh.Phoff)
+	}
+	img := &ELFImage{l: l, machine: elf.Machine(eh.Machine)}
+	var dyn *elf.Prog64
+	for i := 0; i < int(eh.Phnum); i++ {
+		var ph elf.Prog64
+		if _, err := binary.Decode(memBytes(l.Header+uintptr(eh.Phoff)+uintptr(i*phdrSize), phdrSize), binary.LittleEndian, &ph); err != nil {
+			return nil, err
+		}
+		switch elf.ProgType(ph.Type) {
+		case elf.PT_LOAD:
+			img.loadRanges = append(img.loadRanges, [2]uint64{ph.Vaddr, ph.Vaddr + ph.Memsz})
+			if elf.ProgFlag(ph.Flags)&elf.PF_X != 0 {
+				if img.codeHi == 0 || ph.Vaddr < img.codeLo {
+					img.codeLo = ph.Vaddr
+				}
+				img.codeHi = max(img.codeHi, ph.Vaddr+ph.Memsz)
+			}
+		case elf.PT_DYNAMIC:
+			p := ph
+			dyn = &p
+		}
+	}
+	if dyn == nil {
+		return nil, errors.New("no dynamic section")
+	}
+	if !img.mapped(dyn.Vaddr, dyn.Memsz) {
+		return nil, errors.New("dynamic section outside the loaded segments")
+	}
+	var jmprel, pltrelsz, rela, relasz, hash uint64
+	n := min(dyn.Memsz/dynSize, maxDynEntries)
+	d := memBytes(l.Slide+uintptr(dyn.Vaddr), n*dynSize)
+	le := binary.LittleEndian
+	for i := uint64(0); i < n; i++ {
+		tag, val := elf.DynTag(le.Uint64(d[i*dynSize:])), le.Uint64(d[i*dynSize+8:])
+		switch tag {
+		case elf.DT_NULL:
+			i = n
+		case elf.DT_JMPREL:
+			jmprel = img.abs(val)
+		case elf.DT_PLTRELSZ:
+			pltrelsz = val
+		case elf.DT_RELA:
+			rela = img.abs(val)
+		case elf.DT_RELASZ:
+			relasz = val
+		case elf.DT_SYMTAB:
+			img.symtab = img.abs(val)
+		case elf.DT_STRTAB:
+			img.strtab = img.abs(val)
+		case elf.DT_STRSZ:
+			img.strsz = val
+		case elf.DT_HASH:
+			hash = img.abs(val)
+		case elf.DT_PLTREL:
+			if elf.DynTag(val) != elf.DT_RELA {
+				return nil, errors.New("REL (not RELA) PLT relocations are not supported")
+			}
+		}
+	}
+	if img.symtab == 0 || img.strtab == 0 {
+		return nil, errors.New("no dynamic symbol table")
+	}
+	// The number of symbols: DT_HASH's nchain, else the gap to the string table that follows
+	// the symbol table in every linker's layout.
+	switch {
+	case hash != 0 && img.mappedAbs(hash, 8):
+		img.nsyms = uint64(le.Uint32(memBytes(uintptr(hash)+4, 4)))
+	case img.strtab > img.symtab:
+		img.nsyms = (img.strtab - img.symtab) / symSize
+	default:
+		return nil, errors.New("cannot bound the dynamic symbol table")
+	}
+	if !img.mappedAbs(img.symtab, img.nsyms*symSize) || !img.mappedAbs(img.strtab, img.strsz) {
+		return nil, errors.New("symbol or string table outside the loaded segments")
+	}
+	for _, r := range [][2]uint64{{jmprel, pltrelsz}, {rela, relasz}} {
+		if r[0] == 0 || r[1] == 0 {
+			continue
+		}
+		if r[1]%relaSize != 0 || !img.mappedAbs(r[0], r[1]) {
+			return nil, fmt.Errorf("relocation table [%#x, +%#x) is malformed", r[0], r[1])
+		}
+		img.relocs = append(img.relocs, r)
+	}
+	return img, nil
+}
+
+// abs turns a d_ptr value into an address: glibc has already added the load bias to the
+// dynamic section's pointers in memory, other loaders leave them as link-time addresses.
+func (img *ELFImage) abs(v uint64) uint64 {
+	if s := uint64(img.l.Slide); s != 0 && v >= s {
+		return v
+	}
+	return v + uint64(img.l.Slide)
+}
+
+func (img *ELFImage) mapped(vaddr, size uint64) bool {
+	for _, r := range img.loadRanges {
+		if vaddr >= r[0] && size <= r[1]-r[0] && vaddr-r[0] <= r[1]-r[0]-size {
+			return true
+		}
+	}
+	return false
+}
+
+func (img *ELFImage) mappedAbs(addr, size uint64) bool {
+	s := uint64(img.l.Slide)
+	return addr >= s && img.mapped(addr-s, size)
+}
+
+// WalkSlots visits every JUMP_SLOT and GLOB_DAT relocation with a named symbol. Slot addresses
+// are unslid (link-time) addresses, as for Mach-O.
+func (img *ELFImage) WalkSlots(visit SlotVisitor) error {
+	var jumpSlot, globDat uint32
+	switch img.machine {
+	case elf.EM_X86_64:
+		jumpSlot, globDat = uint32(elf.R_X86_64_JMP_SLOT), uint32(elf.R_X86_64_GLOB_DAT)
+	case elf.EM_AARCH64:
+		jumpSlot, globDat = uint32(elf.R_AARCH64_JUMP_SLOT), uint32(elf.R_AARCH64_GLOB_DAT)
+	default:
+		return fmt.Errorf("ELF machine %v is not supported", img.machine)
+	}
+	le := binary.LittleEndian
+	strs := memBytes(uintptr(img.strtab), img.strsz)
+	var slot Slot
+	for _, r := range img.relocs {
+		rel := memBytes(uintptr(r[0]), r[1])
+		for i := uint64(0); i < r[1]/relaSize; i++ {
+			off, info := le.Uint64(rel[i*relaSize:]), le.Uint64(rel[i*relaSize+8:])
+			typ, sym := uint32(info), info>>32
+			kind := KindNonLazy
+			switch typ {
+			case jumpSlot:
+				kind = KindLazy
+			case globDat:
+			default:
+				continue
+			}
+			if sym == 0 || sym >= img.nsyms || !img.mapped(off, 8) {
+				continue
+			}
+			nameOff := uint64(le.Uint32(memBytes(uintptr(img.symtab+sym*symSize), 4)))
+			if nameOff >= img.strsz {
+				return fmt.Errorf("symbol %d name offset %#x past the string table", sym, nameOff)
+			}
+			name := strs[nameOff:min(uint64(len(strs)), nameOff+maxSymbolName+1)]
+			z := bytes.IndexByte(name, 0)
+			if z < 0 {
+				return fmt.Errorf("symbol %d name is not terminated", sym)
+			}
+			slot = Slot{Addr: off, Kind: kind, Index: int(i), Indirect: uint32(sym), Ordinal: FlatLookupOrdinal}
+			if !visit(&slot, name[:z], nil) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// LibraryName: ELF imports name no library (symbol lookup is by scope); every slot reports
+// "flat-namespace", so a Rebinding's Library filter matches nothing but "".
+func (img *ELFImage) LibraryName(int) string { return "flat-namespace" }
+
+func (img *ELFImage) ownCode() (uint64, uint64) { return img.codeLo, img.codeHi }
