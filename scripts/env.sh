@@ -7,6 +7,8 @@ export ZIG=$MSGTRACE_ROOT/.tools/zig/zig
 export CLANG=clang-19
 export OBJDUMP=llvm-objdump-19
 export LIPO=llvm-lipo-19
+export LD64=ld64.lld-19
+export DSYMUTIL=dsymutil-19
 export SDK=$MSGTRACE_ROOT/sdk
 # zig keeps a cache; keep it inside the repo so CI's clean machine and `make clean` agree.
 export ZIG_GLOBAL_CACHE_DIR=$MSGTRACE_ROOT/.tools/zig-cache

@@ -1,11 +1,5 @@
-// Package simdyld is a simulated dyld for tests: it maps a real Mach-O file's segments into
-// this (Linux) process at a non-zero slide, applies its rebases and binds — classic dyld-info
-// opcodes and chained fixups — with a unique fake address per imported symbol, and protects
-// the segments as dyld leaves them (__DATA_CONST read-only). Rebinding code then runs over the
-// mapping exactly as it runs over an image dyld loaded.
-//
-// It reads load commands with go-macho and decodes rebases, binds and chains itself, apart
-// from the production parser, so that tests compare two independent readings.
+//go:build linux
+
 package simdyld
 
 import (
@@ -17,67 +11,118 @@ import (
 	"hash/fnv"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
+	"unsafe"
 
-	macho "github.com/blacktop/go-macho"
 	"github.com/blacktop/go-macho/types"
 )
 
 // Options selects what Load does.
 type Options struct {
-	Arch     string // slice of a universal file ("arm64", "x86_64"); "" for a thin file
-	BindLazy bool   // bind lazy pointers too, as after their first call; else they keep the stub helper
+	// Arch is the slice to load from a universal file ("arm64", "arm64e", "x86_64",
+	// "x86_64h"); "" loads the only slice (a thin file, or a universal file of one slice).
+	// For a thin file a non-empty Arch must name the file's own architecture.
+	Arch string
+	// Slide is the slide to load at: the mach header lands at __TEXT's vmaddr + Slide. It
+	// must be a multiple of the host page size and leave the range free. 0 lets mmap place
+	// the image, which gives a random, page-aligned, non-zero slide.
+	Slide uint64
+	// BindLazy binds lazy pointers too, as after their first call. When false they keep
+	// pointing at the (rebased) stub helper, as dyld leaves them until the first call.
+	BindLazy bool
 }
 
-// AuthInfo is how an arm64e chained pointer asks to be signed.
+// AuthInfo is how an arm64e chained pointer asks to be signed, as encoded in the pointer.
+// The simulated dyld cannot sign on this host, so it writes the plain value and records this.
 type AuthInfo struct {
-	Key       uint8
-	AddrDiv   bool
+	Key       uint8 // 0 IA, 1 IB, 2 DA, 3 DB
+	AddrDiv   bool  // blend the slot's address into the discriminator
 	Diversity uint16
 }
 
 // Bind is one bound pointer location.
 type Bind struct {
-	Addr    uint64 // slid address in this process
-	Symbol  string
-	Library string // install path, or this-image / main-executable / flat-namespace / weak
-	Value   uint64 // fake target + addend (written unless a lazy bind was left unbound)
-	Lazy    bool
-	Weak    bool // weak-bind table entry (coalescing)
-	Auth    *AuthInfo
+	Addr   uint64 // slid address of the pointer in this process
+	Symbol string // as in the image's imports, e.g. "_objc_msgSend"
+	// Library is the install path of the dylib the symbol is imported from, or for the
+	// special ordinals "this-image" (0), "main-executable" (-1), "flat-namespace" (-2) and
+	// "weak" (-3, and every entry of a classic weak-bind table).
+	Library string
+	// Value is FakeAddress(Library, Symbol) + addend: what is written there. A lazy bind left
+	// unbound (Options.BindLazy false) is recorded with the value it would get, but the slot
+	// keeps its stub-helper pointer; a classic weak bind at a slot that a regular bind
+	// already filled is not written (the import stands, as when no image overrides it).
+	Value uint64
+	Lazy  bool      // from the classic lazy-bind table
+	Weak  bool      // classic weak-bind table entry, or chained import with the weak ordinal
+	Auth  *AuthInfo // arm64e authenticated bind; nil otherwise
 }
 
 // Segment is one mapped segment.
 type Segment struct {
 	Name       string
-	Addr, Size uint64 // slid
-	Prot       int    // PROT_* bits
+	Addr, Size uint64 // slid address; size rounded up to the host page
+	Prot       int    // syscall.PROT_READ|PROT_WRITE|PROT_EXEC as mapped after load
 }
 
 // Image is a Mach-O image mapped by Load.
 type Image struct {
 	Path, Arch string
-	Header     uintptr
-	Slide      uintptr
+	Header     uintptr // address of the mapped mach header: Slide + __TEXT vmaddr
+	Slide      uintptr // Header - __TEXT vmaddr
 	Segments   []Segment
 	Binds      []Bind
-	Rebases    []uint64
-	mem        []byte
-	base       uint64 // lowest mapped unslid vmaddr
-	dylibs     []string
+	Rebases    []uint64          // slid addresses of rebased pointers
+	Fake       map[string]uint64 // library+"\x00"+symbol -> FakeAddress(library, symbol)
+
+	mem    []byte // the reservation: every mapped segment, from base
+	base   uint64 // lowest mapped unslid vmaddr
+	dylibs []string
+	segs   []seg // load-command order, __PAGEZERO included (ordinals index this)
+	text   uint64
+	stats  map[string]int // opcodes and pointer formats met, for tests
+
+	fakeOf  map[uint64]string // FakeAddress -> library+"\x00"+symbol, to catch collisions
+	regular map[uint64]bool   // slid addresses a regular (non-lazy, non-weak) bind wrote
+	fixups  int               // rebases and binds applied, bounded by maxFixups
 }
 
-// FakeAddress is the address the simulated dyld binds an import to: unique per library and
-// symbol, 16-byte aligned, in a range no real mapping uses here.
+// maxFixups bounds the rebases and binds an image may apply: two per pointer slot (a bind
+// over a rebase, a weak bind over a bind), so that malformed opcode streams that bind one
+// slot over and over cannot exhaust memory.
+func (img *Image) maxFixups() int { return len(img.mem)/4 + 64 }
+
+// count counts one fixup against the bound.
+func (img *Image) count() error {
+	if img.fixups++; img.fixups > img.maxFixups() {
+		return fmt.Errorf("more than %d fixups in a %#x-byte image", img.maxFixups(), len(img.mem))
+	}
+	return nil
+}
+
+// seg is a segment load command.
+type seg struct {
+	name                     string
+	addr, memsz, off, filesz uint64
+	initprot, flags          uint32
+}
+
+const sgReadOnly = 0x10 // SG_READ_ONLY: read-only after fixups
+
+// FakeAddress is the address the simulated dyld binds an import to: deterministic, unique
+// per library and symbol (to 37 bits of hash), 16-byte aligned, in 0x7e00_0000_0000 |
+// hash<<4, a range no mapping here uses.
 func FakeAddress(library, symbol string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(library))
 	h.Write([]byte{0})
 	h.Write([]byte(symbol))
-	return 0x7e00_0000_0000 | (h.Sum64()&0xffff_ffff)<<4
+	return 0x7e00_0000_0000 | (h.Sum64()&(1<<37-1))<<4
 }
 
-// Bytes returns the live mapping: every segment but __PAGEZERO, from the lowest address.
+// Bytes returns the live mapping: every segment but __PAGEZERO, from the lowest address,
+// with the gaps between segments (if any, read-only).
 func (img *Image) Bytes() []byte { return img.mem }
 
 // Close unmaps the image.
@@ -85,125 +130,281 @@ func (img *Image) Close() error {
 	if img.mem == nil {
 		return nil
 	}
-	err := syscall.Munmap(img.mem)
+	_, _, e := syscall.Syscall(syscall.SYS_MUNMAP, uintptr(unsafe.Pointer(&img.mem[0])), uintptr(len(img.mem)), 0)
 	img.mem = nil
-	return err
+	if e != 0 {
+		return e
+	}
+	return nil
 }
 
-// sliceBytes returns the bytes of the wanted slice ("" for a thin file).
-func sliceBytes(path, arch string) ([]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil || arch == "" {
-		return data, err
-	}
-	ff, err := macho.NewFatFile(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	for _, a := range ff.Arches {
-		name := map[types.CPU]string{types.CPUArm64: "arm64", types.CPUAmd64: "x86_64"}[a.CPU]
-		if name == arch {
-			return data[a.Offset : a.Offset+a.Size], nil
+// archName names a CPU type and subtype as Apple's tools do.
+func archName(cpu, sub uint32) string {
+	sub &= 0x00ff_ffff // capability bits (arm64e ABI version) are not part of the name
+	switch cpu {
+	case 0x0100_000c: // CPU_TYPE_ARM64
+		if sub == 2 {
+			return "arm64e"
 		}
+		return "arm64"
+	case 0x0100_0007: // CPU_TYPE_X86_64
+		if sub == 8 {
+			return "x86_64h"
+		}
+		return "x86_64"
+	case 0x0200_000c:
+		return "arm64_32"
+	case 12:
+		return "arm"
+	case 7:
+		return "i386"
 	}
-	return nil, fmt.Errorf("%s: no %q slice", path, arch)
+	return fmt.Sprintf("cpu%#x", cpu)
 }
 
-// Load maps a Mach-O image and applies its fixups.
+// slice returns the bytes of the wanted slice and its architecture name.
+func slice(data []byte, arch string) ([]byte, string, error) {
+	if len(data) < 8 {
+		return nil, "", errors.New("too short for a Mach-O file")
+	}
+	be := binary.BigEndian
+	magic := be.Uint32(data)
+	if magic != 0xcafebabe && magic != 0xcafebabf {
+		if len(data) < 12 {
+			return nil, "", errors.New("too short for a Mach-O header")
+		}
+		le := binary.LittleEndian
+		name := archName(le.Uint32(data[4:]), le.Uint32(data[8:]))
+		if arch != "" && arch != name {
+			return nil, "", fmt.Errorf("thin %s file has no %q slice", name, arch)
+		}
+		return data, name, nil
+	}
+	n := uint64(be.Uint32(data[4:]))
+	width := uint64(20)
+	if magic == 0xcafebabf {
+		width = 32
+	}
+	if 8+n*width > uint64(len(data)) {
+		return nil, "", fmt.Errorf("universal header of %d slices past the file", n)
+	}
+	var names []string
+	type sl struct{ off, size uint64 }
+	found := map[string]sl{}
+	for i := uint64(0); i < n; i++ {
+		e := data[8+i*width:]
+		var s sl
+		if width == 20 {
+			s = sl{uint64(be.Uint32(e[8:])), uint64(be.Uint32(e[12:]))}
+		} else {
+			s = sl{be.Uint64(e[8:]), be.Uint64(e[16:])}
+		}
+		name := archName(be.Uint32(e), be.Uint32(e[4:]))
+		if s.off > uint64(len(data)) || s.size > uint64(len(data))-s.off {
+			return nil, "", fmt.Errorf("%s slice [%#x,+%#x) past the file", name, s.off, s.size)
+		}
+		names = append(names, name)
+		found[name] = s
+	}
+	if arch == "" {
+		if len(names) != 1 {
+			return nil, "", fmt.Errorf("universal file of %d slices (%s): Options.Arch must name one", len(names), strings.Join(names, ", "))
+		}
+		arch = names[0]
+	}
+	s, ok := found[arch]
+	if !ok {
+		return nil, "", fmt.Errorf("universal file has no %q slice (has %s)", arch, strings.Join(names, ", "))
+	}
+	return data[s.off : s.off+s.size], arch, nil
+}
+
+// Load maps the Mach-O image at path as dyld would and applies its fixups. Malformed input
+// gives an error, never a panic.
 func Load(path string, opt Options) (img *Image, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("simdyld %s: %v", path, r)
+		if r := recover(); r != nil { // a go-macho or decoding bug: report it, do not crash the test binary
+			if img != nil {
+				img.Close()
+			}
+			img, err = nil, fmt.Errorf("simdyld %s: panic: %v", path, r)
 		}
 	}()
-	data, err := sliceBytes(path, opt.Arch)
+	img, err = load(data, opt)
+	if err != nil {
+		return nil, fmt.Errorf("simdyld %s: %w", path, err)
+	}
+	img.Path = path
+	return img, nil
+}
+
+// load is Load on the file's bytes, without the panic guard (fuzzing wants to see panics).
+func load(file []byte, opt Options) (*Image, error) {
+	data, arch, err := slice(file, opt.Arch)
 	if err != nil {
 		return nil, err
 	}
-	f, err := macho.NewFile(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("go-macho: %w", err)
+	if len(data) < 32 || binary.LittleEndian.Uint32(data) != 0xfeedfacf {
+		return nil, errors.New("not a 64-bit little-endian Mach-O image")
 	}
-	img = &Image{Path: path, Arch: opt.Arch, dylibs: f.ImportedLibraries()}
-	segs := f.Segments()
-	lo, hi := ^uint64(0), uint64(0)
-	var text *macho.Segment
-	for _, s := range segs {
-		if s.Name == "__PAGEZERO" {
-			continue
-		}
-		if s.Name == "__TEXT" {
-			text = s
-		}
-		lo, hi = min(lo, s.Addr), max(hi, s.Addr+s.Memsz)
+	switch ft := binary.LittleEndian.Uint32(data[12:]); ft {
+	case 2, 6, 8: // MH_EXECUTE, MH_DYLIB, MH_BUNDLE
+	default:
+		return nil, fmt.Errorf("file type %d is not loaded by dyld", ft)
 	}
-	if text == nil || hi <= lo {
-		return nil, errors.New("no __TEXT segment")
-	}
-	ps := uint64(os.Getpagesize())
-	size := (hi - lo + ps - 1) &^ (ps - 1)
-	mem, err := syscall.Mmap(-1, 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	img := &Image{Arch: arch, Fake: map[string]uint64{}, stats: map[string]int{}}
+	lc, err := img.readLoads(data)
 	if err != nil {
 		return nil, err
 	}
-	img.mem, img.base = mem, lo
-	start := uint64(addrOf(mem))
-	img.Slide = uintptr(start - lo)
-	img.Header = uintptr(start + text.Addr - lo)
-	for _, s := range segs {
-		if s.Name == "__PAGEZERO" {
-			continue
-		}
-		n := min(s.Filesz, s.Memsz) // Go's __DWARF has file bytes but no VM size: not mapped
-		if s.Offset+n > uint64(len(data)) {
-			img.Close()
-			return nil, fmt.Errorf("segment %s: file range past the file", s.Name)
-		}
-		copy(mem[s.Addr-lo:], data[s.Offset:s.Offset+n])
+	if err := img.mapSegments(data, opt.Slide); err != nil {
+		return nil, err
 	}
-	if err := img.fixup(f, data, segs, opt); err != nil {
+	if err := img.fixup(lc, data, opt); err != nil {
 		img.Close()
 		return nil, err
 	}
-	if err := img.protect(segs); err != nil {
+	if err := img.protect(); err != nil {
 		img.Close()
 		return nil, err
 	}
 	return img, nil
 }
 
-func addrOf(b []byte) uintptr {
-	return uintptr(unsafePointer(&b[0]))
+// mapped reports whether a segment occupies memory (not __PAGEZERO, not empty).
+func (s *seg) mapped() bool { return s.name != "__PAGEZERO" && s.memsz != 0 }
+
+const mapFixedNoReplace = 0x100000 // MAP_FIXED_NOREPLACE (Linux 4.17)
+
+// mapSegments reserves one region for the vmaddr span of the mapped segments and copies each
+// segment's file bytes in; the rest stays zero.
+func (img *Image) mapSegments(data []byte, slide uint64) error {
+	ps := uint64(os.Getpagesize())
+	lo, hi := ^uint64(0), uint64(0)
+	haveText := false
+	for _, s := range img.segs {
+		if !s.mapped() {
+			continue
+		}
+		if s.addr+s.memsz < s.addr {
+			return fmt.Errorf("segment %s wraps around", s.name)
+		}
+		if s.name == "__TEXT" {
+			img.text, haveText = s.addr, true
+		}
+		lo, hi = min(lo, s.addr), max(hi, s.addr+s.memsz)
+	}
+	if !haveText {
+		return errors.New("no __TEXT segment")
+	}
+	if hi-lo > 1<<34 {
+		return fmt.Errorf("segments span %#x bytes", hi-lo)
+	}
+	for _, s := range img.segs {
+		if s.mapped() && (s.addr-lo)%ps != 0 {
+			return fmt.Errorf("segment %s at %#x is not aligned to this host's %#x-byte pages", s.name, s.addr, ps)
+		}
+	}
+	size := (hi - lo + ps - 1) &^ (ps - 1)
+	var want uintptr
+	flags := uintptr(syscall.MAP_PRIVATE | syscall.MAP_ANONYMOUS)
+	if slide != 0 {
+		if slide%ps != 0 || lo+slide < lo {
+			return fmt.Errorf("slide %#x is not a usable page multiple", slide)
+		}
+		want = uintptr(lo + slide)
+		flags |= mapFixedNoReplace
+	}
+	for try := 0; ; try++ {
+		p, _, e := syscall.Syscall6(syscall.SYS_MMAP, want, uintptr(size), syscall.PROT_READ|syscall.PROT_WRITE, flags, ^uintptr(0), 0)
+		if e != 0 {
+			return fmt.Errorf("mmap %#x bytes at %#x: %w", size, want, e)
+		}
+		// p is memory outside Go's heap; the conversion through a pointer keeps vet quiet.
+		img.mem = unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&p))), size)
+		if want != 0 && p != want { // a kernel without MAP_FIXED_NOREPLACE took it as a hint
+			img.Close()
+			return fmt.Errorf("cannot map at slide %#x: the range is taken", slide)
+		}
+		if uint64(p) != lo || try > 2 { // slide 0 would hide missing rebases: never use it
+			break
+		}
+		defer syscall.Syscall(syscall.SYS_MUNMAP, p, uintptr(size), 0) // keep the spot taken while retrying
+	}
+	img.base = lo
+	start := uint64(uintptr(unsafe.Pointer(&img.mem[0])))
+	img.Slide = uintptr(start - lo)
+	img.Header = uintptr(start - lo + img.text)
+	if img.Slide == 0 {
+		img.Close()
+		return errors.New("mmap keeps placing the image at slide 0")
+	}
+	for _, s := range img.segs {
+		if !s.mapped() {
+			continue
+		}
+		n := min(s.filesz, s.memsz) // Go's __DWARF has file bytes but no VM size: not mapped
+		if s.off > uint64(len(data)) || n > uint64(len(data))-s.off {
+			img.Close()
+			return fmt.Errorf("segment %s file range [%#x,+%#x) past the file", s.name, s.off, n)
+		}
+		copy(img.mem[s.addr-lo:], data[s.off:s.off+n])
+	}
+	return nil
 }
 
-// at returns the 8 bytes of the mapping at an unslid address.
-func (img *Image) at(vmaddr uint64) ([]byte, error) {
-	if vmaddr < img.base || vmaddr-img.base+8 > uint64(len(img.mem)) {
+// word returns the 8 bytes of the mapping at an unslid address, which must lie in segment s
+// (or, with s nil, anywhere in the mapping).
+func (img *Image) word(vmaddr uint64, s *seg) ([]byte, error) {
+	if s != nil && (vmaddr < s.addr || vmaddr-s.addr > s.memsz || s.memsz-(vmaddr-s.addr) < 8) {
+		return nil, fmt.Errorf("fixup at %#x outside segment %s", vmaddr, s.name)
+	}
+	if vmaddr < img.base || vmaddr-img.base > uint64(len(img.mem)) || uint64(len(img.mem))-(vmaddr-img.base) < 8 {
 		return nil, fmt.Errorf("fixup at %#x outside the image", vmaddr)
 	}
 	return img.mem[vmaddr-img.base:][:8], nil
 }
 
-func (img *Image) library(ordinal int) string {
-	switch ordinal {
-	case 0:
-		return "this-image"
-	case -1:
-		return "main-executable"
-	case -2:
-		return "flat-namespace"
-	case -3:
-		return "weak"
+// segmentAt returns the mapped segment holding an unslid address.
+func (img *Image) segmentAt(vmaddr uint64) *seg {
+	for i := range img.segs {
+		s := &img.segs[i]
+		if s.mapped() && vmaddr >= s.addr && vmaddr-s.addr < s.memsz {
+			return s
+		}
 	}
-	if ordinal >= 1 && ordinal <= len(img.dylibs) {
-		return img.dylibs[ordinal-1]
-	}
-	return fmt.Sprintf("<ordinal %d>", ordinal)
+	return nil
 }
 
-func (img *Image) rebase(vmaddr, target uint64) error {
-	b, err := img.at(vmaddr)
+// library names an ordinal as dyld resolves it.
+func (img *Image) library(ordinal int) (string, error) {
+	switch ordinal {
+	case 0:
+		return "this-image", nil
+	case -1:
+		return "main-executable", nil
+	case -2:
+		return "flat-namespace", nil
+	case -3:
+		return "weak", nil
+	}
+	if ordinal >= 1 && ordinal <= len(img.dylibs) {
+		return img.dylibs[ordinal-1], nil
+	}
+	return "", fmt.Errorf("library ordinal %d (the image links %d)", ordinal, len(img.dylibs))
+}
+
+// rebase writes target + slide at an unslid address in segment s.
+func (img *Image) rebase(vmaddr uint64, s *seg, target uint64) error {
+	b, err := img.word(vmaddr, s)
 	if err != nil {
+		return err
+	}
+	if err := img.count(); err != nil {
 		return err
 	}
 	binary.LittleEndian.PutUint64(b, target+uint64(img.Slide))
@@ -211,104 +412,261 @@ func (img *Image) rebase(vmaddr, target uint64) error {
 	return nil
 }
 
-func (img *Image) bind(vmaddr uint64, ordinal int, sym string, addend int64, lazy, weak, write bool, auth *AuthInfo) error {
-	b, err := img.at(vmaddr)
+// bindKind says how a bind is applied.
+type bindKind int
+
+const (
+	bindNow  bindKind = iota // regular: written
+	bindLazy                 // lazy: written only with Options.BindLazy
+	bindWeak                 // classic weak-bind table: written unless a regular bind is there
+)
+
+// bind binds an unslid address in segment s to FakeAddress(library, sym) + addend.
+func (img *Image) bind(vmaddr uint64, s *seg, ordinal int, sym string, addend int64, kind bindKind, write bool, auth *AuthInfo) error {
+	b, err := img.word(vmaddr, s)
 	if err != nil {
 		return err
 	}
-	lib := img.library(ordinal)
-	v := uint64(int64(FakeAddress(lib, sym)) + addend)
+	lib, err := img.library(ordinal)
+	if err != nil {
+		return err
+	}
+	if sym == "" {
+		return fmt.Errorf("bind at %#x without a symbol", vmaddr)
+	}
+	if err := img.count(); err != nil {
+		return err
+	}
+	fake := FakeAddress(lib, sym)
+	key := lib + "\x00" + sym
+	if _, ok := img.Fake[key]; !ok {
+		if img.fakeOf == nil {
+			img.fakeOf = map[uint64]string{}
+		}
+		if k, dup := img.fakeOf[fake]; dup {
+			return fmt.Errorf("fake addresses of %q and %q collide", k, key)
+		}
+		img.Fake[key], img.fakeOf[fake] = fake, key
+	}
+	v := uint64(int64(fake) + addend)
+	addr := vmaddr + uint64(img.Slide)
+	switch {
+	case kind == bindWeak && img.regular[addr]:
+		write = false
+	case kind == bindNow && ordinal != -3:
+		if img.regular == nil {
+			img.regular = map[uint64]bool{}
+		}
+		img.regular[addr] = true
+	}
 	if write {
 		binary.LittleEndian.PutUint64(b, v)
 	}
-	img.Binds = append(img.Binds, Bind{Addr: vmaddr + uint64(img.Slide), Symbol: sym, Library: lib, Value: v, Lazy: lazy, Weak: weak, Auth: auth})
+	img.Binds = append(img.Binds, Bind{Addr: addr, Symbol: sym, Library: lib, Value: v,
+		Lazy: kind == bindLazy, Weak: kind == bindWeak || ordinal == -3, Auth: auth})
 	return nil
 }
 
-func (img *Image) fixup(f *macho.File, data []byte, segs macho.Segments, opt Options) error {
-	for _, l := range f.Loads {
-		switch c := l.(type) {
-		case *macho.DyldChainedFixups:
-			return img.chained(data, c.Offset, c.Size, segs)
-		case *macho.DyldInfoOnly:
-			return img.classic(data, &c.DyldInfoCmd, segs, opt)
-		case *macho.DyldInfo:
-			return img.classic(data, &c.DyldInfoCmd, segs, opt)
-		}
-	}
-	return nil // no fixups (static or object)
+// fixups are the fixup load commands of an image.
+type fixups struct {
+	chained      *[2]uint32 // LC_DYLD_CHAINED_FIXUPS dataoff, datasize
+	info         *types.DyldInfoCmd
+	infoOnlyName string
 }
 
-// protect gives each segment dyld's final protection.
-func (img *Image) protect(segs macho.Segments) error {
+// readLoads reads the load commands: segments, dylibs (in ordinal order) and the fixup
+// commands. go-macho's NewFile is not used here: it parses much more (code signature and
+// all), trusting sizes in the file, and can run out of memory on a corrupted one.
+func (img *Image) readLoads(data []byte) (*fixups, error) {
+	le := binary.LittleEndian
+	ncmds, sizeofcmds := uint64(le.Uint32(data[16:])), uint64(le.Uint32(data[20:]))
+	const hdr = 32
+	if sizeofcmds > uint64(len(data))-hdr {
+		return nil, fmt.Errorf("load commands (%#x bytes) past the file", sizeofcmds)
+	}
+	cmds := data[hdr : hdr+sizeofcmds]
+	var fx fixups
+	str := func(c []byte, off uint32) string {
+		if uint64(off) >= uint64(len(c)) {
+			return ""
+		}
+		b := c[off:]
+		if i := bytes.IndexByte(b, 0); i >= 0 {
+			b = b[:i]
+		}
+		return string(b)
+	}
+	for i, p := uint64(0), uint64(0); i < ncmds; i++ {
+		if uint64(len(cmds))-p < 8 {
+			return nil, fmt.Errorf("load command %d past sizeofcmds", i)
+		}
+		cmd, size := types.LoadCmd(le.Uint32(cmds[p:])), uint64(le.Uint32(cmds[p+4:]))
+		if size < 8 || size > uint64(len(cmds))-p {
+			return nil, fmt.Errorf("load command %d (%v) of size %#x", i, cmd, size)
+		}
+		c := cmds[p : p+size]
+		p += size
+		need := map[types.LoadCmd]uint64{types.LC_SEGMENT_64: 72, types.LC_DYLD_INFO: 48, types.LC_DYLD_INFO_ONLY: 48,
+			types.LC_DYLD_CHAINED_FIXUPS: 16, types.LC_LOAD_DYLIB: 24, types.LC_LOAD_WEAK_DYLIB: 24, types.LC_REEXPORT_DYLIB: 24,
+			types.LC_LAZY_LOAD_DYLIB: 24, types.LC_LOAD_UPWARD_DYLIB: 24}[cmd]
+		if size < need {
+			return nil, fmt.Errorf("load command %d (%v) too short", i, cmd)
+		}
+		switch cmd {
+		case types.LC_SEGMENT_64:
+			name := c[8:24]
+			if j := bytes.IndexByte(name, 0); j >= 0 {
+				name = name[:j]
+			}
+			img.segs = append(img.segs, seg{name: string(name), addr: le.Uint64(c[24:]), memsz: le.Uint64(c[32:]),
+				off: le.Uint64(c[40:]), filesz: le.Uint64(c[48:]), initprot: le.Uint32(c[60:]), flags: le.Uint32(c[68:])})
+		case types.LC_LOAD_DYLIB, types.LC_LOAD_WEAK_DYLIB, types.LC_REEXPORT_DYLIB, types.LC_LAZY_LOAD_DYLIB, types.LC_LOAD_UPWARD_DYLIB:
+			img.dylibs = append(img.dylibs, str(c, le.Uint32(c[8:])))
+		case types.LC_DYLD_CHAINED_FIXUPS:
+			fx.chained = &[2]uint32{le.Uint32(c[8:]), le.Uint32(c[12:])}
+		case types.LC_DYLD_INFO, types.LC_DYLD_INFO_ONLY:
+			fx.info = &types.DyldInfoCmd{LoadCmd: cmd, Len: uint32(size),
+				RebaseOff: le.Uint32(c[8:]), RebaseSize: le.Uint32(c[12:]), BindOff: le.Uint32(c[16:]), BindSize: le.Uint32(c[20:]),
+				WeakBindOff: le.Uint32(c[24:]), WeakBindSize: le.Uint32(c[28:]), LazyBindOff: le.Uint32(c[32:]), LazyBindSize: le.Uint32(c[36:]),
+				ExportOff: le.Uint32(c[40:]), ExportSize: le.Uint32(c[44:])}
+			fx.infoOnlyName = cmd.String()
+		}
+	}
+	return &fx, nil
+}
+
+// fixup applies LC_DYLD_CHAINED_FIXUPS or else LC_DYLD_INFO(_ONLY); an image with neither
+// has nothing to fix up.
+func (img *Image) fixup(fx *fixups, data []byte, opt Options) error {
+	switch {
+	case fx.chained != nil:
+		img.stats["LC_DYLD_CHAINED_FIXUPS"]++
+		return img.chained(data, fx.chained[0], fx.chained[1])
+	case fx.info != nil:
+		img.stats[fx.infoOnlyName]++
+		return img.classic(data, fx.info, opt)
+	}
+	return nil
+}
+
+// protect gives each segment dyld's final protection: its initprot, except that SG_READ_ONLY
+// segments and __DATA_CONST / __AUTH_CONST become read-only after fixups. Gaps between
+// segments (dyld leaves them unmapped) are made read-only, so that Bytes can be read whole.
+func (img *Image) protect() error {
 	ps := uint64(os.Getpagesize())
-	for _, s := range segs {
-		if s.Name == "__PAGEZERO" || s.Memsz == 0 {
+	if err := mprotect(img.mem, syscall.PROT_READ); err != nil {
+		return fmt.Errorf("mprotect gaps: %w", err)
+	}
+	for _, s := range img.segs {
+		if !s.mapped() {
 			continue
 		}
-		prot := int(s.Prot) & 7
-		if s.Name == "__DATA_CONST" || s.Name == "__AUTH_CONST" || s.Flag&0x10 != 0 { // SG_READ_ONLY
+		prot := int(s.initprot) & (syscall.PROT_READ | syscall.PROT_WRITE | syscall.PROT_EXEC)
+		if s.name == "__DATA_CONST" || s.name == "__AUTH_CONST" || s.flags&sgReadOnly != 0 {
 			prot = syscall.PROT_READ
 		}
-		off := s.Addr - img.base
-		if off%ps != 0 {
-			return fmt.Errorf("segment %s at %#x is not page-aligned here", s.Name, s.Addr)
+		off := s.addr - img.base
+		n := (s.memsz + ps - 1) &^ (ps - 1)
+		if err := mprotect(img.mem[off:off+n], prot); err != nil {
+			return fmt.Errorf("mprotect %s: %w", s.name, err)
 		}
-		n := (s.Memsz + ps - 1) &^ (ps - 1)
-		if err := syscall.Mprotect(img.mem[off:off+n], prot); err != nil {
-			return fmt.Errorf("mprotect %s: %w", s.Name, err)
-		}
-		img.Segments = append(img.Segments, Segment{Name: s.Name, Addr: s.Addr + uint64(img.Slide), Size: n, Prot: prot})
+		img.Segments = append(img.Segments, Segment{Name: s.name, Addr: s.addr + uint64(img.Slide), Size: n, Prot: prot})
 	}
 	return nil
 }
 
-// CurrentProtections reads the segments' protections back from /proc/self/maps.
+func mprotect(b []byte, prot int) error {
+	_, _, e := syscall.Syscall(syscall.SYS_MPROTECT, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(prot))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// CurrentProtections reads the segments' protections back from /proc/self/maps. A segment
+// whose pages do not all have the same protection is an error.
 func (img *Image) CurrentProtections() ([]Segment, error) {
-	data, err := os.ReadFile("/proc/self/maps")
+	maps, err := readMaps()
 	if err != nil {
 		return nil, err
 	}
 	var out []Segment
 	for _, s := range img.Segments {
-		p, err := protAt(data, s.Addr)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.Name, err)
+		prot, covered := -1, s.Addr
+		for _, m := range maps {
+			if m.hi <= s.Addr || m.lo >= s.Addr+s.Size {
+				continue
+			}
+			if m.lo > covered {
+				return nil, fmt.Errorf("%s: %#x not mapped", s.Name, covered)
+			}
+			if prot >= 0 && m.prot != prot {
+				return nil, fmt.Errorf("%s: pages mapped %s and %s", s.Name, protString(prot), protString(m.prot))
+			}
+			prot, covered = m.prot, m.hi
 		}
-		out = append(out, Segment{Name: s.Name, Addr: s.Addr, Size: s.Size, Prot: p})
+		if covered < s.Addr+s.Size {
+			return nil, fmt.Errorf("%s: %#x not mapped", s.Name, covered)
+		}
+		out = append(out, Segment{Name: s.Name, Addr: s.Addr, Size: s.Size, Prot: prot})
 	}
 	return out, nil
 }
 
-func protAt(maps []byte, addr uint64) (int, error) {
-	sc := bufio.NewScanner(bytes.NewReader(maps))
+type mapping struct {
+	lo, hi uint64
+	prot   int
+}
+
+// readMaps lists this process's mappings, in address order.
+func readMaps() ([]mapping, error) {
+	data, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil, err
+	}
+	var out []mapping
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
-		var lo, hi uint64
-		var perms string
-		line := sc.Text()
-		var rng string
-		if _, err := fmt.Sscan(line, &rng, &perms); err != nil {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || len(f[1]) < 3 {
 			continue
 		}
-		i := bytes.IndexByte([]byte(rng), '-')
+		rng, perms := f[0], f[1]
+		i := strings.IndexByte(rng, '-')
 		if i < 0 {
 			continue
 		}
-		lo, _ = strconv.ParseUint(rng[:i], 16, 64)
-		hi, _ = strconv.ParseUint(rng[i+1:], 16, 64)
-		if addr >= lo && addr < hi {
-			p := 0
-			if perms[0] == 'r' {
-				p |= syscall.PROT_READ
-			}
-			if perms[1] == 'w' {
-				p |= syscall.PROT_WRITE
-			}
-			if perms[2] == 'x' {
-				p |= syscall.PROT_EXEC
-			}
-			return p, nil
+		lo, err1 := strconv.ParseUint(rng[:i], 16, 64)
+		hi, err2 := strconv.ParseUint(rng[i+1:], 16, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("/proc/self/maps: bad line %q", sc.Text())
 		}
+		p := 0
+		if perms[0] == 'r' {
+			p |= syscall.PROT_READ
+		}
+		if perms[1] == 'w' {
+			p |= syscall.PROT_WRITE
+		}
+		if perms[2] == 'x' {
+			p |= syscall.PROT_EXEC
+		}
+		out = append(out, mapping{lo, hi, p})
 	}
-	return 0, fmt.Errorf("%#x not mapped", addr)
+	return out, sc.Err()
+}
+
+// protString renders PROT_* bits as /proc/self/maps does ("r-x").
+func protString(p int) string {
+	b := []byte("---")
+	if p&syscall.PROT_READ != 0 {
+		b[0] = 'r'
+	}
+	if p&syscall.PROT_WRITE != 0 {
+		b[1] = 'w'
+	}
+	if p&syscall.PROT_EXEC != 0 {
+		b[2] = 'x'
+	}
+	return string(b)
 }

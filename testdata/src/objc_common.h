@@ -18,9 +18,12 @@ __attribute__((objc_root_class))
 - (int)value;
 - (double)ratio;
 - (Rect)frame;
+- (long double)precise;
+- (_Complex long double)phase;
 @end
 
 @interface Child : Root
 - (int)value;
 - (double)ratio;
+- (Rect)frame;
 @end

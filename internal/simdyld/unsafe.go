@@ -1,5 +1,0 @@
-package simdyld
-
-import "unsafe"
-
-func unsafePointer(b *byte) unsafe.Pointer { return unsafe.Pointer(b) }
