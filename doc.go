@@ -9,6 +9,8 @@ package msgtrace
 */
 import "C"
 
+import "fmt"
+
 // Counters are the totals over every thread that made a traced call.
 type Counters struct {
 	Threads  uint64 // threads with buffers
@@ -32,4 +34,14 @@ func SetActive(on bool) {
 		v = 1
 	}
 	C.msgtrace_active = v
+}
+
+// Configure sets the shadow stack depth (calls in flight per thread) and the record buffer
+// size (calls per thread) of threads that make their first traced call from now on.
+func Configure(stackDepth int, bufferRecords uint64) error {
+	if stackDepth <= 0 || stackDepth > 1<<20 || bufferRecords == 0 || bufferRecords > 1<<40 {
+		return fmt.Errorf("bad tracer sizes: stack depth %d, buffer %d records", stackDepth, bufferRecords)
+	}
+	C.msgtrace_configure(C.uint32_t(stackDepth), C.uint64_t(bufferRecords))
+	return nil
 }

@@ -8,3 +8,12 @@ struct mt_object {
 size_t msgtrace_elf_objects(struct mt_object *out, size_t max);
 /* Address of the ELF header of the object that holds this code. */
 uintptr_t msgtrace_elf_self(void);
+/* dlopen as the rebound slots see it: the real dlopen (msgtrace_orig_dlopen, set before any
+ * slot points here), resolving a bare file name the way the caller's own dlopen would, then a
+ * call into Go to rebind the objects it loaded. */
+extern void *(*msgtrace_orig_dlopen)(const char *, int) __attribute__((visibility("hidden")));
+void *msgtrace_dlopen(const char *file, int mode);
+/* The search dlopen(file) does from the object holding caller: writes the first existing
+ * candidate to out and returns 1, or 0 when the name is to be left to dlopen (it has a '/', or
+ * no directory of the caller's RPATH, LD_LIBRARY_PATH or RUNPATH holds it). */
+int msgtrace_caller_path(const char *file, const void *caller, char *out, size_t outsz);

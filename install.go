@@ -38,8 +38,9 @@ func variants() []variant {
 }
 
 // Install rebinds objc_msgSend and its variants to the interposers in every image the
-// Rebinder's runtime reports (and those loaded later). Each original is handed to its
-// interposer before any slot points at it. Recording starts with SetActive(true).
+// Rebinder's runtime reports (and those loaded later: dyld reports them on darwin; on Linux
+// dlopen is rebound too, and reports what it loaded when it returns). Each original is handed
+// to its interposer before any slot points at it. Recording starts with SetActive(true).
 func Install(r *machobind.Rebinder) (*machobind.Hook, error) {
 	var rs []machobind.Rebinding
 	for _, v := range variants() {
@@ -50,7 +51,7 @@ func Install(r *machobind.Rebinder) (*machobind.Hook, error) {
 			Publish:     func(orig uintptr) { *v.orig = *(*unsafe.Pointer)(unsafe.Pointer(&orig)) },
 		})
 	}
-	return r.Rebind(rs...)
+	return r.Rebind(append(rs, platformRebindings()...)...)
 }
 
 // interposerOf and originalOf expose the tables to the tests.

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -53,12 +54,38 @@ func tickRatio() (num, den uint64) {
 // WriteRaw writes every registered thread's records as a raw dump (tracer's format v1),
 // naming classes and selectors with nm in this process: super calls are named by the class
 // whose method ran, tagged-pointer receivers by their class. Records keep being written while
-// this runs; those past each thread's count at the snapshot go to the next dump.
+// this runs; those past each thread's count at the snapshot are not in the dump.
 func WriteRaw(w io.Writer, nm Namer) error {
+	var f Flusher
+	_, err := f.WriteRaw(w, nm)
+	return err
+}
+
+// Flusher writes raw dumps that each hold what was recorded since its previous dump, so that
+// threads that keep running lose nothing between flushes. Its methods are safe to call from
+// several goroutines.
+type Flusher struct {
+	mu   sync.Mutex
+	done map[uintptr]flushed // thread's record buffer -> what earlier dumps held
+}
+
+// flushed is how much of a thread earlier dumps covered.
+type flushed struct{ records, dropped, overflow uint64 }
+
+// WriteRaw writes the records made since the previous call (all of them the first time) as
+// WriteRaw does, and returns how many it wrote. Calls still running are recorded when they
+// end, so they appear in a later dump.
+func (f *Flusher) WriteRaw(w io.Writer, nm Namer) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done == nil {
+		f.done = map[uintptr]flushed{}
+	}
 	n := int(C.msgtrace_snapshot(nil, 0))
 	snaps := make([]C.struct_mt_snapshot, n+16)
 	n = int(C.msgtrace_snapshot(&snaps[0], C.size_t(len(snaps))))
 	snaps = snaps[:min(n, len(snaps))]
+	written := 0
 	num, den := tickRatio()
 	out := tracer.NewWriter(w, tracer.Header{PID: uint64(os.Getpid()), TickNum: num, TickDen: den, BaseTick: startTicks})
 
@@ -71,8 +98,12 @@ func WriteRaw(w io.Writer, nm Namer) error {
 	sels := map[uint64]bool{}
 	canon := map[uint64]uint64{} // class word (with flags) -> class whose method ran
 	for _, s := range snaps {
-		recs := unsafe.Slice((*tracer.Record)(unsafe.Pointer(s.records)), int(s.count))
-		tr := threadRecs{t: tracer.Thread{TID: uint64(s.tid), Dropped: uint64(s.dropped), Overflow: uint64(s.overflow),
+		buf := uintptr(unsafe.Pointer(s.records))
+		prev := f.done[buf]
+		recs := unsafe.Slice((*tracer.Record)(unsafe.Pointer(s.records)), int(s.count))[prev.records:]
+		f.done[buf] = flushed{uint64(s.count), uint64(s.dropped), uint64(s.overflow)}
+		written += len(recs)
+		tr := threadRecs{t: tracer.Thread{TID: uint64(s.tid), Dropped: uint64(s.dropped) - prev.dropped, Overflow: uint64(s.overflow) - prev.overflow,
 			Main: s.main != 0, Name: C.GoString(&s.name[0])}, recs: make([]tracer.Record, len(recs))}
 		for i, r := range recs {
 			flagged := r.Class &^ (0xfff << 48) // class bits and flags, without the depth
@@ -119,9 +150,9 @@ func WriteRaw(w io.Writer, nm Namer) error {
 		out.WriteThread(t.t, t.recs)
 	}
 	if err := out.Close(); err != nil {
-		return fmt.Errorf("writing the raw trace: %w", err)
+		return written, fmt.Errorf("writing the raw trace: %w", err)
 	}
-	return nil
+	return written, nil
 }
 
 // threadName reads a Linux thread's name; "" elsewhere.

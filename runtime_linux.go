@@ -9,6 +9,9 @@ package msgtrace
 import "C"
 
 import (
+	"sync"
+	"unsafe"
+
 	"github.com/ebitengine/purego"
 	"github.com/msgtrace/msgtrace/machobind"
 )
@@ -20,7 +23,8 @@ type linuxRuntime struct {
 	machobind.ProcVM
 }
 
-// ELFRuntime returns the Runtime that rebinds the ELF objects of this process.
+// ELFRuntime returns the Runtime that rebinds the ELF objects of this process. Objects loaded
+// later are reported to the Rebinder when dlopen returns, once Install has rebound dlopen.
 func ELFRuntime() machobind.Runtime { return linuxRuntime{} }
 
 func (linuxRuntime) Images() ([]machobind.Loaded, error) {
@@ -36,9 +40,58 @@ func (linuxRuntime) Images() ([]machobind.Loaded, error) {
 
 func (linuxRuntime) Self() uintptr { return uintptr(C.msgtrace_elf_self()) }
 
-// WatchImages: Linux has no add-image callback; objects loaded later are covered by
-// rebinding dlopen (issue #6), so nothing is registered here.
-func (linuxRuntime) WatchImages(func(machobind.Loaded)) error { return nil }
+// watcher remembers the objects already reported and the Rebinder's add-image callbacks.
+var watcher struct {
+	sync.Mutex
+	seen map[uintptr]bool
+	fns  []func(machobind.Loaded)
+}
+
+// WatchImages: Linux has no add-image callback. The objects present now are remembered; when
+// the rebound dlopen returns (msgtraceImagesChanged), those that appeared since are passed to fn.
+func (rt linuxRuntime) WatchImages(fn func(machobind.Loaded)) error {
+	imgs, err := rt.Images()
+	if err != nil {
+		return err
+	}
+	watcher.Lock()
+	defer watcher.Unlock()
+	if watcher.seen == nil {
+		watcher.seen = map[uintptr]bool{}
+	}
+	for _, l := range imgs {
+		watcher.seen[l.Header] = true
+	}
+	watcher.fns = append(watcher.fns, fn)
+	return nil
+}
+
+// msgtraceImagesChanged is called by msgtrace_dlopen after the real dlopen loaded something.
+//
+//export msgtraceImagesChanged
+func msgtraceImagesChanged() {
+	imgs, err := linuxRuntime{}.Images()
+	if err != nil {
+		return
+	}
+	watcher.Lock()
+	var added []machobind.Loaded
+	present := make(map[uintptr]bool, len(imgs))
+	for _, l := range imgs {
+		present[l.Header] = true
+		if !watcher.seen[l.Header] {
+			added = append(added, l)
+		}
+	}
+	watcher.seen = present // an object unloaded since is forgotten: loaded again, it is new
+	fns := append([](func(machobind.Loaded)){}, watcher.fns...)
+	watcher.Unlock()
+	for _, l := range added {
+		for _, fn := range fns {
+			fn(l)
+		}
+	}
+}
 
 func (linuxRuntime) Resolve(symbol, _ string) (uintptr, error) {
 	return purego.Dlsym(purego.RTLD_DEFAULT, symbol) // ELF names carry no leading underscore
@@ -47,3 +100,15 @@ func (linuxRuntime) Resolve(symbol, _ string) (uintptr, error) {
 func (linuxRuntime) Strip(p uintptr) uintptr { return p }
 
 func (linuxRuntime) Sign(p, _ uintptr, _ machobind.AuthInfo) (uintptr, error) { return p, nil }
+
+// platformRebindings are rebound with the interposers: dlopen, so that objects loaded later
+// are rebound as soon as dlopen returns.
+func platformRebindings() []machobind.Rebinding {
+	return []machobind.Rebinding{{
+		Name:        "dlopen",
+		Replacement: uintptr(unsafe.Pointer(C.msgtrace_dlopen)),
+		Publish: func(orig uintptr) {
+			*(*uintptr)(unsafe.Pointer(&C.msgtrace_orig_dlopen)) = orig
+		},
+	}}
+}

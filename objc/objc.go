@@ -37,15 +37,30 @@ type Runtime struct {
 }
 
 // Open loads the runtime at path (a name the dynamic linker finds, or an absolute path).
-func Open(path string) (rt *Runtime, err error) {
+func Open(path string) (*Runtime, error) {
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
 		return nil, fmt.Errorf("opening the Objective-C runtime %s: %w", path, err)
 	}
+	return bind(h, path)
+}
+
+// Loaded returns the runtime this process already uses: the functions found in the global
+// symbol scope (the program's own libobjc, GNUstep's, or a test runtime), without loading
+// anything. It fails when no loaded object exports them.
+func Loaded() (*Runtime, error) {
+	if _, err := purego.Dlsym(purego.RTLD_DEFAULT, "class_getName"); err != nil {
+		return nil, errors.New("no Objective-C runtime is loaded in this process (class_getName not found)")
+	}
+	return bind(purego.RTLD_DEFAULT, "the loaded Objective-C runtime")
+}
+
+// bind looks up the runtime's functions in handle h.
+func bind(h uintptr, what string) (rt *Runtime, err error) {
 	rt = &Runtime{handle: h, names: map[[2]uintptr]string{}}
 	defer func() {
 		if r := recover(); r != nil { // purego panics on a missing symbol
-			err = fmt.Errorf("%s is not a usable Objective-C runtime: %v", path, r)
+			err = fmt.Errorf("%s is not a usable Objective-C runtime: %v", what, r)
 		}
 	}()
 	purego.RegisterLibFunc(&rt.classGetName, h, "class_getName")

@@ -62,4 +62,12 @@ func TestGNURuntime(t *testing.T) {
 	if _, err := Open("/nonexistent/libobjc.so"); err == nil {
 		t.Error("opened a missing runtime")
 	}
+	// The runtime is in the global scope now (RTLD_GLOBAL): Loaded finds the same one.
+	lrt, err := Loaded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := lrt.MethodName(square, sides, true); err != nil || got != "-[Shape sides]" {
+		t.Errorf("Loaded().MethodName = %q, %v", got, err)
+	}
 }

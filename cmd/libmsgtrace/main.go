@@ -1,0 +1,215 @@
+// Command libmsgtrace is msgtrace as a C library: built with -buildmode=c-shared it is the
+// library users preload (LD_PRELOAD on Linux, DYLD_INSERT_LIBRARIES on macOS), which installs
+// itself before main and writes the trace at exit; built with -buildmode=c-archive it is the
+// archive linked into iOS test hosts, driven through msgtrace.h.
+package main
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+
+struct msgtrace_counters {
+	uint64_t threads, recorded, dropped, overflow, flushed;
+};
+*/
+import "C"
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/msgtrace/msgtrace"
+	"github.com/msgtrace/msgtrace/internal/agent"
+)
+
+var (
+	mu      sync.Mutex
+	ag      *agent.Agent
+	loadErr error
+	errStr  *C.char // last error as returned to C, freed on the next call
+	// stderr is a copy of the program's standard error taken at load time: programs may close
+	// theirs in an exit handler that runs before ours (coreutils do).
+	stderr io.Writer = os.Stderr
+)
+
+func init() {
+	if fd, err := syscall.Dup(2); err == nil {
+		syscall.CloseOnExec(fd)
+		stderr = os.NewFile(uintptr(fd), "stderr")
+	}
+}
+
+// get returns the agent, configured from the environment on first use.
+func get() (*agent.Agent, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if ag == nil && loadErr == nil {
+		cfg, err := agent.FromEnv(os.Getenv, os.Getpid())
+		if err == nil {
+			err = cfg.CheckOut()
+		}
+		if err != nil {
+			loadErr = err
+		} else {
+			ag = agent.New(cfg)
+		}
+	}
+	return ag, loadErr
+}
+
+// msgtraceLoad runs from the library's constructor: configure, install, record. A bad
+// variable or a failed install prints one line on stderr and leaves the program alone.
+//
+//export msgtraceLoad
+func msgtraceLoad() C.int {
+	a, err := get()
+	if err == nil {
+		err = a.Install()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return -1
+	}
+	return 0
+}
+
+// msgtraceExit runs at exit: the calls no flush took yet go to MSGTRACE_OUT.
+//
+//export msgtraceExit
+func msgtraceExit() {
+	a, err := get()
+	if err != nil {
+		return
+	}
+	f, wrote, err := a.AtExit()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return
+	}
+	if wrote {
+		c := msgtrace.ReadCounters()
+		fmt.Fprintf(stderr, "msgtrace: %s: %d calls on %d threads (%d dropped: buffer full, %d past the shadow stack)\n",
+			f.Path, f.Totals.Kept, c.Threads, c.Dropped, c.Overflow)
+	}
+}
+
+func status(a *agent.Agent, err error) C.int {
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+//export msgtrace_start
+func msgtrace_start() C.int {
+	a, err := get()
+	if err != nil {
+		return -1
+	}
+	if err := a.Install(); err != nil {
+		return -1
+	}
+	a.Resume()
+	return 0
+}
+
+//export msgtrace_stop
+func msgtrace_stop() C.int {
+	a, err := get()
+	if err != nil {
+		return -1
+	}
+	_, err = a.Stop()
+	return status(a, err)
+}
+
+//export msgtrace_pause
+func msgtrace_pause() {
+	if a, err := get(); err == nil {
+		a.Pause()
+	}
+}
+
+//export msgtrace_resume
+func msgtrace_resume() {
+	if a, err := get(); err == nil {
+		a.Resume()
+	}
+}
+
+//export msgtrace_flush
+func msgtrace_flush(path *C.char) C.int {
+	a, err := get()
+	if err != nil {
+		return -1
+	}
+	p := ""
+	if path != nil {
+		p = C.GoString(path)
+	}
+	_, err = a.Flush(p)
+	return status(a, err)
+}
+
+func splitList(s *C.char) []string {
+	if s == nil {
+		return nil
+	}
+	var out []string
+	for _, p := range strings.Split(C.GoString(s), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+//export msgtrace_set_filters
+func msgtrace_set_filters(include, exclude *C.char, minUS C.double, maxDepth C.int) C.int {
+	a, err := get()
+	if err != nil {
+		return -1
+	}
+	if err := a.SetLimits(float64(minUS), int(maxDepth)); err != nil {
+		return -1
+	}
+	return status(a, a.SetFilters(splitList(include), splitList(exclude)))
+}
+
+//export msgtrace_get_counters
+func msgtrace_get_counters(out *C.struct_msgtrace_counters) {
+	if out == nil {
+		return
+	}
+	c := msgtrace.ReadCounters()
+	var written uint64
+	if a, err := get(); err == nil {
+		written = a.Written()
+	}
+	*out = C.struct_msgtrace_counters{C.uint64_t(c.Threads), C.uint64_t(c.Recorded), C.uint64_t(c.Dropped), C.uint64_t(c.Overflow), C.uint64_t(written)}
+}
+
+//export msgtrace_last_error
+func msgtrace_last_error() *C.char {
+	a, err := get()
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	} else {
+		msg = a.LastError()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if errStr != nil {
+		C.free(unsafe.Pointer(errStr))
+	}
+	errStr = C.CString(msg)
+	return errStr
+}
+
+func main() {}

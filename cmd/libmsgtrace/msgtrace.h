@@ -1,0 +1,59 @@
+/*
+ * msgtrace: trace Objective-C message sends in this process.
+ *
+ * Preloaded (DYLD_INSERT_LIBRARIES / LD_PRELOAD) the library starts by itself: it reads the
+ * MSGTRACE_* variables, rebinds objc_msgSend before main runs and writes the trace at exit.
+ * Linked into a test host (libmsgtrace.a) nothing happens until msgtrace_start().
+ *
+ * Every function is safe to call from any thread. Functions returning int return 0 on
+ * success and -1 on failure; msgtrace_last_error() then says why.
+ */
+#ifndef MSGTRACE_H
+#define MSGTRACE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Reads the MSGTRACE_* variables (first call only), rebinds objc_msgSend and its variants in
+ * every loaded image and in images loaded later, and starts recording. */
+int msgtrace_start(void);
+
+/* Stops recording and flushes to MSGTRACE_OUT. The hooks stay: later calls pass through. */
+int msgtrace_stop(void);
+
+/* Pause / resume recording; paused, an interposed call costs a load, a compare and a jump. */
+void msgtrace_pause(void);
+void msgtrace_resume(void);
+
+/* Writes the calls recorded since the previous flush to path (NULL: MSGTRACE_OUT) in the
+ * format of MSGTRACE_FORMAT. Threads keep recording: calls that end after the snapshot go to
+ * the next flush, nothing is lost. The file appears whole or not at all. */
+int msgtrace_flush(const char *path);
+
+/* Replaces the output filters used by later flushes. include and exclude are comma lists of
+ * method patterns ("-[UIView *]", "+[NSObject new]", "*[RAC* *]"); NULL or "" for none.
+ * min_us drops calls shorter than that many microseconds; max_depth drops deeper calls
+ * (-1: no limit). */
+int msgtrace_set_filters(const char *include, const char *exclude, double min_us, int max_depth);
+
+/* Totals over every thread since the start. */
+struct msgtrace_counters {
+	uint64_t threads;  /* threads that made a traced call */
+	uint64_t recorded; /* calls recorded */
+	uint64_t dropped;  /* calls not recorded: the thread's buffer (MSGTRACE_BUFFER_MB) was full */
+	uint64_t overflow; /* calls not recorded: nested deeper than the shadow stack (512) */
+	uint64_t flushed;  /* calls written by flushes so far */
+};
+void msgtrace_get_counters(struct msgtrace_counters *out);
+
+/* The reason of the last failure of this library ("" when the last call succeeded). The
+ * string stays valid until the next call. */
+const char *msgtrace_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,168 @@
+// Package agent is msgtrace as a library inside a traced program: its configuration from the
+// environment, installing the interposers, and writing traces in the chosen format. The
+// libmsgtrace shared library and static archive are thin C wrappers around it.
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/msgtrace/msgtrace/tracer"
+)
+
+// Formats are the values MSGTRACE_FORMAT accepts.
+var Formats = []string{"json", "pprof", "folded", "raw"}
+
+// Config is what the MSGTRACE_* variables set.
+type Config struct {
+	Out      string   // MSGTRACE_OUT: where the trace is written at exit
+	Format   string   // MSGTRACE_FORMAT: json (Chrome trace events), pprof, folded or raw
+	MinUS    float64  // MSGTRACE_MIN_US: calls shorter than this are left out
+	MaxDepth int      // MSGTRACE_MAX_DEPTH: calls deeper than this are left out; -1: no limit
+	Include  []string // MSGTRACE_INCLUDE: comma list of method patterns to keep
+	Exclude  []string // MSGTRACE_EXCLUDE: comma list of method patterns to leave out
+	Threads  string   // MSGTRACE_THREADS: all, main, or a comma list of thread names and ids
+	Paused   bool     // MSGTRACE_START=paused: installed, recording starts with msgtrace_resume
+	BufferMB int      // MSGTRACE_BUFFER_MB: record buffer per thread
+}
+
+// Default values.
+const (
+	DefaultBufferMB = 8
+	MaxBufferMB     = 4096
+	recordBytes     = 32
+)
+
+// ConfigError names the variable and the value that is wrong.
+type ConfigError struct {
+	Var, Value, Why string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("msgtrace: %s=%q: %s; tracing is off", e.Var, e.Value, e.Why)
+}
+
+// extension is the file name extension each format is written with by default.
+var extension = map[string]string{"json": ".json", "pprof": ".pb.gz", "folded": ".folded", "raw": ".raw"}
+
+// formatOf infers a format from an output file name: .pb.gz/.pprof/.pb are pprof, .folded
+// folded, .raw raw, anything else JSON.
+func formatOf(path string) string {
+	switch {
+	case strings.HasSuffix(path, ".pb.gz"), strings.HasSuffix(path, ".pprof"), strings.HasSuffix(path, ".pb"):
+		return "pprof"
+	case strings.HasSuffix(path, ".folded"):
+		return "folded"
+	case strings.HasSuffix(path, ".raw"):
+		return "raw"
+	}
+	return "json"
+}
+
+// FromEnv reads the configuration through getenv (os.Getenv in the library). The first bad
+// value is the error.
+func FromEnv(getenv func(string) string, pid int) (Config, error) {
+	c := Config{MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB}
+	c.Format = strings.ToLower(strings.TrimSpace(getenv("MSGTRACE_FORMAT")))
+	if c.Format != "" && extension[c.Format] == "" {
+		return c, &ConfigError{"MSGTRACE_FORMAT", getenv("MSGTRACE_FORMAT"), "must be one of " + strings.Join(Formats, ", ")}
+	}
+	c.Out = getenv("MSGTRACE_OUT")
+	if c.Format == "" {
+		c.Format = "json"
+		if c.Out != "" {
+			c.Format = formatOf(c.Out)
+		}
+	}
+	if c.Out == "" {
+		dir := getenv("TMPDIR")
+		if dir == "" {
+			dir = os.TempDir()
+		}
+		c.Out = filepath.Join(dir, "msgtrace-"+strconv.Itoa(pid)+extension[c.Format])
+	}
+	if v := getenv("MSGTRACE_MIN_US"); v != "" {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || f < 0 || f != f || f > 1e12 {
+			return c, &ConfigError{"MSGTRACE_MIN_US", v, "must be a number of microseconds, 0 or more"}
+		}
+		c.MinUS = f
+	}
+	if v := getenv("MSGTRACE_MAX_DEPTH"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			return c, &ConfigError{"MSGTRACE_MAX_DEPTH", v, "must be a whole number, 0 (outermost calls only) or more"}
+		}
+		c.MaxDepth = n
+	}
+	var err error
+	if c.Include, err = patternList("MSGTRACE_INCLUDE", getenv("MSGTRACE_INCLUDE")); err != nil {
+		return c, err
+	}
+	if c.Exclude, err = patternList("MSGTRACE_EXCLUDE", getenv("MSGTRACE_EXCLUDE")); err != nil {
+		return c, err
+	}
+	if v := getenv("MSGTRACE_THREADS"); v != "" {
+		if err := tracer.ValidateThreads(v); err != nil {
+			return c, &ConfigError{"MSGTRACE_THREADS", v, err.Error()}
+		}
+		c.Threads = v
+	}
+	switch v := getenv("MSGTRACE_START"); strings.ToLower(strings.TrimSpace(v)) {
+	case "", "on":
+	case "paused":
+		c.Paused = true
+	default:
+		return c, &ConfigError{"MSGTRACE_START", v, "must be on or paused"}
+	}
+	if v := getenv("MSGTRACE_BUFFER_MB"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > MaxBufferMB {
+			return c, &ConfigError{"MSGTRACE_BUFFER_MB", v, fmt.Sprintf("must be a whole number of MiB from 1 to %d", MaxBufferMB)}
+		}
+		c.BufferMB = n
+	}
+	return c, nil
+}
+
+// patternList splits a comma list of method patterns and checks each.
+func patternList(name, v string) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if err := tracer.ValidatePattern(p); err != nil {
+			return nil, &ConfigError{name, v, err.Error()}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// options are the tracer's output filters for a configuration.
+func (c Config) options() tracer.Options {
+	return tracer.Options{MinNanos: c.MinUS * 1000, MaxDepth: c.MaxDepth, Include: c.Include, Exclude: c.Exclude, Threads: c.Threads}
+}
+
+// CheckOut makes sure the output's directory takes new files, so that a wrong MSGTRACE_OUT is
+// reported when the program starts rather than lost at exit.
+func (c Config) CheckOut() error {
+	f, err := os.CreateTemp(filepath.Dir(c.Out), ".msgtrace-check-*")
+	if err != nil {
+		why := err.Error()
+		if pe, ok := err.(*os.PathError); ok {
+			why = pe.Err.Error()
+		}
+		return &ConfigError{"MSGTRACE_OUT", c.Out, "cannot create files in " + filepath.Dir(c.Out) + ": " + why}
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}

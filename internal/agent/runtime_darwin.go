@@ -1,0 +1,6 @@
+package agent
+
+import "github.com/msgtrace/msgtrace/machobind"
+
+// platformRuntime is this process's dynamic linker as the rebinder sees it.
+func platformRuntime() (machobind.Runtime, error) { return machobind.DefaultRuntime() }

@@ -1,0 +1,9 @@
+package agent
+
+import (
+	"github.com/msgtrace/msgtrace"
+	"github.com/msgtrace/msgtrace/machobind"
+)
+
+// platformRuntime is this process's dynamic linker as the rebinder sees it.
+func platformRuntime() (machobind.Runtime, error) { return msgtrace.ELFRuntime(), nil }
