@@ -91,10 +91,10 @@ func msgtraceExit() {
 		fmt.Fprintln(stderr, err)
 		return
 	}
-	if wrote {
+	if wrote && os.Getenv("MSGTRACE_QUIET") == "" {
 		c := msgtrace.ReadCounters()
 		fmt.Fprintf(stderr, "msgtrace: %s: %d calls on %d threads (%d dropped: buffer full, %d past the shadow stack)\n",
-			f.Path, f.Totals.Kept, c.Threads, c.Dropped, c.Overflow)
+			f.Path, f.Records, c.Threads, c.Dropped, c.Overflow)
 	}
 }
 

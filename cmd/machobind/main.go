@@ -3,9 +3,10 @@
 //
 //	machobind dump [--arch A] [--symbol NAME] [--json] FILE
 //	machobind trace RAW -o OUT [--format json|pprof|folded] [filters]
+//	machobind run [--out FILE] [--pprof FILE] [--folded FILE] [filters] -- APP [ARGS...]
 //
 // Exit status: 0 on success, 1 when the input cannot be read (one line on stderr), 2 on bad
-// usage.
+// usage; run exits with the traced program's status.
 package main
 
 import (
@@ -29,6 +30,10 @@ commands:
   trace RAW -o OUT [--format json|pprof|folded] [--min-us N] [--max-depth N]
         [--include PAT]... [--exclude PAT]... [--threads all|main|NAME,ID,...]
         convert a raw trace dump to Chrome trace JSON (Perfetto), pprof or folded stacks
+  run [--out trace.json] [--pprof FILE] [--folded FILE] [--raw FILE] [--lib LIB]
+        [--top N] [filters as for trace] -- APP [ARGS...]
+        run APP with the msgtrace library preloaded (LD_PRELOAD / DYLD_INSERT_LIBRARIES),
+        write its trace and list the methods with the most self time
 `
 
 func main() {
@@ -37,9 +42,13 @@ func main() {
 
 // run executes one command line and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	err := dispatch(args, stdout)
+	err := dispatch(args, stdout, stderr)
 	if err == nil {
 		return 0
+	}
+	var es exitStatus
+	if errors.As(err, &es) {
+		return int(es)
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
@@ -50,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 1
 }
 
-func dispatch(args []string, stdout io.Writer) error {
+func dispatch(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usageError{"no command given"}
 	}
@@ -59,6 +68,8 @@ func dispatch(args []string, stdout io.Writer) error {
 		return dump(args[1:], stdout)
 	case "trace":
 		return trace(args[1:], stdout)
+	case "run":
+		return runTraced(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		_, err := io.WriteString(stdout, usage)
 		return err

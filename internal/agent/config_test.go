@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestFromEnvDefaults(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{"TMPDIR": "/var/tmp/x"}), 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Out: "/var/tmp/x/msgtrace-42.json", Format: "json", MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got %+v\nwant %+v", c, want)
+	}
+}
+
+func TestFromEnvValues(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{
+		"MSGTRACE_OUT": "/tmp/a.pb.gz", "MSGTRACE_MIN_US": "2.5", "MSGTRACE_MAX_DEPTH": "3",
+		"MSGTRACE_INCLUDE": "-[UIView *], +[NSObject new]", "MSGTRACE_EXCLUDE": "*[RAC* *]",
+		"MSGTRACE_THREADS": "main,worker-1", "MSGTRACE_START": "paused", "MSGTRACE_BUFFER_MB": "64",
+	}), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Out: "/tmp/a.pb.gz", Format: "pprof", MinUS: 2.5, MaxDepth: 3,
+		Include: []string{"-[UIView *]", "+[NSObject new]"}, Exclude: []string{"*[RAC* *]"},
+		Threads: "main,worker-1", Paused: true, BufferMB: 64}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got %+v\nwant %+v", c, want)
+	}
+	o := c.options()
+	if o.MinNanos != 2500 || o.MaxDepth != 3 || len(o.Include) != 2 || o.Threads != "main,worker-1" {
+		t.Errorf("options %+v", o)
+	}
+	// An explicit format wins over the extension; the default name follows the format.
+	c, _ = FromEnv(env(map[string]string{"MSGTRACE_OUT": "/tmp/a.json", "MSGTRACE_FORMAT": "folded"}), 1)
+	if c.Format != "folded" {
+		t.Errorf("format %q", c.Format)
+	}
+	c, _ = FromEnv(env(map[string]string{"MSGTRACE_FORMAT": "RAW", "TMPDIR": "/t"}), 7)
+	if c.Format != "raw" || c.Out != "/t/msgtrace-7.raw" {
+		t.Errorf("raw default: %+v", c)
+	}
+}
+
+// Every bad value is one error naming the variable and the value.
+func TestFromEnvBad(t *testing.T) {
+	for _, c := range []struct{ name, value string }{
+		{"MSGTRACE_FORMAT", "xml"},
+		{"MSGTRACE_MIN_US", "abc"},
+		{"MSGTRACE_MIN_US", "-1"},
+		{"MSGTRACE_MIN_US", "NaN"},
+		{"MSGTRACE_MAX_DEPTH", "-2"},
+		{"MSGTRACE_MAX_DEPTH", "1.5"},
+		{"MSGTRACE_INCLUDE", "UIView"},
+		{"MSGTRACE_EXCLUDE", "-[A b],plain"},
+		{"MSGTRACE_THREADS", ","},
+		{"MSGTRACE_START", "yes"},
+		{"MSGTRACE_BUFFER_MB", "0"},
+		{"MSGTRACE_BUFFER_MB", "99999"},
+		{"MSGTRACE_BUFFER_MB", "8MB"},
+	} {
+		_, err := FromEnv(env(map[string]string{c.name: c.value}), 1)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Var != c.name || ce.Value != c.value {
+			t.Errorf("%s=%q: err %v", c.name, c.value, err)
+			continue
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "\n") || !strings.Contains(msg, c.name) || !strings.Contains(msg, c.value) {
+			t.Errorf("message %q", msg)
+		}
+	}
+}
+
+func TestCheckOut(t *testing.T) {
+	dir := t.TempDir()
+	if err := (Config{Out: filepath.Join(dir, "t.json")}).CheckOut(); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("check left %v behind", left)
+	}
+	err := (Config{Out: filepath.Join(dir, "missing", "t.json")}).CheckOut()
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Var != "MSGTRACE_OUT" {
+		t.Fatalf("missing directory: %v", err)
+	}
+}
