@@ -13,8 +13,17 @@ all: build
 setup:
 	bash scripts/setup.sh
 
+UNAME := $(shell uname -s)
+ifeq ($(UNAME),Darwin)
+LIBMSGTRACE := bin/libmsgtrace.dylib
+else
+LIBMSGTRACE := bin/libmsgtrace.so
+endif
+
+# machobind, and next to it the library `machobind run` preloads.
 build:
 	$(GO) build -o bin/machobind ./cmd/machobind
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o $(LIBMSGTRACE) ./cmd/libmsgtrace
 
 fixtures: setup
 	bash scripts/fixtures.sh $(FIXTURES)
@@ -51,9 +60,19 @@ bench-dump: build corpus
 bench-rebind: fixtures corpus
 	$(GO) test ./machobind -run '^$$' -bench 'Rebind|Match' -benchtime 200x
 
-demo: setup build fixtures
-	./bin/machobind dump $(FIXTURES)/objc-macos-arm64-exe-chained
-	./bin/machobind dump --symbol objc_msgSend --json $(FIXTURES)/objc-macos-arm64-exe-chained
+# Trace the demo app (the end-to-end test app: an Objective-C-style program on a small runtime)
+# under `machobind run`: trace.json (ui.perfetto.dev), trace.pb.gz (go tool pprof), trace.folded
+# and trace.svg (a flame graph) in the current directory.
+demo: setup build
+ifeq ($(UNAME),Darwin)
+	mkdir -p bin/demo
+	clang -fobjc-arc -O1 -g -o bin/demo/demoapp testdata/src/demo.m -framework Foundation
+	./bin/machobind run --out trace.json --pprof trace.pb.gz --folded trace.folded --flame trace.svg -- bin/demo/demoapp
+else
+	bash scripts/testapp.sh $$($(GO) env GOARCH) bin/demo
+	./bin/machobind run --out trace.json --pprof trace.pb.gz --folded trace.folded --flame trace.svg -- bin/demo/testapp
+endif
+	@echo "demo: open trace.json in https://ui.perfetto.dev, trace.svg in a browser, or run: go tool pprof -top trace.pb.gz"
 
 clean:
-	rm -rf bin $(FIXTURES)
+	rm -rf bin $(FIXTURES) trace.json trace.pb.gz trace.folded trace.svg

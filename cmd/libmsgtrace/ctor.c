@@ -1,16 +1,52 @@
 /* Load-time start of the shared library: a constructor runs after the dynamic linker
  * relocated every object and before the program's main. It calls into Go, which waits for the
- * Go runtime (started on its own thread by the library's initializer) to finish initializing,
- * so the hooks are in place before main's first message. A Go init function alone would race
- * with main: it runs on the runtime's thread, concurrently with the program. */
+ * Go runtime (started on its own thread by the library's initializer, which runs before this
+ * one) to finish initializing, so the hooks are in place before main's first message. A Go init
+ * function alone would race with main: it runs on the runtime's thread, concurrently with the
+ * program, and may finish after main has sent its first messages.
+ *
+ * When this code is part of the main program — the static archive linked into a test host, or
+ * this package built as an ordinary Go program, where the Go runtime starts only after every
+ * constructor — nothing happens here: the host calls msgtrace_start(). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 extern int msgtraceLoad(void);
 extern void msgtraceExit(void);
 
+static void msgtrace_ctor(void);
+
+#if defined(__APPLE__)
+extern const void *_dyld_get_image_header(uint32_t index);
+static int in_main_program(void) {
+	Dl_info info;
+	return dladdr((const void *)msgtrace_ctor, &info) && info.dli_fbase == _dyld_get_image_header(0);
+}
+#else
+#include <link.h>
+static int holds_ctor(struct dl_phdr_info *info, size_t size, void *data) {
+	(void)size, (void)data;
+	uintptr_t a = (uintptr_t)msgtrace_ctor;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + p->p_vaddr;
+		if (p->p_type == PT_LOAD && a >= lo && a < lo + p->p_memsz)
+			return 2;
+	}
+	return 1; /* the first object reported is the main program: stop there */
+}
+static int in_main_program(void) { return dl_iterate_phdr(holds_ctor, NULL) == 2; }
+#endif
+
 static void msgtrace_at_exit(void) { msgtraceExit(); }
 
 __attribute__((constructor)) static void msgtrace_ctor(void) {
+	if (in_main_program())
+		return;
 	if (msgtraceLoad() == 0)
 		atexit(msgtrace_at_exit);
 }

@@ -1,0 +1,419 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/msgtrace/msgtrace/internal/testfiles"
+)
+
+// arches are the architectures the end-to-end run covers: amd64 natively where we are, arm64
+// through qemu-aarch64 with the cross libc as its root.
+var arches = []struct {
+	goarch, cc string
+	run        []string // prefix that runs a program of this architecture
+	envFlag    string   // how the runner passes environment variables to the program
+}{
+	{"amd64", "gcc", nil, ""},
+	{"arm64", "aarch64-linux-gnu-gcc", []string{"qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"}, "-E"},
+}
+
+// built is one architecture's library, runtime and test programs.
+type built struct {
+	dir, lib string
+	run      []string
+	envFlag  string
+}
+
+func buildArch(t *testing.T, goarch, cc string) string {
+	t.Helper()
+	root := testfiles.Root(t)
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libmsgtrace.so")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", lib, "./cmd/libmsgtrace")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOOS=linux", "GOARCH="+goarch, "CC="+cc)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building libmsgtrace.so for %s: %v\n%s", goarch, err, out)
+	}
+	cmd = exec.Command("bash", filepath.Join(root, "scripts", "testapp.sh"), goarch, dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("testapp.sh %s: %v\n%s", goarch, err, out)
+	}
+	return dir
+}
+
+// command runs a program of the built architecture with extra environment variables (passed
+// to the program, not to qemu).
+func (b built) command(env map[string]string, prog string, args ...string) *exec.Cmd {
+	argv := append([]string(nil), b.run...)
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var extra []string
+	for _, k := range keys {
+		if b.envFlag != "" {
+			argv = append(argv, b.envFlag, k+"="+env[k])
+		} else {
+			extra = append(extra, k+"="+env[k])
+		}
+	}
+	argv = append(argv, filepath.Join(b.dir, prog))
+	argv = append(argv, args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), extra...)
+	cmd.Dir = b.dir
+	return cmd
+}
+
+// event is one Chrome trace event as ChromeSink writes it.
+type event struct {
+	Ph   string  `json:"ph"`
+	Name string  `json:"name"`
+	Ts   float64 `json:"ts"`
+	Dur  float64 `json:"dur"`
+	TID  uint64  `json:"tid"`
+	Args struct {
+		Name    string  `json:"name"`
+		SelfUS  float64 `json:"self_us"`
+		Depth   int     `json:"depth"`
+		Unwound bool    `json:"unwound"`
+	} `json:"args"`
+}
+
+// call is an event placed in its thread's call tree.
+type call struct {
+	event
+	parent   *call
+	children []*call
+}
+
+// path is the call's ancestry, outermost first: "+[App run] > -[Worker fib:]".
+func (c *call) path() string {
+	if c.parent == nil {
+		return c.Name
+	}
+	return c.parent.path() + " > " + c.Name
+}
+
+// trace is a parsed trace.json: calls per thread name.
+type trace struct {
+	threads map[string][]*call // thread name -> calls in start order
+	other   map[string]any
+}
+
+func readTrace(t *testing.T, path string) trace {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []event        `json:"traceEvents"`
+		OtherData   map[string]any `json:"otherData"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%s is not JSON: %v", path, err)
+	}
+	names := map[uint64]string{}
+	byTID := map[uint64][]*call{}
+	for _, e := range doc.TraceEvents {
+		switch e.Ph {
+		case "M":
+			if e.Name == "thread_name" {
+				names[e.TID] = e.Args.Name
+			}
+		case "X":
+			byTID[e.TID] = append(byTID[e.TID], &call{event: e})
+		}
+	}
+	tr := trace{threads: map[string][]*call{}, other: doc.OtherData}
+	for tid, cs := range byTID {
+		// Calls come in the order they ended on their thread (post-order): the calls one
+		// level deeper that ended since are a call's children. Exact even when the clock
+		// does not tell nested calls apart.
+		pending := map[int][]*call{}
+		for _, c := range cs {
+			d := c.Args.Depth
+			for _, k := range pending[d+1] {
+				if k.Ts+1e-3 < c.Ts || k.Ts+k.Dur > c.Ts+c.Dur+1e-3 {
+					t.Errorf("thread %d: %s (depth %d, %.3f+%.3f) does not nest in %s (depth %d, %.3f+%.3f)",
+						tid, k.Name, k.Args.Depth, k.Ts, k.Dur, c.Name, d, c.Ts, c.Dur)
+				}
+				k.parent = c
+			}
+			c.children = pending[d+1]
+			delete(pending, d+1)
+			pending[d] = append(pending[d], c)
+		}
+		for d, left := range pending {
+			if d != 0 && len(left) > 0 {
+				t.Errorf("thread %d: %d calls at depth %d have no parent (first %s)", tid, len(left), d, left[0].Name)
+			}
+		}
+		name := names[tid]
+		if name == "" {
+			name = fmt.Sprint(tid)
+		}
+		tr.threads[name] = append(tr.threads[name], cs...)
+	}
+	return tr
+}
+
+// find returns the calls of a thread with a path.
+func (tr trace) find(thread, path string) []*call {
+	var out []*call
+	for _, c := range tr.threads[thread] {
+		if c.path() == path {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// count returns how many calls of a thread have a name, and the deepest of them.
+func (tr trace) count(thread, name string) (n, maxDepth int) {
+	for _, c := range tr.threads[thread] {
+		if c.Name == name {
+			n++
+			maxDepth = max(maxDepth, c.Args.Depth)
+		}
+	}
+	return n, maxDepth
+}
+
+func (tr trace) one(t *testing.T, thread, path string) *call {
+	t.Helper()
+	cs := tr.find(thread, path)
+	if len(cs) != 1 {
+		t.Errorf("%s: %d calls %q, want 1", thread, len(cs), path)
+		return &call{}
+	}
+	return cs[0]
+}
+
+// TestPreloadEndToEnd preloads libmsgtrace.so into the test app (a C++ program sending
+// messages through a small Objective-C runtime with objc_msgSend's contract) and checks that
+// the app behaves exactly as without it and that trace.json holds the calls it made.
+func TestPreloadEndToEnd(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the end-to-end test builds on amd64 hosts (arm64 runs under qemu)")
+	}
+	for _, a := range arches {
+		t.Run(a.goarch, func(t *testing.T) {
+			if len(a.run) > 0 {
+				if _, err := exec.LookPath(a.run[0]); err != nil {
+					t.Fatalf("%s missing: run make setup", a.run[0])
+				}
+			}
+			b := built{dir: buildArch(t, a.goarch, a.cc), run: a.run, envFlag: a.envFlag}
+			b.lib = filepath.Join(b.dir, "libmsgtrace.so")
+			t.Run("app", func(t *testing.T) { testApp(t, b) })
+			t.Run("dlopen", func(t *testing.T) { testDlopen(t, b) })
+			t.Run("badenv", func(t *testing.T) { testBadEnv(t, b) })
+			t.Run("capi", func(t *testing.T) { testCAPI(t, b, a.cc) })
+		})
+	}
+}
+
+func runApp(t *testing.T, b built, env map[string]string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	cmd := b.command(env, "testapp", args...)
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %v\nstdout:\n%s\nstderr:\n%s", cmd.Args, err, so.String(), se.String())
+	}
+	return so.String(), se.String()
+}
+
+func testApp(t *testing.T, b built) {
+	plain, _ := runApp(t, b, nil)
+	out := filepath.Join(b.dir, "trace.json")
+	traced, stderr := runApp(t, b, map[string]string{"LD_PRELOAD": b.lib, "MSGTRACE_OUT": out})
+	if traced != plain {
+		t.Fatalf("the app printed differently under the tracer:\n--- plain\n%s--- traced\n%s", plain, traced)
+	}
+	if !strings.Contains(stderr, "msgtrace: "+out+": ") {
+		t.Errorf("no summary line on stderr: %q", stderr)
+	}
+	tr := readTrace(t, out)
+	main := "main thread"
+	run := tr.one(t, main, "+[App run]")
+	if run.Args.Depth != 0 {
+		t.Errorf("+[App run] at depth %d", run.Args.Depth)
+	}
+	// Recursion: fib(12) is 465 sends, 12 deep below +[App run].
+	if n, d := tr.count(main, "-[Worker fib:]"); n != 465 || d != 12 {
+		t.Errorf("main: %d -[Worker fib:] calls, deepest %d; want 465, 12", n, d)
+	}
+	// Nesting: countdown:5 sends itself down to 0, one inside the other.
+	p := "+[App run]"
+	for i := 0; i < 6; i++ {
+		p += " > -[Worker countdown:]"
+		tr.one(t, main, p)
+	}
+	// A super call runs the superclass's method; it sends to self, named by the receiver's class.
+	tr.one(t, main, "+[App run] > -[Derived describe] > -[Base describe] > -[Derived name]")
+	// A class method that sleeps 200 ms: the recorded duration is within 20 %.
+	nap := tr.one(t, main, "+[App run] > +[Sleeper nap:]")
+	if ms := nap.Dur / 1000; math.Abs(ms-200) > 40 {
+		t.Errorf("+[Sleeper nap:] lasted %.1f ms, slept 200 ms", ms)
+	}
+	if nap.Args.SelfUS < 0.8*nap.Dur {
+		t.Errorf("+[Sleeper nap:] self %.1f us of %.1f us", nap.Args.SelfUS, nap.Dur)
+	}
+	// A C++ exception thrown in a method, caught by its caller: the thrown-through call is
+	// closed as unwound, the caller returns normally.
+	boom := tr.one(t, main, "+[App run] > -[Catcher run] > -[Thrower boom]")
+	if !boom.Args.Unwound {
+		t.Error("-[Thrower boom] not marked unwound")
+	}
+	if c := tr.one(t, main, "+[App run] > -[Catcher run]"); c.Args.Unwound {
+		t.Error("-[Catcher run] marked unwound")
+	}
+	// Floating-point arguments and a struct return (objc_msgSend_stret on x86-64).
+	tr.one(t, main, "+[App run] > -[Worker scale:by:]")
+	tr.one(t, main, "+[App run] > -[Worker rect]")
+	// Three threads, each its own recursion.
+	for i := 1; i <= 3; i++ {
+		th := fmt.Sprintf("worker-%d", i)
+		if n, d := tr.count(th, "-[Worker fib:]"); n != 177 || d != 9 {
+			t.Errorf("%s: %d -[Worker fib:] calls, deepest %d; want 177, 9", th, n, d)
+		}
+		tr.one(t, th, "-[Worker fib:]")
+	}
+	if len(tr.threads) != 4 {
+		names := []string{}
+		for k := range tr.threads {
+			names = append(names, k)
+		}
+		t.Errorf("threads %v, want the main thread and worker-1..3", names)
+	}
+	if t.Failed() {
+		b, _ := os.ReadFile(out)
+		t.Logf("trace.json (first 4 KiB):\n%.4096s", b)
+	}
+}
+
+func testDlopen(t *testing.T, b built) {
+	plain, _ := runApp(t, b, nil, "dlopen")
+	out := filepath.Join(b.dir, "trace-dlopen.json")
+	traced, _ := runApp(t, b, map[string]string{"LD_PRELOAD": b.lib, "MSGTRACE_OUT": out}, "dlopen")
+	if traced != plain {
+		t.Fatalf("the app printed differently under the tracer:\n--- plain\n%s--- traced\n%s", plain, traced)
+	}
+	tr := readTrace(t, out)
+	// The plugin was loaded after the library installed; its own objc_msgSend import was
+	// rebound when dlopen returned.
+	if n, _ := tr.count("main thread", "-[Plugin work]"); n != 1 {
+		t.Errorf("-[Plugin work] recorded %d times, want 1", n)
+	}
+}
+
+func testBadEnv(t *testing.T, b built) {
+	plain, _ := runApp(t, b, nil)
+	out := filepath.Join(b.dir, "never.json")
+	for _, bad := range []map[string]string{
+		{"MSGTRACE_MIN_US": "fast"},
+		{"MSGTRACE_FORMAT": "xml"},
+		{"MSGTRACE_OUT": filepath.Join(b.dir, "missing", "t.json")},
+	} {
+		env := map[string]string{"LD_PRELOAD": b.lib, "MSGTRACE_OUT": out}
+		for k, v := range bad {
+			env[k] = v
+		}
+		traced, stderr := runApp(t, b, env)
+		if traced != plain {
+			t.Errorf("%v: output changed", bad)
+		}
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		var k string
+		for k = range bad {
+		}
+		if len(lines) != 1 || !strings.Contains(lines[0], k+"=") || !strings.Contains(lines[0], "tracing is off") {
+			t.Errorf("%v: stderr %q, want one line naming %s", bad, stderr, k)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: a trace was written", bad)
+			os.Remove(out)
+		}
+	}
+}
+
+// testCAPI runs a program linked against libmsgtrace.so that drives it through msgtrace.h:
+// nothing is recorded while paused, two flushes while another thread keeps sending hold every
+// call exactly once, bad filters and paths fail with a reason.
+func testCAPI(t *testing.T, b built, cc string) {
+	root := testfiles.Root(t)
+	prog := filepath.Join(b.dir, "capi")
+	cmd := exec.Command(cc, "-O1", "-g", "-I", filepath.Join(root, "cmd", "libmsgtrace"), "-I", filepath.Join(root, "testdata", "objcapp"),
+		"-o", prog, filepath.Join(root, "testdata", "capi", "capi.c"), "-L", b.dir, "-ltobjc", "-lmsgtrace", "-lpthread", "-Wl,-rpath,$ORIGIN")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cc, err, out)
+	}
+	atExit := filepath.Join(b.dir, "capi-exit.json")
+	c := b.command(map[string]string{"MSGTRACE_START": "paused", "MSGTRACE_OUT": atExit}, "capi")
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("capi: %v\n%s", err, out)
+	}
+	var sent, recorded, flushed, threads, dropped uint64
+	var f1, f2 int
+	var paused uint64
+	text := string(out)
+	for _, line := range strings.Split(text, "\n") {
+		fmt.Sscanf(line, "paused recorded %d", &paused)
+		fmt.Sscanf(line, "flush1 %d", &f1)
+		fmt.Sscanf(line, "flush2 %d", &f2)
+		fmt.Sscanf(line, "sent %d", &sent)
+		fmt.Sscanf(line, "recorded %d flushed %d threads %d dropped %d", &recorded, &flushed, &threads, &dropped)
+	}
+	if paused != 0 || f1 != 0 || f2 != 0 || sent < 3000 || recorded != sent || flushed != sent || threads != 2 || dropped != 0 {
+		t.Fatalf("capi output:\n%s", text)
+	}
+	total := 0
+	for _, f := range []string{"flush1.json", "flush2.json"} {
+		tr := readTrace(t, filepath.Join(b.dir, f))
+		for _, cs := range tr.threads {
+			for _, c := range cs {
+				if c.Name != "-[Counter tick]" {
+					t.Errorf("%s: unexpected call %s", f, c.Name)
+				}
+				total++
+			}
+		}
+		if f == "flush1.json" {
+			if n, _ := tr.count("main thread", "-[Counter tick]"); n < 1000 {
+				t.Errorf("flush1 holds %d of the main thread's first 1000 calls", n)
+			}
+		}
+	}
+	if uint64(total) != sent {
+		t.Errorf("the two flushes hold %d calls, %d were sent", total, sent)
+	}
+	for _, want := range []string{
+		`bad pattern -1 [msgtrace: pattern "UIView" names no method`,
+		"bad path -1 [msgtrace: cannot write missing/dir/x.json: no such file or directory]",
+		"filters 0 []",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("capi output lacks %q:\n%s", want, text)
+		}
+	}
+	if _, err := os.Stat(atExit); err == nil {
+		t.Error("a trace was written at exit although every call had been flushed")
+	}
+}

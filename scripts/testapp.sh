@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the Linux end-to-end test app for ARCH (amd64|arm64) into OUTDIR: libtobjc.so (a small
+# Objective-C runtime), libtplugin.so (loaded later with dlopen) and testapp, a glibc dynamic
+# C++ program with RUNPATH $ORIGIN. Its C++ exceptions use LLVM's libunwind (statically linked),
+# the unwinder Apple platforms ship: libgcc's aborts on the interposer's frames (README, Limits).
+#   amd64: clang-19 with Debian's libc++/libc++abi/libunwind archives
+#   arm64: zig c++ for aarch64-linux-gnu (its own static libc++/libunwind), runs under qemu
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+arch=${1:?usage: testapp.sh amd64|arm64 OUTDIR}
+out=${2:?usage: testapp.sh amd64|arm64 OUTDIR}
+src=$MSGTRACE_ROOT/testdata/objcapp
+mkdir -p "$out"
+flags=(-O1 -g -fno-omit-frame-pointer -I"$src")
+case $arch in
+amd64)
+	cc=(clang-19 --target=x86_64-linux-gnu)
+	cxx=(clang++-19 --target=x86_64-linux-gnu -stdlib=libc++ -unwindlib=libunwind -rtlib=compiler-rt
+		-static-libstdc++ -static-libgcc)
+	asm=tobjc_amd64.S
+	;;
+arm64)
+	cc=("$ZIG" cc -target aarch64-linux-gnu.2.36)
+	cxx=("$ZIG" c++ -target aarch64-linux-gnu.2.36)
+	asm=tobjc_arm64.S
+	;;
+*)
+	echo "testapp.sh: unknown architecture $arch (amd64 or arm64)" >&2
+	exit 2
+	;;
+esac
+"${cc[@]}" "${flags[@]}" -fPIC -shared -Wl,-soname,libtobjc.so -o "$out/libtobjc.so" "$src/tobjc.c" "$src/$asm" -lpthread
+"${cc[@]}" "${flags[@]}" -fPIC -shared -Wl,-soname,libtplugin.so -o "$out/libtplugin.so" "$src/plugin.c" \
+	-L"$out" -ltobjc
+"${cxx[@]}" "${flags[@]}" -o "$out/testapp" "$src/testapp.cpp" -L"$out" -ltobjc -lpthread -ldl \
+	-Wl,--enable-new-dtags,-rpath,'$ORIGIN'
