@@ -174,3 +174,23 @@ void *msgtrace_dlopen(const char *file, int mode) {
 		msgtraceImagesChanged();
 	return h;
 }
+
+void (*msgtrace_orig__exit)(int), (*msgtrace_orig__Exit)(int);
+int msgtrace_exit_pid;
+
+/* Go side (runtime_linux.go): runs the exit hook. */
+extern void msgtraceBeforeExit(void);
+
+void msgtrace__exit(int status) {
+	if (msgtrace_exit_pid && getpid() == msgtrace_exit_pid)
+		msgtraceBeforeExit();
+	msgtrace_orig__exit(status);
+	__builtin_unreachable();
+}
+
+void msgtrace__Exit(int status) {
+	if (msgtrace_exit_pid && getpid() == msgtrace_exit_pid)
+		msgtraceBeforeExit();
+	msgtrace_orig__Exit(status);
+	__builtin_unreachable();
+}

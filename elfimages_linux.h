@@ -17,3 +17,10 @@ void *msgtrace_dlopen(const char *file, int mode);
  * candidate to out and returns 1, or 0 when the name is to be left to dlopen (it has a '/', or
  * no directory of the caller's RPATH, LD_LIBRARY_PATH or RUNPATH holds it). */
 int msgtrace_caller_path(const char *file, const void *caller, char *out, size_t outsz);
+/* _exit and _Exit as the rebound slots see them: the exit hook first (in the process that set
+ * it, never in a forked child), then the real function. */
+extern void (*msgtrace_orig__exit)(int) __attribute__((visibility("hidden")));
+extern void (*msgtrace_orig__Exit)(int) __attribute__((visibility("hidden")));
+extern int msgtrace_exit_pid __attribute__((visibility("hidden")));
+void msgtrace__exit(int status);
+void msgtrace__Exit(int status);

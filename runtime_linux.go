@@ -9,7 +9,9 @@ package msgtrace
 import "C"
 
 import (
+	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -102,13 +104,36 @@ func (linuxRuntime) Strip(p uintptr) uintptr { return p }
 func (linuxRuntime) Sign(p, _ uintptr, _ machobind.AuthInfo) (uintptr, error) { return p, nil }
 
 // platformRebindings are rebound with the interposers: dlopen, so that objects loaded later
-// are rebound as soon as dlopen returns.
+// are rebound as soon as dlopen returns; _exit and _Exit, so that a program that ends without
+// running exit handlers still runs the exit hook.
 func platformRebindings() []machobind.Rebinding {
-	return []machobind.Rebinding{{
-		Name:        "dlopen",
-		Replacement: uintptr(unsafe.Pointer(C.msgtrace_dlopen)),
-		Publish: func(orig uintptr) {
-			*(*uintptr)(unsafe.Pointer(&C.msgtrace_orig_dlopen)) = orig
-		},
-	}}
+	publish := func(p *unsafe.Pointer) func(uintptr) {
+		return func(orig uintptr) { *(*uintptr)(unsafe.Pointer(p)) = orig }
+	}
+	return []machobind.Rebinding{
+		{Name: "dlopen", Replacement: uintptr(unsafe.Pointer(C.msgtrace_dlopen)),
+			Publish: publish((*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig_dlopen)))},
+		{Name: "_exit", Replacement: uintptr(unsafe.Pointer(C.msgtrace__exit)),
+			Publish: publish((*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig__exit)))},
+		{Name: "_Exit", Replacement: uintptr(unsafe.Pointer(C.msgtrace__Exit)),
+			Publish: publish((*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig__Exit)))},
+	}
+}
+
+var exitHook atomic.Pointer[func()]
+
+// SetExitHook sets a function to run when this process calls _exit or _Exit directly (exit
+// runs atexit handlers instead). A child forked from this process does not run it.
+func SetExitHook(f func()) {
+	exitHook.Store(&f)
+	C.msgtrace_exit_pid = C.int(os.Getpid())
+}
+
+// msgtraceBeforeExit is called by the _exit and _Exit wrappers.
+//
+//export msgtraceBeforeExit
+func msgtraceBeforeExit() {
+	if f := exitHook.Load(); f != nil {
+		(*f)()
+	}
 }

@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 extern int msgtraceLoad(void);
 extern void msgtraceExit(void);
@@ -42,11 +43,19 @@ static int holds_ctor(struct dl_phdr_info *info, size_t size, void *data) {
 static int in_main_program(void) { return dl_iterate_phdr(holds_ctor, NULL) == 2; }
 #endif
 
-static void msgtrace_at_exit(void) { msgtraceExit(); }
+static pid_t loaded_pid;
+
+/* Exit handlers also run in a child that was forked and calls exit: the Go runtime did not
+ * survive the fork there, so only the process that loaded us writes. */
+static void msgtrace_at_exit(void) {
+	if (getpid() == loaded_pid)
+		msgtraceExit();
+}
 
 __attribute__((constructor)) static void msgtrace_ctor(void) {
 	if (in_main_program())
 		return;
+	loaded_pid = getpid();
 	if (msgtraceLoad() == 0)
 		atexit(msgtrace_at_exit);
 }

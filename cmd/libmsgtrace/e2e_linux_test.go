@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/pprof/profile"
 	"github.com/msgtrace/msgtrace/internal/testfiles"
 )
 
@@ -224,6 +225,9 @@ func TestPreloadEndToEnd(t *testing.T) {
 			t.Run("dlopen", func(t *testing.T) { testDlopen(t, b) })
 			t.Run("badenv", func(t *testing.T) { testBadEnv(t, b) })
 			t.Run("capi", func(t *testing.T) { testCAPI(t, b, a.cc) })
+			if a.goarch == runtime.GOARCH {
+				t.Run("machobind-run", func(t *testing.T) { testMachobindRun(t, b) })
+			}
 		})
 	}
 }
@@ -415,5 +419,81 @@ func testCAPI(t *testing.T, b built, cc string) {
 	}
 	if _, err := os.Stat(atExit); err == nil {
 		t.Error("a trace was written at exit although every call had been flushed")
+	}
+}
+
+// testMachobindRun traces the app with `machobind run`: the app's output and exit status pass
+// through, the trace files are written, and the summary's top method is the one that slept.
+func testMachobindRun(t *testing.T, b built) {
+	root := testfiles.Root(t)
+	mb := filepath.Join(b.dir, "machobind")
+	build := exec.Command("go", "build", "-o", mb, "./cmd/machobind")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building machobind: %v\n%s", err, out)
+	}
+	plain, _ := runApp(t, b, nil)
+	d := b.dir
+	cmd := exec.Command(mb, "run", "--lib", b.lib, "--out", filepath.Join(d, "run.json"), "--pprof", filepath.Join(d, "run.pb.gz"),
+		"--folded", filepath.Join(d, "run.folded"), "--flame", filepath.Join(d, "run.svg"), "--", filepath.Join(d, "testapp"))
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("machobind run: %v\n%s", err, se.String())
+	}
+	if so.String() != plain {
+		t.Errorf("output under machobind run:\n%s\nwant:\n%s", so.String(), plain)
+	}
+	lines := strings.Split(se.String(), "\n")
+	top := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, "top 10 methods by self time") {
+			top = i
+		}
+	}
+	if top < 0 || top+2 >= len(lines) || !strings.HasSuffix(strings.TrimSpace(lines[top+2]), "+[Sleeper nap:]") {
+		t.Errorf("summary does not list +[Sleeper nap:] first:\n%s", se.String())
+	}
+	tr := readTrace(t, filepath.Join(d, "run.json"))
+	tr.one(t, "main thread", "+[App run] > +[Sleeper nap:]")
+	f, err := os.Open(filepath.Join(d, "run.pb.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	prof, err := profile.Parse(f)
+	if err != nil {
+		t.Fatalf("pprof: %v", err)
+	}
+	found := false
+	for _, s := range prof.Sample {
+		if len(s.Location) > 0 && s.Location[0].Line[0].Function.Name == "+[Sleeper nap:]" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("pprof profile has no +[Sleeper nap:] sample")
+	}
+	folded, _ := os.ReadFile(filepath.Join(d, "run.folded"))
+	if !strings.Contains(string(folded), "+[App run];+[Sleeper nap:] ") {
+		t.Errorf("folded stacks lack +[App run];+[Sleeper nap:]")
+	}
+	svg, _ := os.ReadFile(filepath.Join(d, "run.svg"))
+	if !strings.Contains(string(svg), "+[Sleeper nap:] (") {
+		t.Errorf("flame graph lacks +[Sleeper nap:]")
+	}
+
+	// The program's exit status is machobind's; a program that cannot start is an error.
+	cmd = exec.Command(mb, "run", "--lib", b.lib, "--out", filepath.Join(d, "exit.json"), "--", "sh", "-c", "exit 3")
+	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
+		t.Errorf("exit status of sh -c 'exit 3' under machobind run: %v", err)
+	}
+	// dash ends with _exit, past the exit handlers: the rebound _exit still wrote the trace.
+	if _, err := os.Stat(filepath.Join(d, "exit.json")); err != nil {
+		t.Errorf("no trace from a program ending in _exit: %v", err)
+	}
+	out, err := exec.Command(mb, "run", "--lib", b.lib, "--", filepath.Join(d, "no-such-app")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "cannot start") {
+		t.Errorf("missing app: %v\n%s", err, out)
 	}
 }

@@ -75,6 +75,7 @@ func msgtraceLoad() C.int {
 		fmt.Fprintln(stderr, err)
 		return -1
 	}
+	msgtrace.SetExitHook(msgtraceExit) // programs that end with _exit
 	return 0
 }
 

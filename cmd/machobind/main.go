@@ -27,10 +27,11 @@ commands:
   dump [--arch A] [--symbol NAME] [--json] FILE
         show a Mach-O file's header, dylibs, segments, fixup style and every
         symbol-pointer slot (what rebinding a symbol would touch)
-  trace RAW -o OUT [--format json|pprof|folded] [--min-us N] [--max-depth N]
+  trace RAW -o OUT [--format json|pprof|folded|svg] [--min-us N] [--max-depth N]
         [--include PAT]... [--exclude PAT]... [--threads all|main|NAME,ID,...]
-        convert a raw trace dump to Chrome trace JSON (Perfetto), pprof or folded stacks
-  run [--out trace.json] [--pprof FILE] [--folded FILE] [--raw FILE] [--lib LIB]
+        convert a raw trace dump to Chrome trace JSON (Perfetto), pprof, folded stacks
+        or an SVG flame graph
+  run [--out trace.json] [--pprof FILE] [--folded FILE] [--flame FILE.svg] [--raw FILE] [--lib LIB]
         [--top N] [filters as for trace] -- APP [ARGS...]
         run APP with the msgtrace library preloaded (LD_PRELOAD / DYLD_INSERT_LIBRARIES),
         write its trace and list the methods with the most self time

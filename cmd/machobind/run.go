@@ -97,6 +97,7 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 	pprofOut := fs.String("pprof", "", "also write a pprof profile (go tool pprof -http=: FILE)")
 	foldedOut := fs.String("folded", "", "also write folded stacks (flamegraph.pl, speedscope)")
 	rawOut := fs.String("raw", "", "also keep the raw dump")
+	flameOut := fs.String("flame", "", "also write an SVG flame graph")
 	lib := fs.String("lib", "", "the msgtrace library to preload (default: next to machobind)")
 	top := fs.Int("top", 10, "how many methods to list by self time")
 	minUS := fs.Float64("min-us", 0, "drop calls shorter than this many microseconds")
@@ -127,7 +128,7 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("cannot start %s: %w", cmdline[0], err)
 	}
 	// Outputs must be writable before the program runs, not after.
-	for _, p := range []string{*out, *pprofOut, *foldedOut, *rawOut} {
+	for _, p := range []string{*out, *pprofOut, *foldedOut, *rawOut, *flameOut} {
 		if p == "" {
 			continue
 		}
@@ -168,7 +169,11 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		return werr
 	}
 	if _, err := os.Stat(raw); err != nil {
-		return fmt.Errorf("%s ran without a trace (exit status %d): %s", cmdline[0], status, injectionAdvice(app))
+		fmt.Fprintf(stderr, "machobind: %s ran without writing a trace (exit status %d): %s\n", cmdline[0], status, injectionAdvice(app))
+		if status == 0 {
+			status = 1
+		}
+		return exitStatus(status)
 	}
 	opt := tracer.Options{MinNanos: *minUS * 1000, MaxDepth: *maxDepth, Include: inc, Exclude: exc, Threads: *threads}
 	if *rawOut != "" {
@@ -188,6 +193,7 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 	}{
 		{*pprofOut, func(w io.Writer) tracer.Sink { return tracer.NewPprofSink(w) }},
 		{*foldedOut, func(w io.Writer) tracer.Sink { return tracer.NewFoldedSink(w) }},
+		{*flameOut, func(w io.Writer) tracer.Sink { return tracer.NewFlameSink(w, strings.Join(cmdline, " ")) }},
 	} {
 		if o.path == "" {
 			continue

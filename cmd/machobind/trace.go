@@ -26,7 +26,7 @@ func trace(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	out := fs.String("o", "", "output file (required; - for standard output)")
-	format := fs.String("format", "json", "json (Chrome trace events), pprof or folded")
+	format := fs.String("format", "json", "json (Chrome trace events), pprof, folded or svg (flame graph)")
 	minUS := fs.Float64("min-us", 0, "drop calls shorter than this many microseconds")
 	maxDepth := fs.Int("max-depth", -1, "drop calls deeper than this (0 = outermost only)")
 	threads := fs.String("threads", "all", "all, main, or a comma list of thread names and ids")
@@ -70,8 +70,10 @@ func trace(args []string, stdout io.Writer) error {
 		sink = tracer.NewPprofSink(w)
 	case "folded":
 		sink = tracer.NewFoldedSink(w)
+	case "svg":
+		sink = tracer.NewFlameSink(w, pos[0])
 	default:
-		return usageError{fmt.Sprintf("unknown format %q (json, pprof, folded)", *format)}
+		return usageError{fmt.Sprintf("unknown format %q (json, pprof, folded, svg)", *format)}
 	}
 	opt := tracer.Options{MinNanos: *minUS * 1000, MaxDepth: *maxDepth, Include: inc, Exclude: exc, Threads: *threads}
 	_, perr := tracer.Process(in, opt, sink)
