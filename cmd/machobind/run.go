@@ -300,7 +300,7 @@ func (s *topSink) print(w io.Writer, n int) {
 	}
 	fmt.Fprintf(w, "top %d methods by self time:\n", len(names))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "self ms\tcalls\t\t")
+	fmt.Fprintln(tw, "self ms\tcalls\t\tmethod")
 	for _, k := range names {
 		fmt.Fprintf(tw, "%.3f\t%d\t\t%s\n", float64(s.self[k])/1e6, s.calls[k], k)
 	}
