@@ -6,7 +6,7 @@ FIXTURES := testdata/fixtures
 CORPUS := testdata/corpus
 FUZZTIME ?= 60s
 
-.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer clean
+.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup cross clean
 
 all: build
 
@@ -42,7 +42,7 @@ test: fixtures corpus lint
 fuzz: fixtures
 	$(GO) test ./machobind -run '^$$' -fuzz '^FuzzDump$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1
 
-bench: bench-dump bench-rebind bench-interposer bench-tracer
+bench: bench-dump bench-rebind bench-interposer bench-tracer bench-startup
 
 # Raw trace (10,000,000 records) to Chrome JSON: records/s and peak RSS.
 bench-tracer:
@@ -51,6 +51,10 @@ bench-tracer:
 # ns per call: interposer paused / recording vs direct call, dispatcher, malloc trampoline, rdtsc.
 bench-interposer: setup
 	bash scripts/bench-interposer.sh
+
+# What preloading the library costs a process: /bin/true alone vs preloaded.
+bench-startup: build
+	bash scripts/bench-startup.sh
 
 # Time `machobind dump --json` against llvm-objdump on the largest corpus binary.
 bench-dump: build corpus
