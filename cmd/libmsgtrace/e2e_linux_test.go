@@ -55,7 +55,8 @@ func buildArch(t *testing.T, goarch, cc string) string {
 }
 
 // command runs a program of the built architecture with extra environment variables (passed
-// to the program, not to qemu).
+// to the program; under qemu, LD_PRELOAD through -E and the rest through qemu's environment,
+// which the guest inherits).
 func (b built) command(env map[string]string, prog string, args ...string) *exec.Cmd {
 	argv := append([]string(nil), b.run...)
 	keys := make([]string, 0, len(env))
@@ -65,7 +66,9 @@ func (b built) command(env map[string]string, prog string, args ...string) *exec
 	sort.Strings(keys)
 	var extra []string
 	for _, k := range keys {
-		if b.envFlag != "" {
+		// Only LD_PRELOAD must reach the program alone (in qemu's own environment it would
+		// be loaded into qemu); the rest is inherited, since qemu's -E splits values at commas.
+		if b.envFlag != "" && k == "LD_PRELOAD" {
 			argv = append(argv, b.envFlag, k+"="+env[k])
 		} else {
 			extra = append(extra, k+"="+env[k])
