@@ -78,5 +78,12 @@ else
 endif
 	@echo "demo: open trace.json in https://ui.perfetto.dev, trace.svg in a browser, or run: go tool pprof -top trace.pb.gz"
 
+# Apple artifacts, cross-built from Linux (scripts/cross.sh): macOS dylibs (arm64, x86_64,
+# universal), iOS device and simulator archives, the XCFramework and msgtrace.h in bin/cross;
+# then every one is read back with `machobind dump` and checked (scripts/cross-check.sh).
+cross: setup
+	bash scripts/cross.sh ./cmd/libmsgtrace bin/cross
+	bash scripts/cross-check.sh bin/cross
+
 clean:
 	rm -rf bin $(FIXTURES) trace.json trace.pb.gz trace.folded trace.svg

@@ -14,8 +14,10 @@
 #include "rt.h"
 
 #if defined(__APPLE__)
+/* Apple's arm64 assembler reads ';' as a comment: statements on one line are split by %% */
+#define SEP %%
 #define SYM(x) _##x
-#define FUNC(x) .globl SYM(x); .private_extern SYM(x); .p2align 4; SYM(x):
+#define FUNC(x) .globl SYM(x) SEP .private_extern SYM(x) SEP .p2align 4 SEP SYM(x):
 #define END(x)
 #define LOCAL(x) L##x
 /* darwin: our pthread key's slot in the TSD area that TPIDRRO_EL0 points at */
@@ -35,6 +37,7 @@
 	ldr \wreg, [\reg, SYM(\sym)@PAGEOFF]
 .endm
 #else
+#define SEP ;
 #define SYM(x) x
 #define FUNC(x) .globl x; .hidden x; .type x,%function; .p2align 4; x:
 #define END(x) .size x, .-x
@@ -58,7 +61,7 @@
 
 /* CFI: caller's x19 at [\base + E_SAVE], return address (x30) at [\base + E_RET]:
  * DW_CFA_expression (0x10), register, length 2, DW_OP_bregN (0x70 + N), offset */
-#define CFI_SAVED_IN_X19 .cfi_escape 0x10, 19, 0x02, 0x83, E_SAVE; .cfi_escape 0x10, 30, 0x02, 0x83, E_RET
+#define CFI_SAVED_IN_X19 .cfi_escape 0x10, 19, 0x02, 0x83, E_SAVE SEP .cfi_escape 0x10, 30, 0x02, 0x83, E_RET
 #define CFI_X19_IN_X10   .cfi_escape 0x10, 19, 0x02, 0x7a, E_SAVE
 
 /* CLOSE_ONE: record the entry at x10 as unwound (end tick x14); x9 = thread; x12 x13 x15 x16 */

@@ -7,7 +7,8 @@
  *
  * When this code is part of the main program — the static archive linked into a test host, or
  * this package built as an ordinary Go program, where the Go runtime starts only after every
- * constructor — nothing happens here: the host calls msgtrace_start(). */
+ * constructor — nothing happens here: the host calls msgtrace_start(), which installs and
+ * registers the exit handler then. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -46,16 +47,22 @@ static int in_main_program(void) { return dl_iterate_phdr(holds_ctor, NULL) == 2
 static pid_t loaded_pid;
 
 /* Exit handlers also run in a child that was forked and calls exit: the Go runtime did not
- * survive the fork there, so only the process that loaded us writes. */
+ * survive the fork there, so only the process that installed us writes. */
 static void msgtrace_at_exit(void) {
 	if (getpid() == loaded_pid)
 		msgtraceExit();
 }
 
+/* Registers the exit handler once: from the constructor, or from msgtrace_start() when the
+ * library is part of the main program and no constructor installed it. */
+void msgtrace_write_at_exit(void) {
+	if (__atomic_exchange_n(&loaded_pid, getpid(), __ATOMIC_SEQ_CST) == 0)
+		atexit(msgtrace_at_exit);
+}
+
 __attribute__((constructor)) static void msgtrace_ctor(void) {
 	if (in_main_program())
 		return;
-	loaded_pid = getpid();
 	if (msgtraceLoad() == 0)
-		atexit(msgtrace_at_exit);
+		msgtrace_write_at_exit();
 }

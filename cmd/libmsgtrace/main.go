@@ -11,6 +11,8 @@ package main
 struct msgtrace_counters {
 	uint64_t threads, recorded, dropped, overflow, flushed;
 };
+
+void msgtrace_write_at_exit(void);
 */
 import "C"
 
@@ -115,6 +117,9 @@ func msgtrace_start() C.int {
 	if err := a.Install(); err != nil {
 		return -1
 	}
+	// Linked into the main program, no constructor ran: the exit write starts here.
+	C.msgtrace_write_at_exit()
+	msgtrace.SetExitHook(msgtraceExit)
 	a.Resume()
 	return 0
 }

@@ -3,7 +3,9 @@
  *
  * Preloaded (DYLD_INSERT_LIBRARIES / LD_PRELOAD) the library starts by itself: it reads the
  * MSGTRACE_* variables, rebinds objc_msgSend before main runs and writes the trace at exit.
- * Linked into a test host (libmsgtrace.a) nothing happens until msgtrace_start().
+ * Linked into a test host (libmsgtrace.a) nothing happens until msgtrace_start(); from then on
+ * the host's own sends are traced too (the library is part of its image), and the calls no
+ * flush took are written to MSGTRACE_OUT at exit.
  *
  * Every function is safe to call from any thread. Functions returning int return 0 on
  * success and -1 on failure; msgtrace_last_error() then says why.

@@ -1,7 +1,9 @@
 /*
  * The C API of libmsgtrace from a program linked against it (as a test host would): start
  * paused, resume, flush twice while another thread keeps sending, filters, errors. Prints
- * what it sent; the Go test compares that with the flushed files.
+ * what it sent; the Go test compares that with the flushed files. Built with -DMSGTRACE_STATIC
+ * it is linked with libmsgtrace.a, where nothing starts before msgtrace_start() and the sends
+ * to trace are the program's own.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -43,6 +45,13 @@ int main(void) {
 	id a = class_createInstance(cls, 0), b = class_createInstance(cls, 0);
 
 	struct msgtrace_counters c;
+#ifdef MSGTRACE_STATIC
+	if (msgtrace_start() != 0) {
+		printf("start: %s\n", msgtrace_last_error());
+		return 1;
+	}
+	msgtrace_pause();
+#endif
 	for (int i = 0; i < 100; i++) /* paused (MSGTRACE_START=paused): not recorded */
 		SEND_TICK(a);
 	msgtrace_get_counters(&c);
@@ -73,5 +82,9 @@ int main(void) {
 	printf(" [%s]\n", msgtrace_last_error());
 	printf("filters %d", msgtrace_set_filters("-[Counter tick]", "", 0, 0));
 	printf(" [%s]\n", msgtrace_last_error());
+
+	msgtrace_resume(); /* not flushed: the exit handler writes these to MSGTRACE_OUT */
+	for (int i = 0; i < 10; i++)
+		SEND_TICK(a);
 	return 0;
 }
