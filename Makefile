@@ -67,12 +67,13 @@ bench-rebind: fixtures corpus
 # Trace the demo app (the end-to-end test app: an Objective-C-style program on a small runtime)
 # under `machobind run`: trace.json (ui.perfetto.dev), trace.pb.gz (go tool pprof), trace.folded
 # and trace.svg (a flame graph) in the current directory.
-demo: setup build
 ifeq ($(UNAME),Darwin)
+demo: build
 	mkdir -p bin/demo
 	clang -fobjc-arc -O1 -g -o bin/demo/demoapp testdata/src/demo.m -framework Foundation
 	./bin/machobind run --out trace.json --pprof trace.pb.gz --folded trace.folded --flame trace.svg -- bin/demo/demoapp
 else
+demo: setup build
 	bash scripts/testapp.sh $$($(GO) env GOARCH) bin/demo
 	./bin/machobind run --out trace.json --pprof trace.pb.gz --folded trace.folded --flame trace.svg -- bin/demo/testapp
 endif
