@@ -37,18 +37,23 @@ type built struct {
 	envFlag  string
 }
 
+// buildLib builds cmd/libmsgtrace for linux/goarch with the given -buildmode into out.
+func buildLib(t *testing.T, mode, out, goarch, cc string) {
+	t.Helper()
+	cmd := exec.Command("go", "build", "-buildmode="+mode, "-o", out, "./cmd/libmsgtrace")
+	cmd.Dir = testfiles.Root(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOOS=linux", "GOARCH="+goarch, "CC="+cc)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s for %s: %v\n%s", filepath.Base(out), goarch, err, b)
+	}
+}
+
 func buildArch(t *testing.T, goarch, cc string) string {
 	t.Helper()
 	root := testfiles.Root(t)
 	dir := t.TempDir()
-	lib := filepath.Join(dir, "libmsgtrace.so")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", lib, "./cmd/libmsgtrace")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOOS=linux", "GOARCH="+goarch, "CC="+cc)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building libmsgtrace.so for %s: %v\n%s", goarch, err, out)
-	}
-	cmd = exec.Command("bash", filepath.Join(root, "scripts", "testapp.sh"), goarch, dir)
+	buildLib(t, "c-shared", filepath.Join(dir, "libmsgtrace.so"), goarch, cc)
+	cmd := exec.Command("bash", filepath.Join(root, "scripts", "testapp.sh"), goarch, dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("testapp.sh %s: %v\n%s", goarch, err, out)
 	}
@@ -379,12 +384,7 @@ func testCAPI(t *testing.T, b built, cc string, static bool) {
 	if static {
 		name = "capi-static"
 		archive := filepath.Join(b.dir, "static", "libmsgtrace.a")
-		cmd := exec.Command("go", "build", "-buildmode=c-archive", "-o", archive, "./cmd/libmsgtrace")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOOS=linux", "GOARCH="+b.goarch, "CC="+cc)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building libmsgtrace.a: %v\n%s", err, out)
-		}
+		buildLib(t, "c-archive", archive, b.goarch, cc)
 		lib = []string{"-DMSGTRACE_STATIC", archive, "-ldl"}
 	}
 	prog := filepath.Join(b.dir, name)

@@ -55,8 +55,8 @@ func (a *Agent) fail(err error) error {
 
 // Install sizes the per-thread buffers and rebinds objc_msgSend and its variants in every
 // image but the library's own, and in images loaded later. When the library is linked into the
-// main program (the static archive), no image is exempt: the host's own sends are traced. Recording starts unless the
-// configuration says paused. Installing twice is a no-op.
+// main program (the static archive), no image is exempt: the host's own sends are traced.
+// Recording starts unless the configuration says paused. Installing twice is a no-op.
 func (a *Agent) Install() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -6,8 +6,8 @@
 // name, dependencies and (arm64) ad-hoc code signature; evidence that runtime/cgo was compiled
 // for iOS (TARGET_OS_IPHONE); and the library's own imports of objc_msgSend: a dylib's are
 // reported (the rebinder skips its own image), an archive must have none (linked into a host
-// they would be the host's, which is rebound). Each iOS archive is also linked into a small program for
-// its target with clang-19 and ld64.lld-19, which must leave nothing undefined.
+// they would be the host's, which is rebound). Each iOS archive is also linked into a small
+// program for its target with clang-19 and ld64.lld-19, which must leave nothing undefined.
 //
 // usage: go run ./internal/crosscheck [flags] OUTDIR   (scripts/cross-check.sh passes the tools)
 //
@@ -23,6 +23,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/msgtrace/msgtrace/machobind"
 )
 
 // artifact is one file cross.sh promises.
@@ -86,27 +89,8 @@ func fail(art, format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "crosscheck: %s: %s\n", art, fmt.Sprintf(format, args...))
 }
 
-// dump is the part of `machobind dump --json` checked here.
-type dump struct {
-	Slices []struct {
-		Arch     string `json:"arch"`
-		Error    string `json:"error"`
-		Filetype string `json:"filetype"`
-		Platform string `json:"platform"`
-		MinOS    string `json:"minos"`
-		Dylibs   []struct {
-			Path string `json:"path"`
-		} `json:"dylibs"`
-		Pointers []struct {
-			Section string `json:"section"`
-			Symbol  string `json:"symbol"`
-			Library string `json:"library"`
-			Kind    string `json:"kind"`
-		} `json:"pointers"`
-	} `json:"slices"`
-}
-
-func runDump(file string) (*dump, error) {
+// runDump runs `machobind dump --json` on a file and decodes it into machobind's own schema.
+func runDump(file string) (*machobind.Dump, error) {
 	var stderr bytes.Buffer
 	cmd := exec.Command(*flagMachobind, "dump", "--json", file)
 	cmd.Stderr = &stderr
@@ -114,7 +98,7 @@ func runDump(file string) (*dump, error) {
 	if err != nil {
 		return nil, fmt.Errorf("machobind dump: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	var d dump
+	var d machobind.Dump
 	if err := json.Unmarshal(out, &d); err != nil {
 		return nil, fmt.Errorf("machobind dump --json: %v", err)
 	}
@@ -146,18 +130,6 @@ func readSymbols(f *macho.File) symbols {
 		}
 	}
 	return s
-}
-
-// buildVersion returns LC_BUILD_VERSION's platform and minos (0 if there is none).
-func buildVersion(f *macho.File) (platform uint32, minos string) {
-	for _, l := range f.Loads {
-		raw := l.Raw()
-		if len(raw) >= 16 && f.ByteOrder.Uint32(raw) == 0x32 {
-			v := f.ByteOrder.Uint32(raw[12:])
-			return f.ByteOrder.Uint32(raw[8:]), fmt.Sprintf("%d.%d", v>>16, v>>8&0xff)
-		}
-	}
-	return 0, ""
 }
 
 // checkCodeSignature verifies the ad-hoc signature the linker (and Go's linker after it) put in
@@ -271,15 +243,6 @@ func slicesOf(path string) (map[string]*macho.File, func(), error) {
 
 func isObjcMsgSend(name string) bool { return strings.HasPrefix(name, "_objc_msgSend") }
 
-func sortedKeys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // checkDylib checks a thin or universal dylib.
 func checkDylib(art artifact, path string, exports []string) {
 	d, err := runDump(path)
@@ -322,9 +285,6 @@ func checkDylib(art artifact, path string, exports []string) {
 			fail(where, "debug/macho does not see this slice")
 			continue
 		}
-		if p, _ := buildVersion(f); p != art.platform {
-			fail(where, "LC_BUILD_VERSION platform %d, want %d (%s)", p, art.platform, platformNames[art.platform])
-		}
 		if s.Arch == "arm64" {
 			if err := checkCodeSignature(path, f); err != nil {
 				fail(where, "code signature: %v (arm64 macOS loads only validly signed code)", err)
@@ -351,7 +311,7 @@ func checkDylib(art artifact, path string, exports []string) {
 				slots[p.Symbol] = append(slots[p.Symbol], p.Section+" "+p.Kind)
 			}
 		}
-		for _, u := range sortedKeys(syms.undefined) {
+		for _, u := range slices.Sorted(maps.Keys(syms.undefined)) {
 			if isObjcMsgSend(u) && len(slots[u]) == 0 {
 				fail(where, "imports %s but machobind dump lists no pointer slot for it", u)
 			}
@@ -359,23 +319,14 @@ func checkDylib(art artifact, path string, exports []string) {
 		imp := "none (no objc_msgSend slot: skipping its own image loses nothing)"
 		if len(slots) > 0 {
 			var parts []string
-			for _, k := range sortedKeys(keysOf(slots)) {
+			for _, k := range slices.Sorted(maps.Keys(slots)) {
 				parts = append(parts, fmt.Sprintf("%s in %s", k, strings.Join(slots[k], ", ")))
 			}
 			imp = strings.Join(parts, "; ") + " (in its own image: not rebound)"
 		}
-		_, minos := buildVersion(f)
 		fmt.Printf("ok  %-38s %-7s %-13s min %-5s %d exports, %d dylibs, %d pointer slots; objc_msgSend imports: %s\n",
-			art.path, s.Arch, s.Platform, minos, len(exports), len(s.Dylibs), len(s.Pointers), imp)
+			art.path, s.Arch, s.Platform, s.MinOS, len(exports), len(s.Dylibs), len(s.Pointers), imp)
 	}
-}
-
-func keysOf[V any](m map[string]V) map[string]bool {
-	out := map[string]bool{}
-	for k := range m {
-		out[k] = true
-	}
-	return out
 }
 
 // checkArchive checks a thin or universal static archive, one architecture at a time.
@@ -482,17 +433,13 @@ func checkThinArchive(art artifact, where, arch, path, dir string, exports []str
 			memberFail(m, "machobind dump says platform %q, want %s", s.Platform, platformNames[art.platform])
 		}
 		platName = s.Platform
+		if minos == "" {
+			minos = s.MinOS
+		}
 		f, err := macho.Open(mp)
 		if err != nil {
 			memberFail(m, "%v", err)
 			continue
-		}
-		p, v := buildVersion(f)
-		if p != art.platform {
-			memberFail(m, "LC_BUILD_VERSION platform %d, want %d (%s)", p, art.platform, platformNames[art.platform])
-		}
-		if minos == "" {
-			minos = v
 		}
 		syms := readSymbols(f)
 		f.Close()
@@ -522,7 +469,7 @@ func checkThinArchive(art artifact, where, arch, path, dir string, exports []str
 			fail(where, "does not define %s (global, not private extern)", e)
 		}
 	}
-	for _, u := range sortedKeys(undefined) {
+	for _, u := range slices.Sorted(maps.Keys(undefined)) {
 		if strings.HasPrefix(u, "_msgtrace") || strings.HasPrefix(u, "__cgo") || strings.HasPrefix(u, "_x_cgo") {
 			fail(where, "%s is referenced but defined by no member", u)
 		}
@@ -533,7 +480,7 @@ func checkThinArchive(art artifact, where, arch, path, dir string, exports []str
 		fail(where, "no reference to CFBundleGetMainBundle: runtime/cgo was not compiled with TARGET_OS_IPHONE")
 	}
 	var objc []string
-	for _, u := range sortedKeys(undefined) {
+	for _, u := range slices.Sorted(maps.Keys(undefined)) {
 		if isObjcMsgSend(u) {
 			objc = append(objc, u)
 		}
@@ -615,7 +562,7 @@ func linkTest(art artifact, arch, minos, archive string, undefined map[string]bo
 		"-L", filepath.Join(*flagSDK, "usr/lib"), "-F", filepath.Join(*flagSDK, "System/Library/Frameworks"),
 		"-o", exe, mainC, archive, "-lSystem", "-lresolv", "-lobjc", "-framework", "CoreFoundation"}
 	var missing []string
-	for _, u := range sortedKeys(undefined) {
+	for _, u := range slices.Sorted(maps.Keys(undefined)) {
 		if (strings.HasPrefix(u, "_CF") || strings.HasPrefix(u, "___CF") || strings.HasPrefix(u, "_kCF")) &&
 			!regexp.MustCompile(`[\s\[,]`+regexp.QuoteMeta(u)+`[\s\],]`).Match(cfStub) {
 			missing = append(missing, u)
