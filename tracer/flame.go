@@ -312,3 +312,6 @@ func appendXML(b []byte, s string) []byte {
 	xml.EscapeText(&sb, []byte(s)) // a strings.Builder never fails
 	return append(b, sb.String()...)
 }
+
+// Mark is not shown yet.
+func (s *FlameSink) Mark(*Mark) error { return nil }

@@ -33,6 +33,7 @@ type Sink interface {
 	BeginThread(h *Header, t *Thread) error
 	Call(c *Call) error
 	Skip(depth int) error // a dropped call at this depth: its kept descendants now belong to its parent
+	Mark(m *Mark) error   // a loss or a wait on the current thread, in time order with its calls
 	EndThread() error
 	Close(t Totals) error
 }

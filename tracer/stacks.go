@@ -180,3 +180,9 @@ func (s *PprofSink) Close(Totals) error {
 	}
 	return p.Write(s.w)
 }
+
+// Mark is not shown yet.
+func (s *FoldedSink) Mark(*Mark) error { return nil }
+
+// Mark is not shown yet.
+func (s *PprofSink) Mark(*Mark) error { return nil }

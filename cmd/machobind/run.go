@@ -260,6 +260,9 @@ func (t teeSink) Call(c *tracer.Call) error {
 }
 func (t teeSink) Skip(d int) error { return t.each(func(s tracer.Sink) error { return s.Skip(d) }) }
 func (t teeSink) EndThread() error { return t.each(func(s tracer.Sink) error { return s.EndThread() }) }
+func (t teeSink) Mark(m *tracer.Mark) error {
+	return t.each(func(s tracer.Sink) error { return s.Mark(m) })
+}
 func (t teeSink) Close(tot tracer.Totals) error {
 	return t.each(func(s tracer.Sink) error { return s.Close(tot) })
 }
@@ -280,6 +283,7 @@ func (s *topSink) Call(c *tracer.Call) error {
 	return nil
 }
 func (s *topSink) Skip(int) error            { return nil }
+func (s *topSink) Mark(*tracer.Mark) error   { return nil }
 func (s *topSink) EndThread() error          { return nil }
 func (s *topSink) Close(tracer.Totals) error { return nil }
 
