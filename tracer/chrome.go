@@ -66,9 +66,12 @@ func (s *ChromeSink) meta(name string, tid uint64, value string) error {
 
 // BeginThread writes the thread's (and, the first time, the process's) name.
 func (s *ChromeSink) BeginThread(h *Header, t *Thread) error {
-	if !s.started {
+	if !s.started || h.PID != s.pid { // a process track for each process of a merged trace
 		s.pid = h.PID
 		p := s.Process
+		if h.Program != "" {
+			p = h.Program
+		}
 		if p == "" {
 			p = "pid " + strconv.FormatUint(h.PID, 10)
 		}

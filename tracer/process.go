@@ -1,6 +1,8 @@
 package tracer
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -41,16 +43,100 @@ type Sink interface {
 // Totals are the counters of the whole trace.
 type Totals struct {
 	Threads, Calls, Kept, Dropped, Overflow uint64
+
+	// Streams only.
+	Processes uint64 // processes read
+	Open      uint64 // calls still running at the end of the trace (FlagOpen)
+	Marks     uint64 // marks (losses, waits) passed to the sink
+	BadFrames uint64 // frames that failed their checks (magic, length, checksum, payload), skipped
+	BadBytes  uint64 // bytes skipped to resync past them
+	TornBytes uint64 // bytes of incomplete frames at the ends of files (a cut or a kill mid-write)
+	Unended   uint64 // streams without an end frame (the process was killed, crashed or is still running)
+	Unwritten uint64 // bytes the writers reported they could not write (end frames)
 }
 
-// Process reads a raw dump and feeds every kept call to the sink.
+// Process reads a trace, a raw dump or a stream (told apart by their magic), and feeds every
+// kept call to the sink. A stream is read in two passes through io.ReaderAt when r is an
+// io.ReaderAt and io.Seeker holding the stream from offset 0 (an *os.File), in memory
+// that does not grow with the number of calls; any other reader is read into memory first.
 func Process(r io.Reader, opt Options, sink Sink) (Totals, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	magic, _ := br.Peek(len(Magic))
+	switch {
+	case len(magic) >= len(StreamMagic) && string(magic[:len(StreamMagic)]) == StreamMagic:
+		in, err := streamInput(r, br)
+		if err != nil {
+			return Totals{}, err
+		}
+		return ProcessStreams([]Input{in}, opt, sink)
+	case len(magic) == len(Magic) && string(magic) != Magic:
+		return Totals{}, &RawError{0, errors.New("not a msgtrace trace: neither a raw dump (MSGTRACE) nor a stream (MTSF)")}
+	}
+	return processRaw(br, opt, sink)
+}
+
+// streamInput makes a stream being read from r random-access.
+func streamInput(r io.Reader, br *bufio.Reader) (Input, error) {
+	if ra, ok := r.(io.ReaderAt); ok {
+		if s, ok := r.(io.Seeker); ok {
+			size, err := s.Seek(0, io.SeekEnd)
+			if err != nil {
+				return Input{}, err
+			}
+			return Input{R: ra, Size: size}, nil
+		}
+	}
+	b, err := io.ReadAll(br)
+	if err != nil {
+		return Input{}, err
+	}
+	return Input{R: bytes.NewReader(b), Size: int64(len(b))}, nil
+}
+
+// callFilter applies the options to one thread's calls, in post-order, computes self time and
+// feeds the sink.
+type callFilter struct {
+	opt      Options
+	inc, exc []pattern
+	sink     Sink
+	tot      *Totals
+	p        selfTimer
+	c        Call
+}
+
+func newCallFilter(opt Options, sink Sink, tot *Totals) *callFilter {
+	return &callFilter{opt: opt, inc: compilePatterns(opt.Include), exc: compilePatterns(opt.Exclude), sink: sink, tot: tot}
+}
+
+// begin starts a thread.
+func (f *callFilter) begin(t *Thread) {
+	f.p.pending = f.p.pending[:0]
+	f.c = Call{Thread: t}
+}
+
+// call takes the thread's next call in post-order.
+func (f *callFilter) call(name string, start, dur uint64, depth, flags int) error {
+	f.tot.Calls++
+	if float64(dur) < f.opt.MinNanos || (f.opt.MaxDepth >= 0 && depth > f.opt.MaxDepth) ||
+		(len(f.inc) > 0 && !matchAny(f.inc, name)) || matchAny(f.exc, name) {
+		f.p.skip(depth)
+		return f.sink.Skip(depth)
+	}
+	f.tot.Kept++
+	c := &f.c
+	c.Name, c.StartNanos, c.DurNanos, c.Depth, c.Flags = name, start, dur, depth, flags
+	c.SelfNanos = dur - min(dur, f.p.call(depth, dur))
+	return f.sink.Call(c)
+}
+
+// processRaw reads a raw dump.
+func processRaw(r io.Reader, opt Options, sink Sink) (Totals, error) {
 	rd, err := NewReader(r)
 	if err != nil {
 		return Totals{}, err
 	}
 	var tot Totals
-	inc, exc := compilePatterns(opt.Include), compilePatterns(opt.Exclude)
+	f := newCallFilter(opt, sink, &tot)
 	names := map[[2]uint64]string{}
 	for {
 		t, err := rd.NextThread()
@@ -63,14 +149,14 @@ func Process(r io.Reader, opt Options, sink Sink) (Totals, error) {
 		if !threadSelected(opt.Threads, t) {
 			continue
 		}
+		t.PID = rd.Header.PID
 		tot.Threads++
 		tot.Dropped += t.Dropped
 		tot.Overflow += t.Overflow
 		if err := sink.BeginThread(&rd.Header, t); err != nil {
 			return tot, err
 		}
-		var p selfTimer
-		c := Call{Thread: t}
+		f.begin(t)
 		for {
 			rec, err := rd.NextRecord()
 			if err == io.EOF {
@@ -79,7 +165,6 @@ func Process(r io.Reader, opt Options, sink Sink) (Totals, error) {
 			if err != nil {
 				return tot, err
 			}
-			tot.Calls++
 			key := [2]uint64{rec.Class &^ (0xfff << 48), rec.Sel} // flags kept: super/tagged name differently
 			name, ok := names[key]
 			if !ok {
@@ -88,20 +173,7 @@ func Process(r io.Reader, opt Options, sink Sink) (Totals, error) {
 			}
 			start := uint64(rd.Header.Nanos(rec.Start))
 			end := uint64(rd.Header.Nanos(rec.End))
-			depth := rec.Depth()
-			dur := end - start
-			if float64(dur) < opt.MinNanos || (opt.MaxDepth >= 0 && depth > opt.MaxDepth) ||
-				(len(inc) > 0 && !matchAny(inc, name)) || matchAny(exc, name) {
-				p.skip(depth)
-				if err := sink.Skip(depth); err != nil {
-					return tot, err
-				}
-				continue
-			}
-			tot.Kept++
-			c.Name, c.StartNanos, c.DurNanos, c.Depth, c.Flags = name, start, dur, depth, rec.Flags()
-			c.SelfNanos = dur - min(dur, p.call(depth, dur))
-			if err := sink.Call(&c); err != nil {
+			if err := f.call(name, start, end-start, rec.Depth(), rec.Flags()); err != nil {
 				return tot, err
 			}
 		}

@@ -74,6 +74,7 @@ type Header struct {
 	PID              uint64
 	TickNum, TickDen uint64
 	BaseTick         uint64
+	Program          string // the program's name (streams; "" for raw dumps)
 }
 
 // Nanos converts a tick count relative to the base tick into nanoseconds.
@@ -90,6 +91,7 @@ type Thread struct {
 	Main                   bool
 	Name                   string
 	Records                uint64
+	PID                    uint64 // the thread's process
 }
 
 // Names maps class and selector words to names.

@@ -1,0 +1,792 @@
+package tracer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"math/bits"
+	"sort"
+	"strconv"
+)
+
+// Input is one stream for ProcessStreams: random access to its bytes and how many there are.
+type Input struct {
+	R    io.ReaderAt
+	Size int64
+	Name string // for messages; may be empty
+}
+
+// maxStreamDepth bounds a call's depth in a stream (the shadow stack is far smaller).
+const maxStreamDepth = 1 << 16
+
+// ProcessStreams reads one or more streams and feeds every kept call and every mark to the
+// sink, process by process (ordered by their first event) and thread by thread, each thread's
+// events in post-order. Times of every process are on one timeline: CLOCK_MONOTONIC from the
+// clock frames, in ns since the earliest event of all the streams.
+//
+// Each stream is read twice. Pass 1 checks every frame (resyncing past bad ones), keeps the
+// process, clock, methods and thread frames, and indexes each thread's events frames by
+// offset (8 bytes a frame) and its latest open frame; pass 2 reads each thread's frames in
+// order. Memory is the index, the names and the clock points, the largest frame (≤ 16 MiB),
+// and, for the thread being read, its latest open frame's calls (at most one per depth): none
+// of it grows with the number of calls.
+func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
+	var tot Totals
+	files := make([]*streamFile, 0, len(ins))
+	for i, in := range ins {
+		sf, err := indexStream(in)
+		if err != nil {
+			name := in.Name
+			if name == "" {
+				name = "stream " + strconv.Itoa(i+1)
+			}
+			return tot, fmt.Errorf("%s: %w", name, err)
+		}
+		files = append(files, sf)
+		tot.BadFrames += sf.badFrames
+		tot.BadBytes += sf.badBytes
+		tot.TornBytes += sf.tornBytes
+		tot.Unwritten += sf.counters.Unwritten
+		if !sf.ended {
+			tot.Unended++
+		}
+	}
+	base := uint64(math.MaxUint64)
+	for _, sf := range files {
+		if sf.haveTicks {
+			sf.first = sf.clock.mono(sf.minTick)
+			base = min(base, sf.first)
+		}
+	}
+	for _, sf := range files {
+		sf.base = base
+	}
+	sort.SliceStable(files, func(i, j int) bool { return files[i].first < files[j].first })
+	f := newCallFilter(opt, sink, &tot)
+	for _, sf := range files {
+		tot.Processes++
+		for _, st := range sf.threads {
+			t := &st.t
+			if !threadSelected(opt.Threads, t) {
+				continue
+			}
+			tot.Threads++
+			tot.Dropped += t.Dropped
+			tot.Overflow += t.Overflow
+			if err := sink.BeginThread(&sf.hdr, t); err != nil {
+				return tot, err
+			}
+			f.begin(t)
+			if err := sf.emitThread(st, f, &tot); err != nil {
+				return tot, err
+			}
+			if err := sink.EndThread(); err != nil {
+				return tot, err
+			}
+		}
+	}
+	return tot, sink.Close(tot)
+}
+
+// window reads a file through one buffer: a frame is served from it when it is inside, and
+// otherwise the buffer is refilled from the frame's offset (with read-ahead).
+type window struct {
+	r     io.ReaderAt
+	size  int64
+	ahead int
+	buf   []byte
+	start int64
+}
+
+// at returns n bytes at off, valid until the next call.
+func (w *window) at(off int64, n int) ([]byte, error) {
+	if off < 0 || n < 0 || off > w.size-int64(n) {
+		return nil, io.ErrUnexpectedEOF
+	}
+	if off >= w.start && off+int64(n) <= w.start+int64(len(w.buf)) {
+		return w.buf[off-w.start:][:n], nil
+	}
+	m := max(n, w.ahead)
+	if int64(m) > w.size-off {
+		m = int(w.size - off)
+	}
+	if cap(w.buf) < m {
+		w.buf = make([]byte, m)
+	}
+	w.buf = w.buf[:m]
+	k, err := w.r.ReadAt(w.buf, off)
+	if k < m {
+		w.buf = w.buf[:0]
+		if err == nil || err == io.EOF {
+			err = errors.New("file shrank while being read")
+		}
+		return nil, err
+	}
+	w.start = off
+	return w.buf[:n], nil
+}
+
+// streamMethod is a method's name and call flags.
+type streamMethod struct {
+	name  string
+	flags int
+}
+
+// streamThread is a thread's pass-1 index.
+type streamThread struct {
+	t        Thread
+	frames   []int64 // offsets of its events frames, in file order
+	openOff  int64   // its latest open frame, or -1
+	openTick uint64
+}
+
+// streamFile is one stream after pass 1.
+type streamFile struct {
+	w    window
+	off  int64 // scan position
+	hdr  Header
+	seen bool // process frame read
+
+	clock            clockMap
+	methods          map[uint64]streamMethod
+	threads          []*streamThread
+	byTID            map[uint64]*streamThread
+	haveTicks        bool
+	minTick, maxTick uint64
+	first, base      uint64 // monotonic ns of the first event; of the trace's origin
+	ended            bool
+	counters         StreamCounters
+	badFrames        uint64
+	badBytes         uint64
+	tornBytes        uint64
+	resyncBudget     int64
+	clockMax         uint64
+	openCalls        []openEntry
+}
+
+type openEntry struct {
+	id, start, depth uint64
+}
+
+// indexStream is pass 1.
+func indexStream(in Input) (*streamFile, error) {
+	sf := &streamFile{
+		w:            window{r: in.R, size: in.Size, ahead: 1 << 20},
+		methods:      map[uint64]streamMethod{},
+		byTID:        map[uint64]*streamThread{},
+		resyncBudget: 8*in.Size + 64<<20,
+	}
+	sf.hdr.TickNum, sf.hdr.TickDen = 1, 1
+	head, err := sf.w.at(0, int(min(in.Size, int64(len(StreamMagic)))))
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.HasPrefix([]byte(StreamMagic), head) {
+		return nil, errors.New("not a msgtrace stream (bad magic)")
+	}
+	for {
+		kind, off, p, err := sf.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := sf.frame(kind, off, p); err != nil {
+			if errors.Is(err, errMalformed) {
+				sf.badFrames++
+				sf.badBytes += uint64(frameHeader + len(p))
+				continue
+			}
+			return nil, err
+		}
+	}
+	if sf.haveTicks {
+		sf.maxTick = max(sf.maxTick, sf.clockMax)
+	}
+	sf.w.ahead = 64 << 10 // pass 2 jumps from thread to thread
+	return sf, nil
+}
+
+var errMalformed = errors.New("malformed frame payload")
+
+// check says whether a whole, valid frame starts at off, or the start of one that runs past
+// the end of the file (torn).
+func (sf *streamFile) check(off int64, resync bool) (length int, ok, torn bool, err error) {
+	rem := sf.w.size - off
+	if rem < frameHeader {
+		b, err := sf.w.at(off, int(rem))
+		if err != nil {
+			return 0, false, false, err
+		}
+		return 0, false, bytes.HasPrefix(b, []byte(StreamMagic)) || bytes.HasPrefix([]byte(StreamMagic), b), nil
+	}
+	h, err := sf.w.at(off, frameHeader)
+	if err != nil {
+		return 0, false, false, err
+	}
+	if string(h[:4]) != StreamMagic {
+		return 0, false, false, nil
+	}
+	n := binary.LittleEndian.Uint32(h[8:])
+	if n > MaxFramePayload {
+		return 0, false, false, nil
+	}
+	if int64(n) > rem-frameHeader {
+		return int(n), false, true, nil
+	}
+	if resync {
+		if sf.resyncBudget < 0 {
+			return 0, false, false, nil
+		}
+		sf.resyncBudget -= int64(n)
+	}
+	b, err := sf.w.at(off, frameHeader+int(n))
+	if err != nil {
+		return 0, false, false, err
+	}
+	crc := crc32.Update(crc32.Update(0, castagnoli, b[4:12]), castagnoli, b[frameHeader:])
+	return int(n), crc == binary.LittleEndian.Uint32(b[12:]), false, nil
+}
+
+// resync finds the next valid frame from off (-1: none), and the first torn frame met on the
+// way (-1: none).
+func (sf *streamFile) resync(off int64) (valid, torn int64, err error) {
+	torn = -1
+	size := sf.w.size
+	for p := off; p < size && sf.resyncBudget >= 0; {
+		n := int(min(1<<20, size-p))
+		b, err := sf.w.at(p, n)
+		if err != nil {
+			return -1, torn, err
+		}
+		i := bytes.Index(b, []byte(StreamMagic))
+		if i < 0 {
+			if p+int64(n) >= size {
+				// a magic cut short at the very end
+				for k := min(3, n); k > 0; k-- {
+					if bytes.Equal(b[n-k:], []byte(StreamMagic[:k])) && torn < 0 {
+						torn = size - int64(k)
+						break
+					}
+				}
+				break
+			}
+			p += int64(n - 3)
+			sf.resyncBudget -= int64(n)
+			continue
+		}
+		q := p + int64(i)
+		_, ok, isTorn, err := sf.check(q, true)
+		if err != nil {
+			return -1, torn, err
+		}
+		if ok {
+			return q, torn, nil
+		}
+		if isTorn && torn < 0 {
+			torn = q
+		}
+		p = q + 1
+	}
+	return -1, torn, nil
+}
+
+// next returns the next valid frame, counting bad and torn bytes on the way, or io.EOF.
+func (sf *streamFile) next() (kind uint8, off int64, payload []byte, err error) {
+	size := sf.w.size
+	for sf.off < size {
+		n, ok, torn, err := sf.check(sf.off, false)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		if ok {
+			off := sf.off
+			b, err := sf.w.at(off, frameHeader+n)
+			if err != nil {
+				return 0, 0, nil, err
+			}
+			sf.off += int64(frameHeader + n)
+			return b[4], off, b[frameHeader:], nil
+		}
+		valid, tornAt, err := sf.resync(sf.off + 1)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		switch {
+		case valid >= 0:
+			sf.badFrames++
+			sf.badBytes += uint64(valid - sf.off)
+			sf.off = valid
+		case torn:
+			sf.tornBytes += uint64(size - sf.off)
+			sf.off = size
+		default:
+			end := size
+			if tornAt >= 0 {
+				end = tornAt
+				sf.tornBytes += uint64(size - tornAt)
+			}
+			sf.badFrames++
+			sf.badBytes += uint64(end - sf.off)
+			sf.off = size
+		}
+	}
+	return 0, 0, nil, io.EOF
+}
+
+// dec decodes a payload; any overrun sets bad.
+type dec struct {
+	b   []byte
+	bad bool
+}
+
+func (d *dec) u32() uint32 {
+	if len(d.b) < 4 {
+		d.bad = true
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(d.b)
+	d.b = d.b[4:]
+	return v
+}
+
+func (d *dec) u64() uint64 {
+	if len(d.b) < 8 {
+		d.bad = true
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *dec) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.bad = true
+		d.b = nil
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) str() string {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.bad = true
+		d.b = nil
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+// thread returns a thread's index entry, made when first met.
+func (sf *streamFile) thread(tid uint64) *streamThread {
+	st := sf.byTID[tid]
+	if st == nil {
+		st = &streamThread{t: Thread{TID: tid, PID: sf.hdr.PID}, openOff: -1}
+		sf.byTID[tid] = st
+		sf.threads = append(sf.threads, st)
+	}
+	return st
+}
+
+func (sf *streamFile) tick(start, end uint64) {
+	if !sf.haveTicks {
+		sf.minTick, sf.maxTick, sf.haveTicks = start, end, true
+		return
+	}
+	sf.minTick = min(sf.minTick, start)
+	sf.maxTick = max(sf.maxTick, end)
+}
+
+// frame takes one frame in pass 1; errMalformed when its payload does not decode.
+func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
+	d := dec{b: p}
+	switch kind {
+	case FrameProcess:
+		v := d.u32()
+		d.u32()
+		pid, _ := d.u64(), d.u64()
+		d.str()
+		name := d.str()
+		d.str()
+		d.str()
+		d.uvarint()
+		if d.bad {
+			return errMalformed
+		}
+		if !sf.seen {
+			if v != StreamVersion {
+				return fmt.Errorf("stream version %d (this reader knows %d)", v, StreamVersion)
+			}
+			sf.seen = true
+			sf.hdr.PID, sf.hdr.Program = pid, name
+			for _, st := range sf.threads {
+				st.t.PID = pid
+			}
+		}
+	case FrameClock:
+		tick, mono := d.u64(), d.u64()
+		d.u64()
+		num, den := d.u64(), d.u64()
+		if d.bad {
+			return errMalformed
+		}
+		sf.clock.add(tick, mono, num, den)
+		if sf.clock.num != 0 {
+			sf.hdr.TickNum, sf.hdr.TickDen = sf.clock.num, sf.clock.den
+		}
+		sf.clockMax = max(sf.clockMax, tick)
+	case FrameMethods:
+		type entry struct {
+			id uint64
+			m  streamMethod
+		}
+		var es []entry
+		for len(d.b) > 0 && !d.bad {
+			id, fl := d.uvarint(), d.uvarint()
+			cls, sel := d.str(), d.str()
+			if id == 0 {
+				return errMalformed
+			}
+			sign, flags := "-", 0
+			if fl&MethodClass != 0 {
+				sign = "+"
+			}
+			if fl&MethodSuper != 0 {
+				flags |= FlagSuper
+			}
+			if fl&MethodTagged != 0 {
+				flags |= FlagTagged
+			}
+			es = append(es, entry{id, streamMethod{sign + "[" + cls + " " + sel + "]", flags}})
+		}
+		if d.bad {
+			return errMalformed
+		}
+		for _, e := range es {
+			if _, ok := sf.methods[e.id]; !ok {
+				sf.methods[e.id] = e.m
+			}
+		}
+	case FrameThread:
+		tid, fl := d.u64(), d.uvarint()
+		name := d.str()
+		if d.bad {
+			return errMalformed
+		}
+		st := sf.thread(tid)
+		st.t.Name, st.t.Main = name, fl&ThreadMain != 0
+	case FrameEvents:
+		tid, prev := d.u64(), d.u64()
+		if d.bad {
+			return errMalformed
+		}
+		it := eventIter{b: d.b, prev: prev}
+		var e StreamEvent
+		var calls, lost, overflow uint64
+		lo, hi := uint64(math.MaxUint64), uint64(0)
+		for {
+			ok, err := it.next(&e)
+			if err != nil {
+				return errMalformed
+			}
+			if !ok {
+				break
+			}
+			lo, hi = min(lo, e.Start), max(hi, e.End)
+			switch {
+			case e.Type != EventMark:
+				calls++
+			case MarkKind(e.ID) == MarkLost:
+				lost += e.Count
+			case MarkKind(e.ID) == MarkOverflow:
+				overflow += e.Count
+			}
+		}
+		st := sf.thread(tid)
+		st.frames = append(st.frames, off)
+		st.t.Records += calls
+		st.t.Dropped += lost
+		st.t.Overflow += overflow
+		if hi >= lo {
+			sf.tick(lo, hi)
+		}
+	case FrameOpen:
+		tid, tick := d.u64(), d.u64()
+		if d.bad {
+			return errMalformed
+		}
+		lo := tick
+		last := int64(-1)
+		for len(d.b) > 0 {
+			d.uvarint()
+			age, depth := d.uvarint(), d.uvarint()
+			if d.bad || age > tick || depth > maxStreamDepth || int64(depth) <= last {
+				return errMalformed
+			}
+			last = int64(depth)
+			lo = min(lo, tick-age)
+		}
+		st := sf.thread(tid)
+		if st.openOff < 0 || tick >= st.openTick {
+			st.openOff, st.openTick = off, tick
+		}
+		sf.tick(lo, tick)
+	case FrameEnd:
+		var c [6]uint64
+		for i := range c {
+			if len(d.b) == 0 {
+				break
+			}
+			c[i] = d.uvarint()
+		}
+		if d.bad {
+			return errMalformed
+		}
+		sf.ended = true
+		sf.counters = StreamCounters{c[0], c[1], c[2], c[3], c[4], c[5]}
+	}
+	// unknown kinds: a later version's frames, skipped
+	return nil
+}
+
+// eventIter decodes an events frame's events.
+type eventIter struct {
+	b    []byte
+	prev uint64
+}
+
+// next decodes one event into e; false at the end of the payload.
+func (it *eventIter) next(e *StreamEvent) (bool, error) {
+	if len(it.b) == 0 {
+		return false, nil
+	}
+	code, n1 := binary.Uvarint(it.b)
+	if n1 <= 0 {
+		return false, errMalformed
+	}
+	delta, n2 := binary.Varint(it.b[n1:])
+	if n2 <= 0 {
+		return false, errMalformed
+	}
+	b := it.b[n1+n2:]
+	dur, n3 := binary.Uvarint(b)
+	if n3 <= 0 {
+		return false, errMalformed
+	}
+	arg, n4 := binary.Uvarint(b[n3:])
+	if n4 <= 0 {
+		return false, errMalformed
+	}
+	it.b = b[n3+n4:]
+	end := it.prev + uint64(delta)
+	if (delta < 0 && end > it.prev) || (delta > 0 && end < it.prev) || dur > end {
+		return false, errMalformed
+	}
+	e.Type, e.ID, e.Start, e.End = int(code&3), code>>2, end-dur, end
+	switch e.Type {
+	case EventCall, EventUnwound:
+		if arg > maxStreamDepth {
+			return false, errMalformed
+		}
+		e.Depth, e.Count = arg, 0
+	case EventMark:
+		e.Depth, e.Count = 0, arg
+	default:
+		return false, errMalformed
+	}
+	it.prev = end
+	return true, nil
+}
+
+// ns converts a tick to ns on the trace's timeline.
+func (sf *streamFile) ns(tick uint64) uint64 {
+	m := sf.clock.mono(tick)
+	if m < sf.base {
+		return 0
+	}
+	return m - sf.base
+}
+
+// method names a method id.
+func (sf *streamFile) method(id uint64) (string, int) {
+	if m, ok := sf.methods[id]; ok {
+		return m.name, m.flags
+	}
+	return "?[method " + strconv.FormatUint(id, 10) + "]", 0
+}
+
+// frameAt reads the payload of a frame pass 1 indexed.
+func (sf *streamFile) frameAt(off int64) ([]byte, error) {
+	h, err := sf.w.at(off, frameHeader)
+	if err != nil {
+		return nil, err
+	}
+	n := binary.LittleEndian.Uint32(h[8:])
+	if n > MaxFramePayload {
+		return nil, errors.New("stream changed while being read")
+	}
+	b, err := sf.w.at(off+frameHeader, int(n))
+	return b, err
+}
+
+// emitThread is pass 2 for one thread: its events in order, then the calls its latest open
+// frame lists that no call record closed, innermost first, to the end of the trace.
+func (sf *streamFile) emitThread(st *streamThread, f *callFilter, tot *Totals) error {
+	changed := errors.New("stream changed while being read")
+	open := sf.openCalls[:0]
+	var openTick uint64
+	if st.openOff >= 0 {
+		p, err := sf.frameAt(st.openOff)
+		if err != nil {
+			return err
+		}
+		d := dec{b: p}
+		d.u64()
+		openTick = d.u64()
+		for len(d.b) > 0 && !d.bad {
+			id, age, depth := d.uvarint(), d.uvarint(), d.uvarint()
+			open = append(open, openEntry{id, openTick - age, depth})
+		}
+		if d.bad {
+			return changed
+		}
+	}
+	sf.openCalls = open
+	k := len(open) // open[:k] may still be running
+	t := &st.t
+	var e StreamEvent
+	for _, off := range st.frames {
+		p, err := sf.frameAt(off)
+		if err != nil {
+			return err
+		}
+		if len(p) < 16 {
+			return changed
+		}
+		it := eventIter{b: p[16:], prev: binary.LittleEndian.Uint64(p[8:])}
+		for {
+			ok, err := it.next(&e)
+			if err != nil {
+				return changed
+			}
+			if !ok {
+				break
+			}
+			start := sf.ns(e.Start)
+			dur := sf.ns(e.End) - start
+			if e.Type == EventMark {
+				tot.Marks++
+				m := Mark{Kind: MarkKind(e.ID), StartNanos: start, DurNanos: dur, Count: e.Count, Thread: t}
+				if err := f.sink.Mark(&m); err != nil {
+					return err
+				}
+				continue
+			}
+			if k > 0 {
+				// A call at depth d that ended after the open frame was taken closes every
+				// open call at depth d or deeper; so does the record of an open call itself.
+				d := e.Depth
+				j := sort.Search(k, func(x int) bool { return open[x].depth >= d })
+				if e.End > openTick || (j < k && open[j].depth == d && open[j].start == e.Start) {
+					k = j
+				}
+			}
+			name, flags := sf.method(e.ID)
+			if e.Type == EventUnwound {
+				flags |= FlagUnwound
+			}
+			if err := f.call(name, start, dur, int(e.Depth), flags); err != nil {
+				return err
+			}
+		}
+	}
+	end := sf.ns(sf.maxTick)
+	for i := k - 1; i >= 0; i-- {
+		c := open[i]
+		tot.Open++
+		name, flags := sf.method(c.id)
+		start := sf.ns(c.start)
+		if err := f.call(name, start, end-min(end, start), int(c.depth), flags|FlagOpen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clockMap converts a process's ticks to monotonic ns, piecewise-linearly between its clock
+// frames and with the nearest pair's slope outside them; with one clock frame, with its rate;
+// with none, ticks are taken as ns.
+type clockMap struct {
+	pts      []clockPoint
+	num, den uint64
+	i        int // segment of the last conversion
+}
+
+type clockPoint struct{ tick, mono uint64 }
+
+// add takes a clock frame; one that goes back in time is ignored.
+func (c *clockMap) add(tick, mono, num, den uint64) {
+	if num != 0 && den != 0 {
+		c.num, c.den = num, den
+	}
+	if n := len(c.pts); n > 0 && (tick <= c.pts[n-1].tick || mono < c.pts[n-1].mono) {
+		return
+	}
+	c.pts = append(c.pts, clockPoint{tick, mono})
+}
+
+// scale is x*m/d, saturated.
+func scale(x, m, d uint64) uint64 {
+	hi, lo := bits.Mul64(x, m)
+	if hi >= d {
+		return math.MaxUint64
+	}
+	q, _ := bits.Div64(hi, lo, d)
+	return q
+}
+
+func (c *clockMap) mono(t uint64) uint64 {
+	n := len(c.pts)
+	if n == 0 {
+		return t
+	}
+	a := c.pts[0]
+	dm, dt := uint64(1), uint64(1)
+	if n == 1 {
+		if c.num != 0 && c.den != 0 {
+			dm, dt = c.num, c.den
+		}
+	} else {
+		i := c.i
+		if t < c.pts[i].tick || (i < n-2 && t >= c.pts[i+1].tick) {
+			i = sort.Search(n, func(k int) bool { return c.pts[k].tick > t }) - 1
+			i = max(0, min(i, n-2))
+			c.i = i
+		}
+		a = c.pts[i]
+		dm, dt = c.pts[i+1].mono-a.mono, c.pts[i+1].tick-a.tick
+	}
+	if t >= a.tick {
+		v := scale(t-a.tick, dm, dt)
+		if v > math.MaxUint64-a.mono {
+			return math.MaxUint64
+		}
+		return a.mono + v
+	}
+	v := scale(a.tick-t, dm, dt)
+	if v > a.mono {
+		return 0
+	}
+	return a.mono - v
+}

@@ -1,0 +1,704 @@
+package tracer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// gotCall is a call as a sink received it.
+type gotCall struct {
+	PID, TID         uint64
+	Name             string
+	Start, Dur, Self uint64
+	Depth, Flags     int
+}
+
+// collectSink keeps everything it is given.
+type collectSink struct {
+	hdr     *Header
+	thread  *Thread
+	threads []Thread
+	progs   map[uint64]string
+	calls   []gotCall
+	marks   []Mark
+	tot     Totals
+	closed  bool
+}
+
+func (s *collectSink) BeginThread(h *Header, t *Thread) error {
+	if s.progs == nil {
+		s.progs = map[uint64]string{}
+	}
+	s.progs[h.PID] = h.Program
+	s.hdr, s.thread = h, t
+	s.threads = append(s.threads, *t)
+	return nil
+}
+func (s *collectSink) Call(c *Call) error {
+	s.calls = append(s.calls, gotCall{s.hdr.PID, c.Thread.TID, c.Name, c.StartNanos, c.DurNanos, c.SelfNanos, c.Depth, c.Flags})
+	return nil
+}
+func (s *collectSink) Skip(int) error { return nil }
+func (s *collectSink) Mark(m *Mark) error {
+	mm := *m
+	mm.Thread = nil
+	s.marks = append(s.marks, mm)
+	return nil
+}
+func (s *collectSink) EndThread() error    { return nil }
+func (s *collectSink) Close(t Totals) error { s.tot, s.closed = t, true; return nil }
+
+// genStream is a generated stream and what a reader must make of it.
+type genStream struct {
+	b      []byte
+	frames []genFrame // events frames
+	names  map[uint64]string
+	flags  map[uint64]int
+	pid    uint64
+	line   genLine
+	ends   []int // offsets where frames end
+}
+
+// genFrame is one events frame: where it is and what it holds.
+type genFrame struct {
+	off, end int
+	tid      uint64
+	evs      []StreamEvent
+}
+
+// genLine is the process's clock: mono = mono0 + (tick - tick0) * num / den, exactly at
+// ticks tick0 + k*den.
+type genLine struct{ tick0, mono0, num, den uint64 }
+
+func (l genLine) mono(t uint64) uint64 { return l.mono0 + (t-l.tick0)*l.num/l.den }
+
+type genOpts struct {
+	seed             int64
+	pid              uint64
+	threads, perTh   int // threads, calls per thread
+	frameEvents      int
+	line             genLine
+	marks, noEnd     bool
+	program          string
+	openAfterFrame   int // > 0: also write open frames (see genOpen)
+	methods, maxKids int
+}
+
+// genEvents makes a thread's events in post-order: random trees, marks between calls.
+func genEvents(r *rand.Rand, o genOpts, tick *uint64, n int) []StreamEvent {
+	var evs []StreamEvent
+	var emit func(depth uint64)
+	count := 0
+	emit = func(depth uint64) {
+		start := *tick
+		*tick += uint64(r.Intn(50) + 1)
+		if depth < 6 {
+			for k := r.Intn(o.maxKids + 1); k > 0 && count < n; k-- {
+				emit(depth + 1)
+				if o.marks && r.Intn(8) == 0 {
+					ms := *tick
+					*tick += uint64(r.Intn(30))
+					kind := uint64(r.Intn(4) + 1)
+					cnt := uint64(r.Intn(5) + 1)
+					if MarkKind(kind) == MarkWait {
+						cnt = 0
+					}
+					evs = append(evs, StreamEvent{Type: EventMark, ID: kind, Start: ms, End: *tick, Count: cnt})
+				}
+			}
+		}
+		*tick += uint64(r.Intn(50) + 1)
+		typ := EventCall
+		if r.Intn(20) == 0 {
+			typ = EventUnwound
+		}
+		count++
+		evs = append(evs, StreamEvent{Type: typ, ID: uint64(r.Intn(o.methods) + 1), Start: start, End: *tick, Depth: depth})
+	}
+	for count < n {
+		emit(0)
+		*tick += uint64(r.Intn(100))
+	}
+	return evs
+}
+
+// gen writes a stream: process, clock, methods, thread frames, then the threads' events in
+// frames of frameEvents, round-robin, with a clock frame every third frame, then an end frame.
+func gen(t testing.TB, o genOpts) *genStream {
+	if o.methods == 0 {
+		o.methods = 12
+	}
+	if o.maxKids == 0 {
+		o.maxKids = 3
+	}
+	r := rand.New(rand.NewSource(o.seed))
+	var buf bytes.Buffer
+	w := NewStreamWriter(&buf)
+	g := &genStream{names: map[uint64]string{}, flags: map[uint64]int{}, pid: o.pid, line: o.line}
+	mark := func() { g.ends = append(g.ends, buf.Len()) }
+	w.Process(StreamProcess{PID: o.pid, PPID: 1, Path: "/bin/" + o.program, Name: o.program, Arch: "amd64", OS: "linux"})
+	mark()
+	l := o.line
+	clockAt := func(tick uint64) {
+		// a tick on the line's grid at or after tick
+		k := (tick - l.tick0 + l.den - 1) / l.den
+		ct := l.tick0 + k*l.den
+		w.Clock(ClockSample{Tick: ct, MonoNanos: l.mono(ct), WallNanos: 1e18 + l.mono(ct), RateNum: l.num, RateDen: l.den})
+		mark()
+	}
+	clockAt(l.tick0)
+	var ms []StreamMethod
+	for id := uint64(1); id <= uint64(o.methods); id++ {
+		m := StreamMethod{ID: id, Flags: id % 8, Class: fmt.Sprintf("Class%d", id%5), Selector: fmt.Sprintf("sel%d:", id)}
+		ms = append(ms, m)
+		sign := "-"
+		if m.Flags&MethodClass != 0 {
+			sign = "+"
+		}
+		g.names[id] = sign + "[" + m.Class + " " + m.Selector + "]"
+		if m.Flags&MethodSuper != 0 {
+			g.flags[id] |= FlagSuper
+		}
+		if m.Flags&MethodTagged != 0 {
+			g.flags[id] |= FlagTagged
+		}
+	}
+	w.Methods(ms...)
+	mark()
+	type th struct {
+		tid  uint64
+		evs  []StreamEvent
+		prev uint64
+	}
+	var ths []*th
+	for i := 0; i < o.threads; i++ {
+		tid := o.pid*1000 + uint64(i)
+		tick := l.tick0 + uint64(r.Intn(1000))
+		fl := uint64(0)
+		if i == 0 {
+			fl = ThreadMain
+		}
+		w.Thread(StreamThread{TID: tid, Flags: fl, Name: fmt.Sprintf("t%d", i)})
+		mark()
+		ths = append(ths, &th{tid: tid, evs: genEvents(r, o, &tick, o.perTh), prev: l.tick0})
+	}
+	var maxTick uint64
+	for n := 0; ; n++ {
+		left := false
+		for _, x := range ths {
+			if len(x.evs) == 0 {
+				continue
+			}
+			left = true
+			k := min(len(x.evs), 1+r.Intn(o.frameEvents))
+			off := buf.Len()
+			prev, err := w.Events(x.tid, x.prev, x.evs[:k])
+			if err != nil {
+				t.Fatal(err)
+			}
+			mark()
+			g.frames = append(g.frames, genFrame{off, buf.Len(), x.tid, x.evs[:k]})
+			for _, e := range x.evs[:k] {
+				maxTick = max(maxTick, e.End)
+			}
+			x.prev, x.evs = prev, x.evs[k:]
+		}
+		if !left {
+			break
+		}
+		if n%3 == 2 {
+			clockAt(maxTick)
+		}
+	}
+	if !o.noEnd {
+		clockAt(maxTick)
+		w.End(StreamCounters{Calls: 1})
+		mark()
+	}
+	if w.Err() != nil {
+		t.Fatal(w.Err())
+	}
+	g.b = buf.Bytes()
+	return g
+}
+
+// want is what a reader must give for the events frames kept, with the trace's origin at the
+// earliest event: per thread in order of first appearance, the events in file order.
+func (g *genStream) want(keep func(genFrame) bool) ([]gotCall, []Mark) {
+	var order []uint64
+	per := map[uint64][]StreamEvent{}
+	base := ^uint64(0)
+	for _, f := range g.frames {
+		if !keep(f) {
+			continue
+		}
+		if _, ok := per[f.tid]; !ok {
+			order = append(order, f.tid)
+		}
+		per[f.tid] = append(per[f.tid], f.evs...)
+		for _, e := range f.evs {
+			base = min(base, g.line.mono(e.Start))
+		}
+	}
+	var calls []gotCall
+	var marks []Mark
+	for _, tid := range order {
+		for _, e := range per[tid] {
+			s, d := g.line.mono(e.Start)-base, g.line.mono(e.End)-g.line.mono(e.Start)
+			if e.Type == EventMark {
+				marks = append(marks, Mark{Kind: MarkKind(e.ID), StartNanos: s, DurNanos: d, Count: e.Count})
+				continue
+			}
+			fl := g.flags[e.ID]
+			if e.Type == EventUnwound {
+				fl |= FlagUnwound
+			}
+			calls = append(calls, gotCall{g.pid, tid, g.names[e.ID], s, d, 0, int(e.Depth), fl})
+		}
+	}
+	return calls, marks
+}
+
+func readStream(t testing.TB, opt Options, bs ...[]byte) (*collectSink, error) {
+	var ins []Input
+	for _, b := range bs {
+		ins = append(ins, Input{R: bytes.NewReader(b), Size: int64(len(b))})
+	}
+	s := &collectSink{}
+	_, err := ProcessStreams(ins, opt, s)
+	return s, err
+}
+
+// sameCalls compares everything but self time (checked against the raw path separately).
+func sameCalls(t *testing.T, what string, got []gotCall, want []gotCall) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d calls, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		g := got[i]
+		g.Self = 0
+		if g != want[i] {
+			t.Fatalf("%s: call %d: got %+v, want %+v", what, i, g, want[i])
+		}
+	}
+}
+
+func sameMarks(t *testing.T, what string, got, want []Mark) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s: marks\n got %v\nwant %v", what, got, want)
+	}
+}
+
+var line24MHz = genLine{tick0: 3_000_000, mono0: 5_000_000_000, num: 125, den: 3} // 24 MHz ticks
+
+// TestStreamRoundTrip: a stream of 4 threads written by StreamWriter reads back call by call,
+// mark by mark, with the counters of its marks.
+func TestStreamRoundTrip(t *testing.T) {
+	g := gen(t, genOpts{seed: 1, pid: 77, threads: 4, perTh: 3000, frameEvents: 200, line: line24MHz, marks: true, program: "app"})
+	s, err := readStream(t, Options{MaxDepth: -1}, g.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc, wm := g.want(func(genFrame) bool { return true })
+	sameCalls(t, "round trip", s.calls, wc)
+	sameMarks(t, "round trip", s.marks, wm)
+	var lost, over uint64
+	for _, m := range wm {
+		switch m.Kind {
+		case MarkLost:
+			lost += m.Count
+		case MarkOverflow:
+			over += m.Count
+		}
+	}
+	tot := s.tot
+	if tot.Threads != 4 || tot.Processes != 1 || tot.Calls != uint64(len(wc)) || tot.Dropped != lost || tot.Overflow != over ||
+		tot.Marks != uint64(len(wm)) || tot.BadFrames != 0 || tot.TornBytes != 0 || tot.Unended != 0 || tot.Open != 0 {
+		t.Errorf("totals %+v", tot)
+	}
+	if !s.threads[0].Main || s.threads[1].Name != "t1" || s.threads[2].PID != 77 || s.progs[77] != "app" {
+		t.Errorf("threads %+v, programs %v", s.threads, s.progs)
+	}
+	if len(wc) < 12000 || len(wm) == 0 {
+		t.Errorf("%d calls, %d marks", len(wc), len(wm))
+	}
+	t.Logf("%.1f bytes per call", float64(len(g.b))/float64(len(wc)))
+}
+
+// TestStreamMatchesRaw: the same calls as a raw dump and as a stream give the same calls,
+// self times and counters, through every sink.
+func TestStreamMatchesRaw(t *testing.T) {
+	raw := testTrace(t)
+	rd, err := NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w := NewStreamWriter(&buf)
+	w.Process(StreamProcess{PID: rd.Header.PID, Name: ""})
+	w.Clock(ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1, RateDen: 1})
+	ids := map[[2]uint64]uint64{}
+	for {
+		th, err := rd.NextThread()
+		if err != nil {
+			break
+		}
+		fl := uint64(0)
+		if th.Main {
+			fl = ThreadMain
+		}
+		w.Thread(StreamThread{TID: th.TID, Flags: fl, Name: th.Name})
+		var evs []StreamEvent
+		for {
+			rec, err := rd.NextRecord()
+			if err != nil {
+				break
+			}
+			key := [2]uint64{rec.ClassKey(), rec.Sel}
+			id, ok := ids[key]
+			if !ok {
+				id = uint64(len(ids) + 1)
+				ids[key] = id
+				n := rd.Names.Name(rec) // "-[Foo run]"
+				mf := uint64(0)
+				if n[0] == '+' {
+					mf = MethodClass
+				}
+				cls, sel, _ := strings.Cut(n[2:len(n)-1], " ")
+				w.Methods(StreamMethod{ID: id, Flags: mf, Class: cls, Selector: sel})
+			}
+			typ := EventCall
+			if rec.Flags()&FlagUnwound != 0 {
+				typ = EventUnwound
+			}
+			evs = append(evs, StreamEvent{Type: typ, ID: id, Start: rec.Start, End: rec.End, Depth: uint64(rec.Depth())})
+		}
+		if th.Dropped > 0 {
+			evs = append(evs, StreamEvent{Type: EventMark, ID: uint64(MarkLost), Start: 200000, End: 200000, Count: th.Dropped})
+		}
+		if th.Overflow > 0 {
+			evs = append(evs, StreamEvent{Type: EventMark, ID: uint64(MarkOverflow), Start: 200000, End: 200000, Count: th.Overflow})
+		}
+		w.Events(th.TID, 0, evs)
+	}
+	w.End(StreamCounters{})
+	stream := buf.Bytes()
+	for _, opt := range []Options{{MaxDepth: -1}, {MaxDepth: 0}, {MaxDepth: -1, MinNanos: 15000}, {MaxDepth: -1, Exclude: []string{"-[Bar step:]"}}} {
+		a, b := &collectSink{}, &collectSink{}
+		ta, err := Process(bytes.NewReader(raw), opt, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb, err := Process(bytes.NewReader(stream), opt, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.calls) == 0 || !slices.Equal(a.calls, b.calls) {
+			t.Errorf("%+v: raw %+v\nstream %+v", opt, a.calls, b.calls)
+		}
+		if ta.Calls != tb.Calls || ta.Kept != tb.Kept || ta.Dropped != tb.Dropped || ta.Overflow != tb.Overflow || ta.Threads != tb.Threads {
+			t.Errorf("%+v: totals raw %+v, stream %+v", opt, ta, tb)
+		}
+	}
+	for _, mk := range []func(*bytes.Buffer) Sink{
+		func(w *bytes.Buffer) Sink { return NewFoldedSink(w) },
+		func(w *bytes.Buffer) Sink { return NewPprofSink(w) },
+	} {
+		var x, y bytes.Buffer
+		Process(bytes.NewReader(raw), Options{MaxDepth: -1}, mk(&x))
+		Process(bytes.NewReader(stream), Options{MaxDepth: -1}, mk(&y))
+		if x.Len() == 0 || y.Len() == 0 {
+			t.Errorf("empty output")
+		}
+		if _, ok := mk(&x).(*FoldedSink); ok && x.String() != y.String() {
+			t.Errorf("folded differs:\n%s\n%s", x.String(), y.String())
+		}
+	}
+	jr, js := toJSON(t, raw, Options{MaxDepth: -1}), toJSON(t, stream, Options{MaxDepth: -1})
+	if !slices.EqualFunc(jr.TraceEvents, js.TraceEvents, func(a, b chromeEvent) bool {
+		x, _ := json.Marshal(a)
+		y, _ := json.Marshal(b)
+		return a.Ph != "X" || string(x) == string(y)
+	}) || jr.OtherData["dropped_buffer_full"] != js.OtherData["dropped_buffer_full"] {
+		t.Errorf("JSON differs")
+	}
+}
+
+// TestStreamTorn: the file cut at every frame boundary and at every other offset reads
+// everything before the cut, and counts the rest as a torn tail.
+func TestStreamTorn(t *testing.T) {
+	g := gen(t, genOpts{seed: 2, pid: 9, threads: 3, perTh: 60, frameEvents: 12, line: line24MHz, marks: true})
+	for cut := 0; cut <= len(g.b); cut++ {
+		s, err := readStream(t, Options{MaxDepth: -1}, g.b[:cut])
+		if err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		wc, wm := g.want(func(f genFrame) bool { return f.end <= cut })
+		sameCalls(t, fmt.Sprintf("cut at %d", cut), s.calls, wc)
+		sameMarks(t, fmt.Sprintf("cut at %d", cut), s.marks, wm)
+		last := 0
+		for _, e := range g.ends {
+			if e <= cut {
+				last = e
+			}
+		}
+		if s.tot.TornBytes != uint64(cut-last) || s.tot.BadFrames != 0 || (s.tot.Unended == 0) != (cut == len(g.b)) {
+			t.Fatalf("cut at %d (last frame ends at %d): totals %+v", cut, last, s.tot)
+		}
+	}
+	// random cuts of a bigger stream
+	g = gen(t, genOpts{seed: 3, pid: 9, threads: 4, perTh: 2000, frameEvents: 300, line: line24MHz})
+	r := rand.New(rand.NewSource(3))
+	for i := 0; i < 50; i++ {
+		cut := r.Intn(len(g.b) + 1)
+		s, err := readStream(t, Options{MaxDepth: -1}, g.b[:cut])
+		if err != nil {
+			t.Fatal(err)
+		}
+		wc, _ := g.want(func(f genFrame) bool { return f.end <= cut })
+		sameCalls(t, fmt.Sprintf("cut at %d", cut), s.calls, wc)
+	}
+}
+
+// TestStreamResync: a frame damaged in the middle of the file (payload byte, magic, or a length
+// that runs past the end) is counted and skipped; every other frame is read.
+func TestStreamResync(t *testing.T) {
+	g := gen(t, genOpts{seed: 4, pid: 5, threads: 3, perTh: 400, frameEvents: 50, line: line24MHz, marks: true})
+	victim := g.frames[len(g.frames)/2]
+	for _, c := range []struct {
+		name string
+		at   int
+		val  func(b []byte)
+	}{
+		{"payload byte", victim.off + 30, func(b []byte) { b[0] ^= 0x40 }},
+		{"magic", victim.off + 1, func(b []byte) { b[0] = 'x' }},
+		{"length past the end", victim.off + 8, func(b []byte) { binary.LittleEndian.PutUint32(b, MaxFramePayload) }},
+		{"length too long", victim.off + 8, func(b []byte) { binary.LittleEndian.PutUint32(b, MaxFramePayload+1) }},
+		{"checksum", victim.off + 12, func(b []byte) { b[0]++ }},
+	} {
+		b := bytes.Clone(g.b)
+		c.val(b[c.at:])
+		s, err := readStream(t, Options{MaxDepth: -1}, b)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		wc, wm := g.want(func(f genFrame) bool { return f.off != victim.off })
+		sameCalls(t, c.name, s.calls, wc)
+		sameMarks(t, c.name, s.marks, wm)
+		if s.tot.BadFrames != 1 || s.tot.BadBytes != uint64(victim.end-victim.off) || s.tot.TornBytes != 0 {
+			t.Errorf("%s: totals %+v, want 1 bad frame of %d bytes", c.name, s.tot, victim.end-victim.off)
+		}
+	}
+	// garbage between two frames, and garbage at the end
+	b := slices.Concat(g.b[:victim.off], []byte("garbage MTSF garbage"), g.b[victim.off:], []byte("MTS"))
+	s, err := readStream(t, Options{MaxDepth: -1}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc, _ := g.want(func(genFrame) bool { return true })
+	sameCalls(t, "garbage", s.calls, wc)
+	if s.tot.BadFrames != 1 || s.tot.BadBytes != 20 || s.tot.TornBytes != 3 {
+		t.Errorf("garbage: totals %+v", s.tot)
+	}
+}
+
+// TestStreamOpen: the calls of a thread's latest open frame that no later call record closes
+// are shown from their start to the end of the trace with FlagOpen, innermost first, after
+// the thread's calls; those a record closes are not.
+func TestStreamOpen(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewStreamWriter(&buf)
+	w.Process(StreamProcess{PID: 3, Name: "hang"})
+	w.Clock(ClockSample{Tick: 1000, MonoNanos: 1000, RateNum: 1, RateDen: 1})
+	w.Methods(StreamMethod{ID: 1, Class: "App", Selector: "run"}, StreamMethod{ID: 2, Class: "App", Selector: "wait"},
+		StreamMethod{ID: 3, Class: "Lock", Selector: "spin"}, StreamMethod{ID: 4, Class: "App", Selector: "tick"})
+	// thread 1: run(0) > wait(1) > spin(2) open at 5000; spin ends at 6000; then the process
+	// dies at 9000 (last clock frame) with run and wait still running.
+	w.Thread(StreamThread{TID: 1, Flags: ThreadMain})
+	w.Events(1, 1000, []StreamEvent{{Type: EventCall, ID: 4, Start: 1100, End: 1200, Depth: 1}})
+	w.Open(1, 5000, []OpenCall{{ID: 1, Start: 1000, Depth: 0}, {ID: 2, Start: 1500, Depth: 1}, {ID: 3, Start: 4000, Depth: 2}})
+	w.Events(1, 1200, []StreamEvent{{Type: EventCall, ID: 3, Start: 4000, End: 6000, Depth: 2}})
+	// thread 2: an older open frame, then a newer one whose calls a later sibling supersedes
+	// (its own record was lost): nothing stays open.
+	w.Open(2, 2000, []OpenCall{{ID: 1, Start: 1500, Depth: 0}})
+	w.Open(2, 3000, []OpenCall{{ID: 1, Start: 1500, Depth: 0}, {ID: 4, Start: 2500, Depth: 1}})
+	w.Events(2, 0, []StreamEvent{{Type: EventCall, ID: 4, Start: 3500, End: 3600, Depth: 0}})
+	w.Clock(ClockSample{Tick: 9000, MonoNanos: 9000, RateNum: 1, RateDen: 1})
+	s, err := readStream(t, Options{MaxDepth: -1}, buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []gotCall{
+		{3, 1, "-[App tick]", 100, 100, 100, 1, 0},
+		{3, 1, "-[Lock spin]", 3000, 2000, 2000, 2, 0},
+		{3, 1, "-[App wait]", 500, 7500, 5500, 1, FlagOpen},
+		{3, 1, "-[App run]", 0, 8000, 400, 0, FlagOpen},
+		{3, 2, "-[App tick]", 2500, 100, 100, 0, 0},
+	}
+	if !slices.Equal(s.calls, want) {
+		t.Errorf("calls\n got %+v\nwant %+v", s.calls, want)
+	}
+	if s.tot.Open != 2 || s.tot.Unended != 1 {
+		t.Errorf("totals %+v", s.tot)
+	}
+	// The same with an exact match only: spin's record closes spin, not wait.
+	var json bytes.Buffer
+	if _, err := Process(bytes.NewReader(buf.Bytes()), Options{MaxDepth: -1}, NewChromeSink(&json)); err != nil || !strings.Contains(json.String(), `"name":"-[App wait]"`) {
+		t.Errorf("chrome: %v %s", err, json.String())
+	}
+}
+
+// TestStreamTwoProcesses: two processes with different tick rates and origins land on one
+// timeline (monotonic ns), each its own Chrome process track named after its program.
+func TestStreamTwoProcesses(t *testing.T) {
+	a := gen(t, genOpts{seed: 5, pid: 100, threads: 2, perTh: 50, frameEvents: 20, line: genLine{tick0: 0, mono0: 10_000_000, num: 1, den: 1}, program: "parent"})
+	b := gen(t, genOpts{seed: 6, pid: 200, threads: 1, perTh: 50, frameEvents: 20, line: genLine{tick0: 7_000_000, mono0: 10_000_000 + 30_000, num: 125, den: 3}, program: "child"})
+	s, err := readStream(t, Options{MaxDepth: -1}, b.b, a.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := func(genFrame) bool { return true }
+	wa, _ := a.want(all)
+	wb, _ := b.want(all)
+	// a starts first: the origin is a's first event; b's calls are shifted by the difference
+	// of the two first events on the monotonic clock.
+	firstA, firstB := ^uint64(0), ^uint64(0)
+	for _, f := range a.frames {
+		for _, e := range f.evs {
+			firstA = min(firstA, a.line.mono(e.Start))
+		}
+	}
+	for _, f := range b.frames {
+		for _, e := range f.evs {
+			firstB = min(firstB, b.line.mono(e.Start))
+		}
+	}
+	if firstB <= firstA {
+		t.Fatalf("test setup: child starts first")
+	}
+	for i := range wb {
+		wb[i].Start += firstB - firstA
+	}
+	sameCalls(t, "two processes", s.calls, append(wa, wb...))
+	if s.tot.Processes != 2 || s.tot.Threads != 3 || s.progs[100] != "parent" || s.progs[200] != "child" {
+		t.Errorf("totals %+v programs %v", s.tot, s.progs)
+	}
+	var out bytes.Buffer
+	ins := []Input{{R: bytes.NewReader(a.b), Size: int64(len(a.b))}, {R: bytes.NewReader(b.b), Size: int64(len(b.b))}}
+	if _, err := ProcessStreams(ins, Options{MaxDepth: -1}, NewChromeSink(&out)); err != nil {
+		t.Fatal(err)
+	}
+	var f chromeFile
+	if err := json.Unmarshal(out.Bytes(), &f); err != nil {
+		t.Fatal(err)
+	}
+	procs, pids := map[uint64]string{}, map[uint64]int{}
+	for _, e := range f.TraceEvents {
+		if e.Ph == "M" && e.Name == "process_name" {
+			procs[e.Pid] = e.Args["name"].(string)
+		}
+		if e.Ph == "X" {
+			pids[e.Pid]++
+		}
+	}
+	if procs[100] != "parent" || procs[200] != "child" || pids[100] != len(wa) || pids[200] != len(wb) {
+		t.Errorf("process tracks %v, events per pid %v", procs, pids)
+	}
+}
+
+// TestStreamHostile: lengths and counts that lie give a clear error or are counted as bad
+// frames, without allocating by what they claim.
+func TestStreamHostile(t *testing.T) {
+	frame := func(kind uint8, p []byte) []byte {
+		var b bytes.Buffer
+		NewStreamWriter(&b).Frame(kind, p)
+		return b.Bytes()
+	}
+	var proc bytes.Buffer
+	NewStreamWriter(&proc).Process(StreamProcess{PID: 1})
+	uv := func(vs ...uint64) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = binary.AppendUvarint(b, v)
+		}
+		return b
+	}
+	tid := make([]byte, 16)
+	cases := map[string][]byte{
+		"huge string":        frame(FrameMethods, uv(1, 0, 1<<60)),
+		"method id 0":        frame(FrameMethods, append(uv(0, 0, 1), 'A', 1, 'b')),
+		"huge depth":         frame(FrameEvents, append(bytes.Clone(tid), uv(4, 5, 1, 1<<40)...)),
+		"duration past zero": frame(FrameEvents, append(bytes.Clone(tid), uv(4, 10, 100, 1)...)),
+		"event type 3":       frame(FrameEvents, append(bytes.Clone(tid), uv(7, 10, 1, 1)...)),
+		"cut varint":         frame(FrameEvents, append(bytes.Clone(tid), 0x80)),
+		"open ages":          frame(FrameOpen, append(bytes.Clone(tid), uv(1, 5, 0)...)),
+		"open depths":        frame(FrameOpen, append(binary.LittleEndian.AppendUint64(bytes.Clone(tid[:8]), 100), uv(1, 5, 3, 1, 5, 3)...)),
+		"short clock":        frame(FrameClock, make([]byte, 39)),
+	}
+	for name, b := range cases {
+		in := slices.Concat(proc.Bytes(), b)
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		s, err := readStream(t, Options{MaxDepth: -1}, in)
+		runtime.ReadMemStats(&m1)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if s.tot.BadFrames != 1 || len(s.calls) != 0 {
+			t.Errorf("%s: totals %+v calls %v", name, s.tot, s.calls)
+		}
+		if a := m1.TotalAlloc - m0.TotalAlloc; a > 8<<20 {
+			t.Errorf("%s: allocated %d bytes", name, a)
+		}
+	}
+	// errors
+	var v2 bytes.Buffer
+	NewStreamWriter(&v2).Process(StreamProcess{PID: 1, Version: 2})
+	for name, b := range map[string][]byte{"version 2": v2.Bytes(), "not a stream": []byte("MSGTRACE and more")} {
+		if _, err := readStream(t, Options{}, b); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	// many frame headers that claim the whole file: resync stays linear-bounded
+	var hdrs []byte
+	for i := 0; i < 20000; i++ {
+		h := make([]byte, 16)
+		copy(h, StreamMagic)
+		binary.LittleEndian.PutUint32(h[8:], uint32(20000*16-16*i-17))
+		hdrs = append(hdrs, h...)
+	}
+	s, err := readStream(t, Options{}, slices.Concat(proc.Bytes(), hdrs, proc.Bytes()))
+	if err != nil || s.tot.BadFrames == 0 {
+		t.Errorf("headers: %v %+v", err, s.tot)
+	}
+}
+
+// FuzzStream: any bytes give output or an error, never a panic or a hang.
+func FuzzStream(f *testing.F) {
+	g := gen(f, genOpts{seed: 7, pid: 1, threads: 2, perTh: 30, frameEvents: 10, line: line24MHz, marks: true})
+	f.Add(g.b)
+	f.Add(g.b[:len(g.b)/2])
+	var buf bytes.Buffer
+	w := NewStreamWriter(&buf)
+	w.Process(StreamProcess{PID: 3})
+	w.Methods(StreamMethod{ID: 1, Class: "A", Selector: "b"})
+	w.Open(1, 50, []OpenCall{{ID: 1, Start: 10, Depth: 0}, {ID: 1, Start: 20, Depth: 1}})
+	w.Events(1, 0, []StreamEvent{{ID: 1, Start: 20, End: 30, Depth: 1}})
+	f.Add(buf.Bytes())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, s := range []Sink{NewChromeSink(&bytes.Buffer{}), NewFoldedSink(&bytes.Buffer{}), NewPprofSink(&bytes.Buffer{}), &collectSink{}} {
+			ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s)
+			Process(bytes.NewReader(b), Options{MaxDepth: -1}, s)
+		}
+	})
+}
