@@ -52,7 +52,7 @@ func (s *collectSink) Mark(m *Mark) error {
 	s.marks = append(s.marks, mm)
 	return nil
 }
-func (s *collectSink) EndThread() error    { return nil }
+func (s *collectSink) EndThread() error     { return nil }
 func (s *collectSink) Close(t Totals) error { s.tot, s.closed = t, true; return nil }
 
 // genStream is a generated stream and what a reader must make of it.
