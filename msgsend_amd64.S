@@ -54,15 +54,28 @@
 #define CFI_RBX_IN_R10   .cfi_escape 0x10, 0x03, 0x02, 0x7a, E_SAVE
 
 /*
- * CLOSE_ONE: record the shadow entry at r10 as unwound (its call never returned: an exception
- * or a longjmp went past it). r11 = thread, rax = end tick, rdx clobbered. The red zone below
- * rsp carries the push/pop copies.
+ * CLOSE_ONE after: record the shadow entry at r10 as unwound (its call never returned: an
+ * exception or a longjmp went past it). r11 = thread, rax = end tick, rdx clobbered. The red
+ * zone below rsp carries the push/pop copies. A full chunk calls the slow path (every register
+ * kept); after = 1 in msgtrace_after, whose scratch is in the red zone: rsp steps over it.
  */
-.macro CLOSE_ONE
+.macro CLOSE_ONE after
+	movq T_REC_CUR(%r11), %rdx
+	cmpq T_REC_END(%r11), %rdx
+	jb 90f
+.if \after
+	leaq -128(%rsp), %rsp
+	.cfi_adjust_cfa_offset 128
+.endif
+	call SYM(msgtrace_slow_chunk)           /* a new chunk, or none (dropping) */
+.if \after
+	leaq 128(%rsp), %rsp
+	.cfi_adjust_cfa_offset -128
+.endif
 	movq T_REC_CUR(%r11), %rdx
 	cmpq T_REC_END(%r11), %rdx
 	jae 91f
-	pushq E_START(%r10)
+90:	pushq E_START(%r10)
 	popq R_START(%rdx)
 	movq %rax, R_END(%rdx)
 	pushq E_CLS(%r10)
@@ -74,6 +87,76 @@
 	jmp 92f
 91:	incq T_DROPPED(%r11)
 92:
+.endm
+
+/*
+ * SLOWCALL name, fn: msgtrace_slow_* call the C function fn with every register as it was:
+ * general registers and flags pushed, and the whole vector/x87 state (ymm/zmm upper halves,
+ * mask registers, st0-st7, MXCSR) saved with XSAVE (area size from CPUID at load; FXSAVE where
+ * there is no XSAVE). C code (calloc, glibc's AVX memset ending in vzeroupper, nanosleep) may
+ * then run under a traced call's arguments or return values. Callers need no alignment.
+ */
+.macro SLOWCALL name, fn
+FUNC(\name)
+	.cfi_startproc
+	pushq %rbp
+	.cfi_adjust_cfa_offset 8
+	.cfi_offset rbp, -16
+	movq %rsp, %rbp
+	.cfi_def_cfa_register rbp
+	pushfq
+	pushq %rax
+	pushq %rcx
+	pushq %rdx
+	pushq %rsi
+	pushq %rdi
+	pushq %r8
+	pushq %r9
+	pushq %r10
+	pushq %r11
+	movq SYM(msgtrace_xsave_size)(%rip), %rax
+	testq %rax, %rax
+	jz 1f
+	subq %rax, %rsp                         /* rsp = 64-aligned XSAVE area */
+	andq $-64, %rsp
+	xorl %eax, %eax                         /* XSAVE header must start zeroed */
+	movq %rax, 512(%rsp)
+	movq %rax, 520(%rsp)
+	movq %rax, 528(%rsp)
+	movq %rax, 536(%rsp)
+	movq %rax, 544(%rsp)
+	movq %rax, 552(%rsp)
+	movq %rax, 560(%rsp)
+	movq %rax, 568(%rsp)
+	movl $-1, %eax                          /* edx:eax = every state component */
+	movl $-1, %edx
+	xsave64 (%rsp)
+	call SYM(\fn)
+	movl $-1, %eax
+	movl $-1, %edx
+	xrstor64 (%rsp)
+	jmp 2f
+1:	subq $(512), %rsp                       /* no XSAVE: x87 + SSE with FXSAVE */
+	andq $-16, %rsp
+	fxsave64 (%rsp)
+	call SYM(\fn)
+	fxrstor64 (%rsp)
+2:	leaq -80(%rbp), %rsp                    /* back to the pushed registers */
+	popq %r11
+	popq %r10
+	popq %r9
+	popq %r8
+	popq %rdi
+	popq %rsi
+	popq %rdx
+	popq %rcx
+	popq %rax
+	popfq
+	popq %rbp
+	.cfi_def_cfa rsp, 8
+	ret
+	.cfi_endproc
+END(\name)
 .endm
 
 /*
@@ -153,7 +236,7 @@ FUNC(\name)
 	movq %rdx, T_SCRATCH+8(%r11)
 	TICK
 66:	subq $(ENTRY_SIZE), %r10                  /* r10 = stale entry */
-	CLOSE_ONE
+	CLOSE_ONE 0
 	movq %r10, T_TOP(%r11)
 	cmpq T_BASE(%r11), %r10
 	je 68f
@@ -171,44 +254,8 @@ FUNC(\name)
 7:	incq T_OVERFLOW(%r11)                   /* too deep: this call goes untraced */
 	jmp 9f
 
-8:	/* register this thread: C call, so save every argument register; 184 bytes keep rsp
-	 * 16-byte aligned at the call (entry rsp = 8 mod 16) */
-	subq $(184), %rsp
-	.cfi_adjust_cfa_offset 184
-	movq %rdi, 0(%rsp)
-	movq %rsi, 8(%rsp)
-	movq %rdx, 16(%rsp)
-	movq %rcx, 24(%rsp)
-	movq %r8, 32(%rsp)
-	movq %r9, 40(%rsp)
-	movq %rax, 48(%rsp)
-	movdqu %xmm0, 56(%rsp)
-	movdqu %xmm1, 72(%rsp)
-	movdqu %xmm2, 88(%rsp)
-	movdqu %xmm3, 104(%rsp)
-	movdqu %xmm4, 120(%rsp)
-	movdqu %xmm5, 136(%rsp)
-	movdqu %xmm6, 152(%rsp)
-	movdqu %xmm7, 168(%rsp)
-	call SYM(msgtrace_register_thread)
-	movq 0(%rsp), %rdi
-	movq 8(%rsp), %rsi
-	movq 16(%rsp), %rdx
-	movq 24(%rsp), %rcx
-	movq 32(%rsp), %r8
-	movq 40(%rsp), %r9
-	movq 48(%rsp), %rax
-	movdqu 56(%rsp), %xmm0
-	movdqu 72(%rsp), %xmm1
-	movdqu 88(%rsp), %xmm2
-	movdqu 104(%rsp), %xmm3
-	movdqu 120(%rsp), %xmm4
-	movdqu 136(%rsp), %xmm5
-	movdqu 152(%rsp), %xmm6
-	movdqu 168(%rsp), %xmm7
-	addq $(184), %rsp
-	.cfi_adjust_cfa_offset -184
-	jmp 1b
+8:	call SYM(msgtrace_slow_register)        /* first traced call of this thread: every */
+	jmp 1b                                  /* register kept, whatever C does */
 
 9:	jmp *SYM(\orig)(%rip)                   /* untraced: straight to the original */
 	.cfi_endproc
@@ -216,6 +263,8 @@ END(\name)
 .endm
 
 	.text
+SLOWCALL msgtrace_slow_register, msgtrace_register_thread
+SLOWCALL msgtrace_slow_chunk, msgtrace_chunk_full
 INTERPOSE msgtrace_objc_msgSend,             msgtrace_orig_objc_msgSend,             %rdi, %rsi, 0
 INTERPOSE msgtrace_objc_msgSend_fpret,       msgtrace_orig_objc_msgSend_fpret,       %rdi, %rsi, 0
 INTERPOSE msgtrace_objc_msgSend_fp2ret,      msgtrace_orig_objc_msgSend_fp2ret,      %rdi, %rsi, 0
@@ -247,10 +296,14 @@ AFTER_LABEL
 	movq T_TOP(%r11), %r10
 	cmpq %rdx, %r10
 	ja 5f                                   /* entries above ours never returned: close them */
-3:	movq T_REC_CUR(%r11), %r10              /* record {start, end, class, sel} */
+3:	movq %rax, %rdx                         /* rdx = duration */
+	subq E_START(%rbx), %rdx
+	cmpq SYM(msgtrace_min_ticks)(%rip), %rdx
+	jb 6f                                   /* shorter than MSGTRACE_MIN_US: not recorded */
+	movq T_REC_CUR(%r11), %r10              /* record {start, end, class, sel} */
 	cmpq T_REC_END(%r11), %r10
 	jae 4f
-	movq E_START(%rbx), %rdx
+31:	movq E_START(%rbx), %rdx
 	movq %rdx, R_START(%r10)
 	movq %rax, R_END(%r10)
 	movq E_CLS(%rbx), %rdx
@@ -260,7 +313,15 @@ AFTER_LABEL
 	addq $(RECORD_SIZE), %r10
 	movq %r10, T_REC_CUR(%r11)              /* publish after the fields (x86 stores are ordered) */
 	jmp 6f
-4:	incq T_DROPPED(%r11)                    /* buffer full: drop and count */
+4:	leaq -128(%rsp), %rsp                   /* chunk full: over the red zone, slow path (every */
+	.cfi_adjust_cfa_offset 128              /* register kept: return values, st0/st1, ymm) */
+	call SYM(msgtrace_slow_chunk)
+	leaq 128(%rsp), %rsp
+	.cfi_adjust_cfa_offset -128
+	movq T_REC_CUR(%r11), %r10
+	cmpq T_REC_END(%r11), %r10
+	jb 31b
+	incq T_DROPPED(%r11)                    /* no chunk (MSGTRACE_FULL=drop): drop and count */
 6:	movq E_RET(%rbx), %r10
 	movq %r10, -8(%rsp)                     /* return address into the red zone */
 	.cfi_offset rip, -8
@@ -275,7 +336,7 @@ AFTER_LABEL
 
 5:	movq %rdx, -16(%rsp)                    /* r10 = top; close down to our entry + 1 */
 51:	subq $(ENTRY_SIZE), %r10
-	CLOSE_ONE
+	CLOSE_ONE 1
 	cmpq -16(%rsp), %r10
 	ja 51b
 	movq %r10, T_TOP(%r11)

@@ -64,12 +64,28 @@
 #define CFI_SAVED_IN_X19 .cfi_escape 0x10, 19, 0x02, 0x83, E_SAVE SEP .cfi_escape 0x10, 30, 0x02, 0x83, E_RET
 #define CFI_X19_IN_X10   .cfi_escape 0x10, 19, 0x02, 0x7a, E_SAVE
 
-/* CLOSE_ONE: record the entry at x10 as unwound (end tick x14); x9 = thread; x12 x13 x15 x16 */
-.macro CLOSE_ONE
+/* CLOSE_ONE entry: record the entry at x10 as unwound (end tick x14); x9 = thread; x12 x13 x15
+ * x16. A full chunk calls the slow path (every register kept); entry = 1 on the entry path,
+ * where x30 is the caller's return address (saved around the call, and the CFI says where). */
+.macro CLOSE_ONE entry
+	ldp x12, x13, [x9, #T_REC_CUR]
+	cmp x12, x13
+	b.lo 90f
+	stp x29, x30, [sp, #-16]!
+	.cfi_adjust_cfa_offset 16
+.if \entry
+	.cfi_offset x30, -8
+.endif
+	bl SYM(msgtrace_slow_chunk)             /* a new chunk, or none (dropping) */
+	ldp x29, x30, [sp], #16
+	.cfi_adjust_cfa_offset -16
+.if \entry
+	.cfi_restore x30
+.endif
 	ldp x12, x13, [x9, #T_REC_CUR]
 	cmp x12, x13
 	b.hs 91f
-	ldr x15, [x10, #E_START]
+90:	ldr x15, [x10, #E_START]
 	stp x15, x14, [x12, #R_START]
 	ldp x15, x16, [x10, #E_CLS]
 	orr x15, x15, #(F_UNWOUND << FLAG_SHIFT)
@@ -82,6 +98,90 @@
 	add x12, x12, #1
 	str x12, [x9, #T_DROPPED]
 92:
+.endm
+
+/* SLOWCALL name, fn: msgtrace_slow_* call the C function fn with every register as it was:
+ * x0-x18, q0-q31 in full, NZCV, FPSR and FPCR saved on the stack (688 bytes, 16-aligned), so C
+ * may run under a traced call's arguments or return values. Called with bl: the caller saves
+ * its own x30. */
+.macro SLOWCALL name, fn
+FUNC(\name)
+	.cfi_startproc
+	stp x29, x30, [sp, #-16]!
+	.cfi_def_cfa_offset 16
+	.cfi_offset x29, -16
+	.cfi_offset x30, -8
+	mov x29, sp
+	sub sp, sp, #688
+	stp x0, x1, [sp, #0]
+	stp x2, x3, [sp, #16]
+	stp x4, x5, [sp, #32]
+	stp x6, x7, [sp, #48]
+	stp x8, x9, [sp, #64]
+	stp x10, x11, [sp, #80]
+	stp x12, x13, [sp, #96]
+	stp x14, x15, [sp, #112]
+	stp x16, x17, [sp, #128]
+	mrs x0, nzcv
+	stp x18, x0, [sp, #144]
+	mrs x0, fpsr
+	mrs x1, fpcr
+	stp x0, x1, [sp, #160]
+	stp q0, q1, [sp, #176]
+	stp q2, q3, [sp, #208]
+	stp q4, q5, [sp, #240]
+	stp q6, q7, [sp, #272]
+	stp q8, q9, [sp, #304]
+	stp q10, q11, [sp, #336]
+	stp q12, q13, [sp, #368]
+	stp q14, q15, [sp, #400]
+	stp q16, q17, [sp, #432]
+	stp q18, q19, [sp, #464]
+	stp q20, q21, [sp, #496]
+	stp q22, q23, [sp, #528]
+	stp q24, q25, [sp, #560]
+	stp q26, q27, [sp, #592]
+	stp q28, q29, [sp, #624]
+	stp q30, q31, [sp, #656]
+	bl SYM(\fn)
+	ldp q0, q1, [sp, #176]
+	ldp q2, q3, [sp, #208]
+	ldp q4, q5, [sp, #240]
+	ldp q6, q7, [sp, #272]
+	ldp q8, q9, [sp, #304]
+	ldp q10, q11, [sp, #336]
+	ldp q12, q13, [sp, #368]
+	ldp q14, q15, [sp, #400]
+	ldp q16, q17, [sp, #432]
+	ldp q18, q19, [sp, #464]
+	ldp q20, q21, [sp, #496]
+	ldp q22, q23, [sp, #528]
+	ldp q24, q25, [sp, #560]
+	ldp q26, q27, [sp, #592]
+	ldp q28, q29, [sp, #624]
+	ldp q30, q31, [sp, #656]
+	ldp x0, x1, [sp, #160]
+	msr fpsr, x0
+	msr fpcr, x1
+	ldp x18, x0, [sp, #144]
+	msr nzcv, x0
+	ldp x0, x1, [sp, #0]
+	ldp x2, x3, [sp, #16]
+	ldp x4, x5, [sp, #32]
+	ldp x6, x7, [sp, #48]
+	ldp x8, x9, [sp, #64]
+	ldp x10, x11, [sp, #80]
+	ldp x12, x13, [sp, #96]
+	ldp x14, x15, [sp, #112]
+	ldp x16, x17, [sp, #128]
+	mov sp, x29
+	ldp x29, x30, [sp], #16
+	.cfi_def_cfa_offset 0
+	.cfi_restore x29
+	.cfi_restore x30
+	ret
+	.cfi_endproc
+END(\name)
 .endm
 
 /* INTERPOSE name, orig, super: receiver (super = 0) or objc_super pointer (super = 1) in x0,
@@ -148,7 +248,7 @@ FUNC(\name)
 	b.eq 2b
 65:	mrs x14, CNTVCT_EL0
 66:	sub x10, x10, #ENTRY_SIZE
-	CLOSE_ONE
+	CLOSE_ONE 1
 	str x10, [x9, #T_TOP]
 	cmp x10, x11
 	b.eq 1b
@@ -167,31 +267,12 @@ FUNC(\name)
 	str x12, [x9, #T_OVERFLOW]
 	b 9f
 
-8:	/* register this thread: a C call, so save x0-x8, lr and q0-q7 (224 bytes, 16-aligned) */
-	stp x29, x30, [sp, #-224]!
-	.cfi_def_cfa_offset 224
-	.cfi_offset x29, -224
-	.cfi_offset x30, -216
-	stp x0, x1, [sp, #16]
-	stp x2, x3, [sp, #32]
-	stp x4, x5, [sp, #48]
-	stp x6, x7, [sp, #64]
-	str x8, [sp, #80]
-	stp q0, q1, [sp, #96]
-	stp q2, q3, [sp, #128]
-	stp q4, q5, [sp, #160]
-	stp q6, q7, [sp, #192]
-	bl SYM(msgtrace_register_thread)
-	ldp x0, x1, [sp, #16]
-	ldp x2, x3, [sp, #32]
-	ldp x4, x5, [sp, #48]
-	ldp x6, x7, [sp, #64]
-	ldr x8, [sp, #80]
-	ldp q0, q1, [sp, #96]
-	ldp q2, q3, [sp, #128]
-	ldp q4, q5, [sp, #160]
-	ldp q6, q7, [sp, #192]
-	ldp x29, x30, [sp], #224
+8:	stp x29, x30, [sp, #-16]!               /* first traced call of this thread: C with */
+	.cfi_def_cfa_offset 16                  /* every register kept; x30 saved here */
+	.cfi_offset x29, -16
+	.cfi_offset x30, -8
+	bl SYM(msgtrace_slow_register)
+	ldp x29, x30, [sp], #16
 	.cfi_def_cfa_offset 0
 	.cfi_restore x29
 	.cfi_restore x30
@@ -204,6 +285,8 @@ END(\name)
 .endm
 
 	.text
+SLOWCALL msgtrace_slow_register, msgtrace_register_thread
+SLOWCALL msgtrace_slow_chunk, msgtrace_chunk_full
 INTERPOSE msgtrace_objc_msgSend,       msgtrace_orig_objc_msgSend,       0
 INTERPOSE msgtrace_objc_msgSendSuper2, msgtrace_orig_objc_msgSendSuper2, 1
 
@@ -231,10 +314,15 @@ LOCAL(after):             /* local: ADR to a global needs a relocation Mach-O la
 	ldr x10, [x9, #T_TOP]
 	cmp x10, x11
 	b.hi 5f                                 /* entries above ours never returned */
-3:	ldp x12, x13, [x9, #T_REC_CUR]          /* record {start, end, class, sel} */
+3:	ldr x15, [x19, #E_START]                /* x16 = duration */
+	sub x16, x14, x15
+	LOAD_GLOBAL x13, msgtrace_min_ticks
+	cmp x16, x13
+	b.lo 6f                                 /* shorter than MSGTRACE_MIN_US: not recorded */
+	ldp x12, x13, [x9, #T_REC_CUR]          /* record {start, end, class, sel} */
 	cmp x12, x13
 	b.hs 4f
-	ldr x15, [x19, #E_START]
+31:	ldr x15, [x19, #E_START]
 	stp x15, x14, [x12, #R_START]
 	ldp x15, x16, [x19, #E_CLS]
 	stp x15, x16, [x12, #R_CLS]
@@ -242,7 +330,15 @@ LOCAL(after):             /* local: ADR to a global needs a relocation Mach-O la
 	add x13, x9, #T_REC_CUR
 	stlr x12, [x13]                         /* publish after the fields */
 	b 6f
-4:	ldr x12, [x9, #T_DROPPED]               /* buffer full: drop and count */
+4:	stp x29, x30, [sp, #-16]!               /* chunk full: slow path, every register kept */
+	.cfi_adjust_cfa_offset 16
+	bl SYM(msgtrace_slow_chunk)
+	ldp x29, x30, [sp], #16
+	.cfi_adjust_cfa_offset -16
+	ldp x12, x13, [x9, #T_REC_CUR]
+	cmp x12, x13
+	b.lo 31b
+	ldr x12, [x9, #T_DROPPED]               /* no chunk (MSGTRACE_FULL=drop): drop and count */
 	add x12, x12, #1
 	str x12, [x9, #T_DROPPED]
 6:	ldr x30, [x19, #E_RET]                  /* caller's return address */
@@ -255,7 +351,7 @@ LOCAL(after):             /* local: ADR to a global needs a relocation Mach-O la
 	ret
 
 5:	sub x10, x10, #ENTRY_SIZE               /* close entries above ours */
-	CLOSE_ONE
+	CLOSE_ONE 0
 	cmp x10, x11
 	b.hi 5b
 	str x10, [x9, #T_TOP]

@@ -1,24 +1,30 @@
 /*
- * msgtrace interposer runtime: thread registration (the one slow path of the interposers) and
- * access to what they recorded. Nothing here runs per call.
+ * msgtrace interposer runtime, the threads' side: registration (the first traced call of a
+ * thread), the chunk pool and the chunk switch (a full chunk), thread exit. Called from the
+ * assembly's slow paths through msgtrace_slow_* with every register preserved, so C may do
+ * anything here, except take a lock a signal handler on this thread could want.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pthread_getname_np */
 #endif
-#include "rt.h"
+#include "rt_internal.h"
 
-#include <pthread.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 #if defined(__APPLE__)
-#include <stdint.h>
 extern int pthread_threadid_np(pthread_t, uint64_t *);
 extern int pthread_main_np(void);
 extern int pthread_getname_np(pthread_t, char *, size_t);
 #else
 #include <sys/syscall.h>
-#include <unistd.h>
+#endif
+#if defined(__x86_64__)
+#include <cpuid.h>
 #endif
 
 _Static_assert(offsetof(struct mt_entry, ret) == E_RET, "E_RET");
@@ -42,6 +48,8 @@ _Static_assert(offsetof(struct mt_thread, scratch) == T_SCRATCH, "T_SCRATCH");
 _Static_assert(offsetof(struct mt_thread, stack) == T_STACK, "T_STACK");
 
 volatile uint32_t msgtrace_active;
+uint64_t msgtrace_min_ticks;
+uint64_t msgtrace_xsave_size;
 /* The class is read inline as isa & mask (what object_getClass does for ordinary objects); a
  * tagged pointer has no isa and keeps the receiver itself. Masks from the Objective-C runtime's
  * ISA_MASK and tagged-pointer bit; elsewhere (the test runtime, GNUstep) isa is the class. */
@@ -62,141 +70,468 @@ void *msgtrace_orig_objc_msgSend, *msgtrace_orig_objc_msgSendSuper2;
 void *msgtrace_orig_objc_msgSend_stret, *msgtrace_orig_objc_msgSend_fpret;
 void *msgtrace_orig_objc_msgSend_fp2ret, *msgtrace_orig_objc_msgSendSuper2_stret;
 
+static void thread_exit(void *);
+
+/* A thread's state is found through TLS by the assembly; a pthread key with a destructor
+ * tells us when the thread goes. */
+static pthread_key_t exit_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 #if defined(__APPLE__)
-/* darwin: a pthread key whose slot the assembly reads straight from the thread's TSD area
+/* darwin: the key's slot is what the assembly reads straight from the thread's TSD area
  * (%gs:key*8 on x86_64, TPIDRRO_EL0 on arm64): no call on the hot path. */
 uint64_t msgtrace_tsd_key MT_HIDDEN;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static void make_key(void) {
-	pthread_key_t k;
-	if (pthread_key_create(&k, NULL) == 0)
-		msgtrace_tsd_key = k;
+	if (pthread_key_create(&exit_key, thread_exit) == 0)
+		msgtrace_tsd_key = exit_key;
 }
-static void set_self(struct mt_thread *t) {
+static void set_self(struct mt_thread *t, int track_exit) {
+	(void)track_exit;
 	pthread_once(&key_once, make_key);
-	pthread_setspecific((pthread_key_t)msgtrace_tsd_key, t);
+	pthread_setspecific(exit_key, t);
 }
 static struct mt_thread *get_self(void) {
 	pthread_once(&key_once, make_key);
-	return pthread_getspecific((pthread_key_t)msgtrace_tsd_key);
+	return pthread_getspecific(exit_key);
 }
-static uint64_t thread_id(void) {
+uint64_t msgtrace_thread_id(void) {
 	uint64_t id = 0;
 	pthread_threadid_np(NULL, &id);
 	return id;
 }
 #else
-/* ELF: an initial-exec TLS variable, read by the assembly as %fs:offset / TPIDR_EL0+offset. */
+/* ELF: an initial-exec TLS variable, read by the assembly as %fs:offset / TPIDR_EL0+offset;
+ * the key only carries the destructor. */
 __thread struct mt_thread *msgtrace_tls __attribute__((tls_model("initial-exec")));
-static void set_self(struct mt_thread *t) { msgtrace_tls = t; }
+static void make_key(void) { pthread_key_create(&exit_key, thread_exit); }
+static void set_self(struct mt_thread *t, int track_exit) {
+	msgtrace_tls = t;
+	if (track_exit) {
+		pthread_once(&key_once, make_key);
+		pthread_setspecific(exit_key, t);
+	}
+}
 static struct mt_thread *get_self(void) { return msgtrace_tls; }
-static uint64_t thread_id(void) { return (uint64_t)syscall(SYS_gettid); }
+uint64_t msgtrace_thread_id(void) { return (uint64_t)syscall(SYS_gettid); }
 #endif
 
-/* Registry of every thread that made a traced call; records outlive their threads. */
-struct mt_thread_info {
-	struct mt_thread_info *next;
-	uint64_t tid;
-	int main;
-	char name[64];
-	struct mt_record *records;
-	struct mt_thread t; /* last: its shadow stack follows */
-};
+/* Threads we could not give state to, and threads on their way out: always pass through. */
+static struct mt_thread untraced = {.busy = 1};
+void msgtrace_set_untraced_self(void) { set_self(&untraced, 0); }
 
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct mt_thread_info *registry;
+pthread_mutex_t msgtrace_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+struct mt_thread_info *msgtrace_registry;
+uint64_t msgtrace_exited_totals[4];
 static uint32_t cfg_depth = 512;
-static uint64_t cfg_records = 1 << 16;
-static struct mt_thread untraced = {.busy = 1}; /* threads we could not give buffers to */
+static uint64_t cfg_pool_bytes = 32ull << 20;
+static uint32_t cfg_chunk_bytes = 64 << 10;
+static int cfg_drop = 1; /* no drain yet: nothing would ever free a chunk */
+static uint64_t threads_registered, waits, wait_ticks;
+uint32_t msgtrace_chunk_records;
+volatile int msgtrace_drain_running;
+volatile int msgtrace_drain_urgent;
 
-int msgtrace_configure(uint32_t stack_depth, uint64_t buffer_records) {
-	if (stack_depth == 0 || buffer_records == 0)
+/* ---- the pool ----
+ * One reserved region, carved into chunks as they are needed (faulted in by the drain ahead of
+ * the threads where it can), up to the cap. Free chunks form a lock-free stack of indices whose
+ * head carries a version count in its upper half (no ABA: a chunk popped and pushed back
+ * changes the version). */
+static char *pool_base;
+static uint64_t pool_chunk_bytes;
+static uint32_t pool_cap, pool_made;
+static uint64_t free_head; /* version << 32 | (index + 1) */
+static uint32_t free_count;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* reserving the region */
+
+static struct mt_chunk *chunk_at(uint32_t i) { return (struct mt_chunk *)(pool_base + (uint64_t)i * pool_chunk_bytes); }
+static uint32_t chunk_index(struct mt_chunk *c) { return (uint32_t)(((char *)c - pool_base) / pool_chunk_bytes); }
+
+int msgtrace_configure(uint32_t stack_depth, uint64_t pool_bytes, uint32_t chunk_bytes) {
+	if (stack_depth == 0 || stack_depth > (1u << 20) || chunk_bytes < 4096 || chunk_bytes > (16u << 20) ||
+	    (chunk_bytes & (chunk_bytes - 1)) || pool_bytes < chunk_bytes || pool_bytes > (64ull << 30))
 		return -1;
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&pool_lock);
 	cfg_depth = stack_depth;
-	cfg_records = buffer_records;
-	pthread_mutex_unlock(&registry_lock);
+	if (!pool_base) { /* sizes are fixed once the region exists */
+		cfg_pool_bytes = pool_bytes;
+		cfg_chunk_bytes = chunk_bytes;
+	}
+	pthread_mutex_unlock(&pool_lock);
 	return 0;
+}
+
+void msgtrace_set_full_policy(int drop) { __atomic_store_n(&cfg_drop, drop, __ATOMIC_RELEASE); }
+
+static int pool_reserve(void) {
+	if (__atomic_load_n(&pool_base, __ATOMIC_ACQUIRE))
+		return 0;
+	pthread_mutex_lock(&pool_lock);
+	if (!pool_base) {
+		uint64_t cap = cfg_pool_bytes / cfg_chunk_bytes;
+		void *p = mmap(NULL, cap * cfg_chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON
+#ifdef MAP_NORESERVE
+				| MAP_NORESERVE
+#endif
+			       , -1, 0);
+		if (p != MAP_FAILED) {
+			pool_chunk_bytes = cfg_chunk_bytes;
+			pool_cap = (uint32_t)cap;
+			msgtrace_chunk_records = (uint32_t)((cfg_chunk_bytes - sizeof(struct mt_chunk)) / sizeof(struct mt_record));
+			__atomic_store_n(&pool_base, (char *)p, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&pool_lock);
+	return pool_base ? 0 : -1;
+}
+
+void msgtrace_pool_push(struct mt_chunk *c) {
+	uint32_t i = chunk_index(c);
+	c->owner = NULL;
+	c->qnext = NULL;
+	c->last = 0;
+	uint64_t h = __atomic_load_n(&free_head, __ATOMIC_ACQUIRE);
+	for (;;) {
+		c->next_free = (uint32_t)h;
+		uint64_t n = ((h >> 32) + 1) << 32 | (uint64_t)(i + 1);
+		if (__atomic_compare_exchange_n(&free_head, &h, n, 1, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+			break;
+	}
+	__atomic_add_fetch(&free_count, 1, __ATOMIC_RELAXED);
+}
+
+struct mt_chunk *msgtrace_pool_pop(void) {
+	if (!pool_base)
+		return NULL;
+	uint64_t h = __atomic_load_n(&free_head, __ATOMIC_ACQUIRE);
+	for (;;) {
+		uint32_t i = (uint32_t)h;
+		if (i == 0)
+			return NULL;
+		/* the chunk stays mapped whatever happens to it: a stale read only fails the CAS */
+		uint32_t next = __atomic_load_n(&chunk_at(i - 1)->next_free, __ATOMIC_RELAXED);
+		uint64_t n = ((h >> 32) + 1) << 32 | next;
+		if (__atomic_compare_exchange_n(&free_head, &h, n, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			__atomic_sub_fetch(&free_count, 1, __ATOMIC_RELAXED);
+			return chunk_at(i - 1);
+		}
+	}
+}
+
+/* Carves one more chunk out of the region, touching every page of it (first touch is the
+ * expensive part: better the drain than a recording thread). NULL at the cap. */
+static struct mt_chunk *pool_make(void) {
+	if (pool_reserve() != 0)
+		return NULL;
+	uint32_t i = __atomic_load_n(&pool_made, __ATOMIC_RELAXED);
+	do {
+		if (i >= pool_cap)
+			return NULL;
+	} while (!__atomic_compare_exchange_n(&pool_made, &i, i + 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+	struct mt_chunk *c = chunk_at(i);
+	for (uint64_t off = 0; off < pool_chunk_bytes; off += 4096)
+		((volatile char *)c)[off] = 0;
+	return c;
+}
+
+int msgtrace_pool_grow(int n) {
+	int made = 0;
+	for (; made < n; made++) {
+		struct mt_chunk *c = pool_make();
+		if (!c)
+			break;
+		msgtrace_pool_push(c);
+	}
+	return made;
+}
+uint32_t msgtrace_pool_free_count(void) { return __atomic_load_n(&free_count, __ATOMIC_RELAXED); }
+uint32_t msgtrace_pool_made(void) { return __atomic_load_n(&pool_made, __ATOMIC_RELAXED); }
+uint32_t msgtrace_pool_cap(void) { return pool_cap; }
+
+/* ---- handed-over chunks: a lock-free stack the drain empties at once ---- */
+static struct mt_chunk *handed;
+
+static void hand_over(struct mt_chunk *c) {
+	struct mt_chunk *h = __atomic_load_n(&handed, __ATOMIC_RELAXED);
+	do
+		c->qnext = h;
+	while (!__atomic_compare_exchange_n(&handed, &h, c, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
+struct mt_chunk *msgtrace_take_handed(void) {
+	struct mt_chunk *c = __atomic_exchange_n(&handed, NULL, __ATOMIC_ACQUIRE), *rev = NULL;
+	while (c) { /* newest first: reverse, so each thread's chunks come in order */
+		struct mt_chunk *n = c->qnext;
+		c->qnext = rev;
+		rev = c;
+		c = n;
+	}
+	return rev;
+}
+
+/* ---- a thread's chunks ---- */
+
+static struct mt_thread_info *info_of(struct mt_thread *t) {
+	return (struct mt_thread_info *)((char *)t - offsetof(struct mt_thread_info, t));
+}
+
+static void sleep_us(long us) {
+	struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+	nanosleep(&ts, NULL);
+}
+
+/* A record written from C (marks, calls closed at thread exit), or dropped and counted. */
+static void put(struct mt_thread_info *i, struct mt_record r);
+
+/* Gives the thread a new chunk: from the pool, or a fresh one while under the cap, or (no
+ * drain or MSGTRACE_FULL=drop) none; otherwise it waits for the drain to free one, and the
+ * wait goes on its timeline. Marks for what happened since the last chunk come first. */
+static void next_chunk(struct mt_thread_info *i) {
+	struct mt_thread *t = &i->t;
+	struct mt_chunk *old = i->chunk;
+	if (old) {
+		old->used = t->rec_cur;
+		i->handed += (uint64_t)(t->rec_cur - old->rec);
+		i->chunk = NULL;
+		t->rec_cur = t->rec_end = NULL;
+		hand_over(old);
+	}
+	uint64_t wait_start = 0;
+	struct mt_chunk *c = msgtrace_pool_pop();
+	if (!c)
+		c = pool_make();
+	if (!c && !__atomic_load_n(&cfg_drop, __ATOMIC_ACQUIRE) && msgtrace_drain_running) {
+		wait_start = msgtrace_now_ticks();
+		msgtrace_drain_urgent = 1;
+		long us = 20;
+		while (!(c = msgtrace_pool_pop()) && msgtrace_drain_running) {
+			sleep_us(us);
+			if (us < 1000)
+				us *= 2;
+		}
+	}
+	if (!c) {
+		if (t->dropped == i->lost_reported && !i->lost_since)
+			i->lost_since = msgtrace_now_ticks();
+		return;
+	}
+	c->owner = i;
+	c->used = NULL;
+	c->drained = c->rec;
+	c->last = 0;
+	t->rec_end = c->rec + msgtrace_chunk_records;
+	__atomic_store_n(&i->chunk, c, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->rec_cur, c->rec, __ATOMIC_RELEASE);
+	uint64_t now = msgtrace_now_ticks();
+	if (wait_start) {
+		__atomic_add_fetch(&waits, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&wait_ticks, now - wait_start, __ATOMIC_RELAXED);
+		put(i, (struct mt_record){wait_start, now, (uint64_t)MARK_WAIT | (uint64_t)F_MARK << FLAG_SHIFT, 0});
+	}
+	if (t->dropped != i->lost_reported) {
+		uint64_t n = t->dropped - i->lost_reported;
+		i->lost_reported = t->dropped;
+		put(i, (struct mt_record){i->lost_since ? i->lost_since : now, now, (uint64_t)MARK_LOST | (uint64_t)F_MARK << FLAG_SHIFT, n});
+		i->lost_since = 0;
+	}
+	if (t->overflow != i->overflow_reported) {
+		uint64_t n = t->overflow - i->overflow_reported;
+		i->overflow_reported = t->overflow;
+		put(i, (struct mt_record){now, now, (uint64_t)MARK_OVERFLOW | (uint64_t)F_MARK << FLAG_SHIFT, n});
+	}
+}
+
+static void put(struct mt_thread_info *i, struct mt_record r) {
+	struct mt_thread *t = &i->t;
+	if (t->rec_cur >= t->rec_end) {
+		if (r.cls >> FLAG_SHIFT & F_MARK)
+			return; /* no room for a mark: it is made again with the next chunk */
+		next_chunk(i);
+		if (t->rec_cur >= t->rec_end) {
+			t->dropped++;
+			return;
+		}
+	}
+	*t->rec_cur = r;
+	if (r.cls >> FLAG_SHIFT & F_MARK)
+		i->marks++;
+	__atomic_store_n(&t->rec_cur, t->rec_cur + 1, __ATOMIC_RELEASE);
+}
+
+/* Slow path: the thread's chunk is full (or it has none). */
+void msgtrace_chunk_full(void) {
+	struct mt_thread *t = get_self();
+	if (!t || t == &untraced)
+		return;
+	t->busy++;
+	next_chunk(info_of(t));
+	t->busy--;
 }
 
 struct mt_thread *msgtrace_current_thread(void) { return get_self(); }
 
-struct mt_thread *msgtrace_register_thread(void) {
-	struct mt_thread *self = get_self();
-	if (self)
-		return self;
-	pthread_mutex_lock(&registry_lock);
+/* Slow path: the first traced call of this thread. */
+void msgtrace_register_thread(void) {
+	if (get_self())
+		return;
+	set_self(&untraced, 0); /* a signal handler's sends pass through meanwhile */
+	pthread_mutex_lock(&pool_lock);
 	uint32_t depth = cfg_depth;
-	uint64_t nrec = cfg_records;
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&pool_lock);
 	struct mt_thread_info *info = calloc(1, sizeof *info + (size_t)depth * sizeof(struct mt_entry));
-	struct mt_record *rec = malloc(nrec * sizeof(struct mt_record));
-	if (!info || !rec) {
+	if (!info || pool_reserve() != 0) {
 		free(info);
-		free(rec);
-		set_self(&untraced);
-		return &untraced;
+		return; /* stays untraced */
 	}
-	info->tid = thread_id();
+	info->tid = msgtrace_thread_id();
+	info->pt = pthread_self();
 	pthread_getname_np(pthread_self(), info->name, sizeof info->name);
 #if defined(__APPLE__)
 	info->main = pthread_main_np();
 #else
 	info->main = info->tid == (uint64_t)getpid();
 #endif
-	info->records = rec;
 	struct mt_thread *t = &info->t;
 	t->base = t->top = t->stack;
 	t->limit = t->stack + depth;
-	t->rec_cur = rec;
-	t->rec_end = rec + nrec;
-	pthread_mutex_lock(&registry_lock);
-	info->next = registry;
-	registry = info;
-	pthread_mutex_unlock(&registry_lock);
-	set_self(t);
-	return t;
+	t->busy = 1;
+	pthread_mutex_lock(&msgtrace_registry_lock);
+	info->next = msgtrace_registry;
+	msgtrace_registry = info;
+	threads_registered++;
+	pthread_mutex_unlock(&msgtrace_registry_lock);
+	next_chunk(info);
+	t->busy = 0;
+	set_self(t, 1);
 }
 
-size_t msgtrace_snapshot(struct mt_snapshot *out, size_t max) {
-	size_t n = 0;
-	pthread_mutex_lock(&registry_lock);
-	for (struct mt_thread_info *i = registry; i; i = i->next, n++) {
-		if (n >= max)
-			continue;
-		out[n].tid = i->tid;
-		out[n].main = i->main;
-		memcpy(out[n].name, i->name, sizeof out[n].name);
-		out[n].records = i->records;
-		out[n].count = (uint64_t)(__atomic_load_n(&i->t.rec_cur, __ATOMIC_ACQUIRE) - i->records);
-		out[n].dropped = __atomic_load_n(&i->t.dropped, __ATOMIC_RELAXED);
-		out[n].overflow = __atomic_load_n(&i->t.overflow, __ATOMIC_RELAXED);
+/* TLS destructor: calls still open are closed as unwound (pthread_exit, a cancellation), the
+ * last chunk goes to the drain, which frees the state. */
+static void thread_exit(void *p) {
+	struct mt_thread *t = p;
+	if (!t || t == &untraced)
+		return;
+	struct mt_thread_info *i = info_of(t);
+	set_self(&untraced, 0); /* later destructors' sends pass through */
+	t->busy = 1;
+	uint64_t now = msgtrace_now_ticks();
+	while (t->top > t->base) {
+		struct mt_entry *e = --t->top;
+		put(i, (struct mt_record){e->start, now, e->cls | (uint64_t)F_UNWOUND << FLAG_SHIFT, e->sel});
 	}
-	pthread_mutex_unlock(&registry_lock);
-	return n;
+	struct mt_chunk *c = i->chunk;
+	if (!c) { /* no chunk to carry the news: take one if any, else the drain finds exited */
+		c = msgtrace_pool_pop();
+		if (c) {
+			c->owner = i;
+			c->drained = c->rec;
+			t->rec_cur = t->rec_end = c->rec;
+			i->chunk = c;
+		}
+	}
+	if (c) {
+		c->used = t->rec_cur;
+		c->last = 1;
+		i->handed += (uint64_t)(t->rec_cur - c->rec);
+		i->chunk = NULL;
+		__atomic_store_n(&i->exited, 1, __ATOMIC_RELEASE);
+		hand_over(c);
+	} else {
+		__atomic_store_n(&i->exited, 2, __ATOMIC_RELEASE); /* exited without a last chunk */
+	}
 }
 
-void msgtrace_visit(mt_visit_fn fn, void *ctx) {
-	pthread_mutex_lock(&registry_lock);
-	for (struct mt_thread_info *i = registry; i; i = i->next)
-		fn(ctx, i->tid, i->records, (uint64_t)(__atomic_load_n(&i->t.rec_cur, __ATOMIC_ACQUIRE) - i->records),
-		   __atomic_load_n(&i->t.dropped, __ATOMIC_RELAXED), __atomic_load_n(&i->t.overflow, __ATOMIC_RELAXED));
-	pthread_mutex_unlock(&registry_lock);
-}
-
-static void count(void *ctx, uint64_t tid, const struct mt_record *r, uint64_t n, uint64_t dropped, uint64_t overflow) {
-	(void)tid;
-	(void)r;
-	struct mt_counters *c = ctx;
-	c->threads++;
-	c->recorded += n;
-	c->dropped += dropped;
-	c->overflow += overflow;
+/* Totals of a thread the drain is about to free. */
+void msgtrace_thread_gone_mark(struct mt_thread_info *i) {
+	msgtrace_exited_totals[0] += i->handed;
+	msgtrace_exited_totals[1] += i->marks;
+	msgtrace_exited_totals[2] += i->t.dropped;
+	msgtrace_exited_totals[3] += i->t.overflow;
 }
 
 void msgtrace_counters(struct mt_counters *c) {
 	memset(c, 0, sizeof *c);
-	msgtrace_visit(count, c);
+	pthread_mutex_lock(&msgtrace_registry_lock);
+	c->threads = threads_registered;
+	uint64_t recs = msgtrace_exited_totals[0], marks = msgtrace_exited_totals[1];
+	c->dropped = msgtrace_exited_totals[2];
+	c->overflow = msgtrace_exited_totals[3];
+	for (struct mt_thread_info *i = msgtrace_registry; i; i = i->next) {
+		struct mt_chunk *ch = __atomic_load_n(&i->chunk, __ATOMIC_ACQUIRE);
+		struct mt_record *cur = __atomic_load_n(&i->t.rec_cur, __ATOMIC_ACQUIRE);
+		recs += __atomic_load_n(&i->handed, __ATOMIC_RELAXED);
+		if (ch && cur >= ch->rec && cur <= ch->rec + msgtrace_chunk_records)
+			recs += (uint64_t)(cur - ch->rec);
+		marks += __atomic_load_n(&i->marks, __ATOMIC_RELAXED);
+		c->dropped += __atomic_load_n(&i->t.dropped, __ATOMIC_RELAXED);
+		c->overflow += __atomic_load_n(&i->t.overflow, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&msgtrace_registry_lock);
+	c->recorded = recs - marks;
+	c->waits = __atomic_load_n(&waits, __ATOMIC_RELAXED);
+	c->wait_ticks = __atomic_load_n(&wait_ticks, __ATOMIC_RELAXED);
+	c->chunks = msgtrace_pool_made();
+	c->written = msgtrace_stream_written();
+	c->lost_bytes = msgtrace_stream_lost_bytes();
+}
+
+/* Tests without a drain. */
+void msgtrace_visit(mt_visit_fn fn, void *ctx) {
+	pthread_mutex_lock(&msgtrace_registry_lock);
+	struct mt_chunk *h = __atomic_load_n(&handed, __ATOMIC_ACQUIRE);
+	for (struct mt_chunk *c = h; c; c = c->qnext) {
+		fn(ctx, c->owner ? c->owner->tid : 0, c->rec, (uint64_t)(c->used - c->rec), 0, 0);
+	}
+	for (struct mt_thread_info *i = msgtrace_registry; i; i = i->next) {
+		struct mt_chunk *c = i->chunk;
+		uint64_t n = c ? (uint64_t)(i->t.rec_cur - c->rec) : 0;
+		fn(ctx, i->tid, c ? c->rec : NULL, n, i->t.dropped, i->t.overflow);
+	}
+	pthread_mutex_unlock(&msgtrace_registry_lock);
+}
+
+void msgtrace_recycle_all(void) {
+	for (struct mt_chunk *c = msgtrace_take_handed(), *n; c; c = n) {
+		n = c->qnext;
+		msgtrace_pool_push(c);
+	}
+}
+
+/* Child after fork: only the forking thread exists. Other threads' state and every chunk
+ * handed over belong to the parent's stream; the forking thread's current chunk continues
+ * from where it is (the drain starts it where the fork left it). */
+void msgtrace_reset_after_fork(void) {
+	pthread_mutex_init(&msgtrace_registry_lock, NULL);
+	pthread_mutex_init(&pool_lock, NULL);
+	struct mt_thread *self = get_self();
+	struct mt_thread_info *keep = NULL;
+	msgtrace_recycle_all();
+	for (struct mt_thread_info *i = msgtrace_registry, *n; i; i = n) {
+		n = i->next;
+		if (self && &i->t == self) {
+			keep = i;
+			continue;
+		}
+		if (i->chunk)
+			msgtrace_pool_push(i->chunk);
+		free(i); /* its thread does not exist here */
+	}
+	msgtrace_registry = keep;
+	memset(msgtrace_exited_totals, 0, sizeof msgtrace_exited_totals);
+	threads_registered = keep ? 1 : 0;
+	waits = wait_ticks = 0;
+	if (keep) {
+		keep->next = NULL;
+		keep->tid = msgtrace_thread_id();
+		keep->main = 1;
+		keep->announced = 0;
+		keep->snap_top = keep->snap_start = 0;
+		keep->handed = keep->marks = 0;
+		keep->t.dropped = keep->lost_reported = 0;
+		keep->t.overflow = keep->overflow_reported = 0;
+		if (keep->chunk) {
+			keep->chunk->drained = keep->t.rec_cur;
+			keep->handed = -(uint64_t)(keep->t.rec_cur - keep->chunk->rec); /* count from here */
+		}
+	}
 }
 
 uint64_t msgtrace_now_ticks(void) {
@@ -221,4 +556,15 @@ uint64_t msgtrace_tick_hz(void) {
 #else
 	return 0;
 #endif
+}
+
+/* amd64: the size of the XSAVE area for every state component the CPU has (CPUID 0xD), so that the slow paths save every vector register (ymm/zmm upper halves included)
+ * and the x87 stack before calling C; 0 falls back to FXSAVE. */
+__attribute__((constructor)) static void msgtrace_rt_init(void) {
+#if defined(__x86_64__)
+	unsigned a, b, c, d;
+	if (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 27)) /* OSXSAVE */ && __get_cpuid_count(0xd, 0, &a, &b, &c, &d) && c >= 576)
+		msgtrace_xsave_size = (c + 63) & ~63u; /* ECX: every supported component (macOS enables AVX-512 per thread) */
+#endif
+	pthread_once(&key_once, make_key); /* darwin: the assembly reads the key's slot from the first call */
 }

@@ -1,7 +1,13 @@
 /*
  * msgtrace interposer runtime: the per-thread state the assembly interposers read and write.
- * This header is included by the C runtime (rt.c) and by the assembly (msgsend_*.S), so the
- * layout is spelled as offsets; rt.c checks them against the C structs at compile time.
+ * This header is included by the C runtime (rt.c, drain.c) and by the assembly (msgsend_*.S),
+ * so the layout is spelled as offsets; rt.c checks them against the C structs at compile time.
+ *
+ * Records go into chunks: fixed-size blocks taken from a shared pool. A thread writes its
+ * current chunk with a cursor bump and a compare (the hot path); when it is full, the slow
+ * path (msgtrace_slow_chunk, every register preserved) hands it to the drain thread and takes
+ * another from the pool. The drain (drain.c) encodes chunks into the stream file as the program
+ * runs and gives them back to the pool.
  */
 #ifndef MSGTRACE_RT_H
 #define MSGTRACE_RT_H
@@ -28,9 +34,9 @@
 #define T_TOP      0   /* next free shadow entry */
 #define T_LIMIT    8   /* end of the shadow stack */
 #define T_BASE     16  /* first shadow entry */
-#define T_REC_CUR  24  /* next free record */
-#define T_REC_END  32  /* end of the record buffer */
-#define T_DROPPED  40  /* records dropped: buffer full */
+#define T_REC_CUR  24  /* next free record in the current chunk */
+#define T_REC_END  32  /* end of the current chunk */
+#define T_DROPPED  40  /* records dropped: no buffer space (MSGTRACE_FULL=drop) */
 #define T_OVERFLOW 48  /* calls passed through untraced: shadow stack full */
 #define T_BUSY     56  /* non-zero: pass through (excluded thread, or inside the tracer) */
 #define T_SCRATCH  64  /* three words of scratch for the entry slow paths */
@@ -40,9 +46,16 @@
 #define F_SUPER   1  /* class is the objc_super class: the method ran in its superclass */
 #define F_TAGGED  2  /* receiver was a tagged pointer: the field holds the receiver itself */
 #define F_UNWOUND 4  /* the call did not return: closed when an exception or longjmp skipped it */
+#define F_MARK    8  /* not a call: a mark (class bits = kind, selector = count) */
 #define CLS_BITS  48
 #define DEPTH_SHIFT 48
 #define FLAG_SHIFT 60
+
+/* mark kinds (as in the stream format, tracer/stream.go) */
+#define MARK_LOST 1
+#define MARK_WAIT 2
+#define MARK_OVERFLOW 3
+#define MARK_OVERWRITTEN 4
 
 #ifndef __ASSEMBLER__
 #include <stddef.h>
@@ -75,6 +88,8 @@ struct mt_thread {
 extern volatile uint32_t msgtrace_active MT_HIDDEN; /* 0: every call is a pass-through */
 extern uint64_t msgtrace_isa_mask MT_HIDDEN;        /* object's isa & mask = class */
 extern uint64_t msgtrace_tag_mask MT_HIDDEN;        /* receiver & mask != 0: tagged pointer */
+extern uint64_t msgtrace_min_ticks MT_HIDDEN;       /* calls shorter than this are not recorded */
+extern uint64_t msgtrace_xsave_size MT_HIDDEN;      /* amd64: XSAVE area bytes; 0: FXSAVE */
 /* The originals the interposers forward to (set before any slot points at an interposer). */
 extern void *msgtrace_orig_objc_msgSend MT_HIDDEN, *msgtrace_orig_objc_msgSendSuper2 MT_HIDDEN;
 extern void *msgtrace_orig_objc_msgSend_stret MT_HIDDEN, *msgtrace_orig_objc_msgSend_fpret MT_HIDDEN;
@@ -88,31 +103,75 @@ void msgtrace_objc_msgSend_fpret(void);
 void msgtrace_objc_msgSend_fp2ret(void);
 void msgtrace_objc_msgSendSuper2_stret(void);
 
-/* C side (rt.c). */
-struct mt_thread *msgtrace_register_thread(void); /* slow path: first traced call of a thread */
-int msgtrace_configure(uint32_t stack_depth, uint64_t buffer_records);
+/* Slow paths, called by the assembly through msgtrace_slow_* (which preserve every register):
+ * the first traced call of a thread, and a full chunk. */
+void msgtrace_register_thread(void);
+void msgtrace_chunk_full(void);
+
+/* Sizes: shadow stack entries per thread, the pool's cap in bytes, the chunk size in bytes
+ * (power of two, 4 KiB to 16 MiB). Takes effect for chunks and threads made afterwards. */
+int msgtrace_configure(uint32_t stack_depth, uint64_t pool_bytes, uint32_t chunk_bytes);
+/* What a thread does when the pool is empty: 0 waits for the drain (default once the drain
+ * runs; nothing is lost), 1 drops and counts (always, while no drain runs). */
+void msgtrace_set_full_policy(int drop);
+
 struct mt_counters {
-	uint64_t threads, recorded, dropped, overflow;
+	uint64_t threads;  /* threads that registered */
+	uint64_t recorded; /* calls written into chunks */
+	uint64_t dropped;  /* calls not recorded: no chunk */
+	uint64_t overflow; /* calls past the shadow stack */
+	uint64_t waits;    /* times a thread waited for a chunk */
+	uint64_t wait_ticks;
+	uint64_t written;  /* calls the drain encoded into the stream */
+	uint64_t lost_bytes; /* stream bytes that could not be written */
+	uint64_t chunks;   /* chunks made (pool memory in use = chunks * chunk size) */
 };
 void msgtrace_counters(struct mt_counters *c);
-/* Visit every registered thread's records (under the registry lock). */
+
+/* Tests without a drain: visit every chunk still held (current and handed over, not drained). */
 typedef void (*mt_visit_fn)(void *ctx, uint64_t tid, const struct mt_record *r, uint64_t n,
 			    uint64_t dropped, uint64_t overflow);
 void msgtrace_visit(mt_visit_fn fn, void *ctx);
+/* Tests without a drain: every handed-over chunk back to the pool, unread. */
+void msgtrace_recycle_all(void);
 struct mt_thread *msgtrace_current_thread(void);
-/* A copy of every registered thread's bookkeeping (the records themselves are not copied):
- * fills up to max entries and returns the number of threads. */
-struct mt_snapshot {
-	uint64_t tid, count, dropped, overflow;
-	const struct mt_record *records;
-	int main;
-	char name[64];
-};
-size_t msgtrace_snapshot(struct mt_snapshot *out, size_t max);
+
 /* The counter the interposers read (rdtsc / CNTVCT_EL0), and its frequency in Hz where the
- * hardware says (CNTFRQ_EL0); 0 where it must be calibrated against a clock (x86). */
+ * hardware says (CNTFRQ_EL0); 0 where it must be measured (x86). */
 uint64_t msgtrace_now_ticks(void);
 uint64_t msgtrace_tick_hz(void);
+
+/* Names for the drain: how to turn what the interposers recorded into class and selector
+ * names. Unset fields are looked up in the process (dlsym) the first time they are needed. */
+struct mt_namer {
+	const char *(*class_name)(void *cls);
+	const char *(*sel_name)(void *sel);
+	void *(*object_class)(void *obj);
+	void *(*superclass)(void *cls);
+	int (*is_meta)(void *cls);
+};
+void msgtrace_set_namer(const struct mt_namer *n);
+
+/* The drain (drain.c). */
+struct mt_stream_config {
+	const char *path;    /* stream file; %p pid, %h host name, %t temporary directory, %% */
+	uint32_t period_ms;  /* quiet threads' chunks and open calls collected at least this often */
+	int drop;            /* MSGTRACE_FULL=drop */
+	double min_us;       /* MSGTRACE_MIN_US: applied in the interposer once the tick rate is known */
+	const char *program; /* program name for the process frame ("" = from the system) */
+};
+/* Starts the drain thread; the file is created when there is something to write. Returns 0,
+ * or -1 with a message in msgtrace_stream_error(). */
+int msgtrace_stream_start(const struct mt_stream_config *cfg);
+/* Everything recorded so far (partial chunks, open calls) is written before this returns. */
+int msgtrace_stream_flush(void);
+/* Final flush, end frame, file closed, drain stopped. Safe to call more than once. */
+int msgtrace_stream_close(void);
+/* The stream file's path in this process ("" before anything was written). */
+const char *msgtrace_stream_path(void);
+const char *msgtrace_stream_error(void);
+/* Expands a path pattern for a pid; returns 0 or -1 (unknown %-sequence, too long). */
+int msgtrace_expand_path(const char *pattern, long pid, char *out, size_t n);
 #ifdef __cplusplus
 }
 #endif

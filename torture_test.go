@@ -219,8 +219,8 @@ func (tg target) buildC(t *testing.T, name, src string, extra ...string) string 
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, name)
-	args := append([]string{"-O2", "-g", "-Wall", "-Wno-unused-function", "-Wno-cast-function-type", "-I.", "-Itestdata/interposer", "-o", bin, c, "rt.c",
-		"msgsend_" + tg.arch + ".S", "testdata/interposer/runtime_" + tg.arch + ".S", "-lpthread"}, tg.flags...)
+	args := append([]string{"-O2", "-g", "-Wall", "-Wno-unused-function", "-Wno-cast-function-type", "-I.", "-Itestdata/interposer", "-o", bin, c, "rt.c", "drain.c",
+		"msgsend_" + tg.arch + ".S", "testdata/interposer/runtime_" + tg.arch + ".S", "-lpthread", "-ldl"}, tg.flags...)
 	if out, err := exec.Command(tg.cc, append(args, extra...)...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", tg.cc, err, out)
 	}
@@ -292,11 +292,11 @@ func TestCxxExceptionThroughInterposer(t *testing.T) {
 		var cmd *exec.Cmd
 		if tg.arch == "amd64" {
 			cmd = exec.Command("clang++-19", append([]string{"-O2", "-g", "-stdlib=libc++", "-unwindlib=libunwind", "-rtlib=compiler-rt"},
-				append(srcs, "-x", "c", "rt.c", "-x", "assembler-with-cpp", "msgsend_amd64.S", "testdata/interposer/runtime_amd64.S", "-lpthread")...)...)
+				append(srcs, "-x", "c", "rt.c", "drain.c", "-x", "assembler-with-cpp", "msgsend_amd64.S", "testdata/interposer/runtime_amd64.S", "-lpthread")...)...)
 		} else {
 			zig := filepath.Join(testfiles.Root(t), ".tools", "zig", "zig")
 			cmd = exec.Command(zig, append([]string{"c++", "-target", "aarch64-linux-musl", "-O2", "-g"},
-				append(srcs, "rt.c", "msgsend_arm64.S", "testdata/interposer/runtime_arm64.S")...)...)
+				append(srcs, "rt.c", "drain.c", "msgsend_arm64.S", "testdata/interposer/runtime_arm64.S")...)...)
 		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v\n%s", cmd.Path, err, out)

@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-gcc -O2 -Wno-cast-function-type -I. -Itestdata/interposer -o "$out/bench" testdata/interposer/bench.c rt.c \
+gcc -O2 -Wno-cast-function-type -I. -Itestdata/interposer -o "$out/bench" testdata/interposer/bench.c rt.c drain.c \
 	msgsend_amd64.S testdata/interposer/runtime_amd64.S testdata/interposer/rn_amd64.S -lpthread
 "$out/bench"

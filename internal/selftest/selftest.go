@@ -15,6 +15,9 @@ import "unsafe"
 // thread named "worker". It returns the workload's checksum (14).
 func Run() int { return int(C.selftest_run()) }
 
+// UseNamer makes the recorder's drain name the selftest classes and selectors.
+func UseNamer() { C.selftest_use_namer() }
+
 // Namer names the selftest classes (selectors are C strings).
 type Namer struct{}
 

@@ -7,3 +7,4 @@ struct st_class {
 	intptr_t meta;
 };
 int selftest_run(void);
+void selftest_use_namer(void);

@@ -4,26 +4,42 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/msgtrace/msgtrace/internal/selftest"
 	"github.com/msgtrace/msgtrace/tracer"
 )
 
-// TestWriteRawRealRun traces a real run through the interposers in this process, writes the
-// raw dump with WriteRaw, converts it with the tracer, and checks the call tree: names (a super
-// call named by the class whose method ran, a class method with +), nesting, the sleeping
+// TestStreamRealRun traces a real run through the interposers in this process with the drain
+// writing the stream, converts the file with the tracer, and checks the call tree: names (a
+// super call named by the class whose method ran, a class method with +), nesting, the sleeping
 // methods' durations, the worker thread's name and the main thread's flag.
-func TestWriteRawRealRun(t *testing.T) {
+func TestStreamRealRun(t *testing.T) {
+	selftest.UseNamer()
+	path := filepath.Join(t.TempDir(), "run-%p.mtrace")
+	if err := StartStream(StreamConfig{Path: path, PeriodMS: 20}); err != nil {
+		t.Fatal(err)
+	}
 	if got := selftest.Run(); got != 14 {
 		t.Fatalf("workload returned %d through the interposers, want 14", got)
 	}
-	var raw bytes.Buffer
-	if err := WriteRaw(&raw, selftest.Namer{}); err != nil {
+	if err := CloseStream(); err != nil {
 		t.Fatal(err)
 	}
+	want := filepath.Join(filepath.Dir(path), "run-"+strconv.Itoa(os.Getpid())+".mtrace")
+	if StreamPath() != want {
+		t.Fatalf("stream at %q, want %q", StreamPath(), want)
+	}
+	file, err := os.Open(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	st, _ := file.Stat()
 	var out bytes.Buffer
-	tot, err := tracer.Process(bytes.NewReader(raw.Bytes()), tracer.Options{MaxDepth: -1}, tracer.NewChromeSink(&out))
+	tot, err := tracer.Process(file, tracer.Options{MaxDepth: -1}, tracer.NewChromeSink(&out))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,14 +73,14 @@ func TestWriteRawRealRun(t *testing.T) {
 	}
 	// [self measure:] inside -[View layout] run for a Button is named by the receiver's class;
 	// the super call by the class whose method ran
-	want := map[string]int{"-[View layout]": 2, "-[View measure:]": 2, "-[Button measure:]": 2, "+[View make]": 1,
+	wantCalls := map[string]int{"-[View layout]": 2, "-[View measure:]": 2, "-[Button measure:]": 2, "+[View make]": 1,
 		"-[Button layout]": 1, "-[Net fetch:]": 1}
-	for k, v := range want {
+	for k, v := range wantCalls {
 		if count[k] != v {
 			t.Errorf("%s: %d events, want %d (all: %v)", k, count[k], v, count)
 		}
 	}
-	if tot.Kept != 9 || tot.Dropped != 0 {
+	if tot.Kept != 9 || tot.Dropped != 0 || tot.Unended != 0 || tot.BadFrames != 0 {
 		t.Errorf("totals %+v", tot)
 	}
 	for _, d := range append(durs["-[View measure:]"], durs["-[Button measure:]"]...) {
@@ -93,5 +109,9 @@ func TestWriteRawRealRun(t *testing.T) {
 	if !worker {
 		t.Errorf("no thread named worker: %v", threadName)
 	}
-	t.Logf("%d events, %d raw bytes", len(f.TraceEvents), raw.Len())
+	c := ReadCounters()
+	if c.Written != 9 || c.Recorded != 9 || c.Dropped != 0 || c.LostBytes != 0 {
+		t.Errorf("counters %+v", c)
+	}
+	t.Logf("%d events, %d stream bytes", len(f.TraceEvents), st.Size())
 }

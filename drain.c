@@ -1,0 +1,887 @@
+/*
+ * msgtrace drain: one thread that takes the chunks the recording threads hand over, encodes
+ * them into the stream file (format: tracer/stream.go) as the program runs, and gives them
+ * back to the pool. It also collects the partly filled chunks of quiet threads and what each
+ * thread has open (every period), names methods the first time it meets them (in this process:
+ * tagged pointers and classes only resolve here), keeps faulted-in chunks ahead of the
+ * threads, and writes clock frames. Crashing signals ask it for a last pass; a fork starts a
+ * new drain and a new file in the child. Nothing here runs on a recording thread.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "rt_internal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- configuration and state ---- */
+static char path_pattern[4096];
+static char stream_path[4096];
+static char program_name[256];
+static char error_text[4600];
+static uint32_t period_ms = 100;
+static double min_us;
+static int fd = -1;
+static int file_failed;             /* the file could not be created: nothing more is tried */
+static uint64_t lost_bytes, written_calls, written_marks;
+static uint64_t rate_num, rate_den; /* ns = ticks * num / den */
+static uint64_t last_clock_ns;
+static pthread_t drain_thread;
+static pthread_mutex_t drain_mu = PTHREAD_MUTEX_INITIALIZER; /* held during a pass */
+static pthread_mutex_t req_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t req_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t req_seq, done_seq;  /* flush requests (req_mu) */
+static volatile int stop_req, closed;
+static volatile int crash_req, crash_done;
+static int started, atfork_set;
+static struct mt_namer namer;
+static int namer_looked_up;
+
+static uint64_t mono_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static uint64_t wall_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static void sleep_ms(long ms) {
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* ---- CRC-32C (Castagnoli), slicing by 8 ---- */
+static uint32_t crc_table[8][256];
+static void crc_init(void) {
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+		crc_table[0][i] = c;
+	}
+	for (uint32_t i = 0; i < 256; i++)
+		for (int t = 1; t < 8; t++)
+			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+}
+static uint32_t crc_update(uint32_t crc, const unsigned char *p, size_t n) {
+	crc = ~crc;
+	while (n >= 8) {
+		uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+		crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^ crc_table[5][(lo >> 16) & 0xff] ^
+		      crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
+		p += 8;
+		n -= 8;
+	}
+	while (n--)
+		crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
+	return ~crc;
+}
+
+/* ---- growable byte buffers ---- */
+struct buf {
+	unsigned char *p;
+	size_t n, cap;
+};
+static int buf_need(struct buf *b, size_t more) {
+	if (b->n + more <= b->cap)
+		return 0;
+	size_t cap = b->cap ? b->cap : 4096;
+	while (cap < b->n + more)
+		cap *= 2;
+	unsigned char *p = realloc(b->p, cap);
+	if (!p)
+		return -1;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+static void put_bytes(struct buf *b, const void *p, size_t n) {
+	if (buf_need(b, n) == 0) {
+		memcpy(b->p + b->n, p, n);
+		b->n += n;
+	}
+}
+static void put_u32(struct buf *b, uint32_t v) {
+	unsigned char x[4] = {v, v >> 8, v >> 16, v >> 24};
+	put_bytes(b, x, 4);
+}
+static void put_u64(struct buf *b, uint64_t v) {
+	put_u32(b, (uint32_t)v);
+	put_u32(b, (uint32_t)(v >> 32));
+}
+static void put_uv(struct buf *b, uint64_t v) {
+	if (buf_need(b, 10) != 0)
+		return;
+	unsigned char *p = b->p + b->n;
+	while (v >= 0x80) {
+		*p++ = (unsigned char)v | 0x80;
+		v >>= 7;
+	}
+	*p++ = (unsigned char)v;
+	b->n = (size_t)(p - b->p);
+}
+static void put_v(struct buf *b, int64_t v) { put_uv(b, (uint64_t)v << 1 ^ (uint64_t)(v >> 63)); }
+static void put_str(struct buf *b, const char *s) {
+	size_t n = s ? strlen(s) : 0;
+	if (n > 4096)
+		n = 4096;
+	put_uv(b, n);
+	put_bytes(b, s, n);
+}
+
+static struct buf out, payload, methods;
+
+/* A frame into the output buffer: header, CRC-32C over header bytes 4..11 and the payload. */
+static void frame(int kind, const struct buf *pl) {
+	unsigned char h[16] = {'M', 'T', 'S', 'F', (unsigned char)kind, 0, 0, 0};
+	uint32_t n = (uint32_t)pl->n;
+	h[8] = n, h[9] = n >> 8, h[10] = n >> 16, h[11] = n >> 24;
+	uint32_t crc = crc_update(0, h + 4, 8);
+	crc = crc_update(crc, pl->p, pl->n);
+	h[12] = crc, h[13] = crc >> 8, h[14] = crc >> 16, h[15] = crc >> 24;
+	put_bytes(&out, h, 16);
+	put_bytes(&out, pl->p, pl->n);
+}
+
+/* ---- output ---- */
+
+int msgtrace_expand_path(const char *pat, long pid, char *o, size_t n) {
+	size_t k = 0;
+	char tmp[256];
+	for (const char *s = pat; *s; s++) {
+		const char *add = NULL;
+		char one[2] = {*s, 0};
+		if (*s == '%') {
+			s++;
+			switch (*s) {
+			case 'p':
+				snprintf(tmp, sizeof tmp, "%ld", pid);
+				add = tmp;
+				break;
+			case 'h':
+				if (gethostname(tmp, sizeof tmp) != 0)
+					strcpy(tmp, "localhost");
+				tmp[sizeof tmp - 1] = 0;
+				add = tmp;
+				break;
+			case 't':
+				add = getenv("TMPDIR");
+				if (!add || !*add)
+					add = "/tmp";
+				break;
+			case '%':
+				add = "%";
+				break;
+			default:
+				return -1;
+			}
+		} else {
+			add = one;
+		}
+		size_t l = strlen(add);
+		if (k + l + 1 > n)
+			return -1;
+		memcpy(o + k, add, l);
+		k += l;
+	}
+	o[k] = 0;
+	return 0;
+}
+
+static void process_frame(struct buf *b) {
+	b->n = 0;
+	put_u32(b, 1);
+	put_u32(b, 0);
+	put_u64(b, (uint64_t)getpid());
+	put_u64(b, (uint64_t)getppid());
+	char exe[4096] = "";
+#if defined(__linux__)
+	ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	exe[l > 0 ? l : 0] = 0;
+#endif
+	put_str(b, exe);
+	const char *name = program_name;
+	if (!*name) {
+		const char *slash = strrchr(exe, '/');
+		name = slash ? slash + 1 : exe;
+	}
+	put_str(b, name);
+#if defined(__x86_64__)
+	put_str(b, "amd64");
+#elif defined(__aarch64__)
+	put_str(b, "arm64");
+#else
+	put_str(b, "unknown");
+#endif
+#if defined(__APPLE__)
+#include <TargetConditionals.h>
+#if TARGET_OS_IPHONE
+	put_str(b, "ios");
+#else
+	put_str(b, "darwin");
+#endif
+#else
+	put_str(b, "linux");
+#endif
+	put_uv(b, 0);
+	frame(1, b);
+}
+
+static void clock_frame(void) {
+	struct buf *b = &payload;
+	b->n = 0;
+	uint64_t t = msgtrace_now_ticks(), m = mono_ns();
+	put_u64(b, t);
+	put_u64(b, m);
+	put_u64(b, wall_ns());
+	put_u64(b, rate_num);
+	put_u64(b, rate_den);
+	frame(2, b);
+	last_clock_ns = m;
+}
+
+/* Writes the output buffer; the file is created by the first write, starting with the process
+ * and clock frames. What cannot be written is counted. */
+static void write_out(void) {
+	if (out.n == 0)
+		return;
+	if (fd < 0 && !file_failed) {
+		if (msgtrace_expand_path(path_pattern, (long)getpid(), stream_path, sizeof stream_path) != 0 ||
+		    (fd = open(stream_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+			snprintf(error_text, sizeof error_text, "cannot create %s: %s", stream_path, strerror(errno));
+			file_failed = 1;
+		} else {
+			struct buf pro = {0}, save = out;
+			out = pro; /* the prologue first */
+			process_frame(&payload);
+			clock_frame();
+			pro = out;
+			out = save;
+			for (size_t off = 0; off < pro.n;) {
+				ssize_t w = write(fd, pro.p + off, pro.n - off);
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w <= 0) {
+					lost_bytes += pro.n - off;
+					break;
+				}
+				off += (size_t)w;
+			}
+			free(pro.p);
+		}
+	}
+	if (fd < 0) {
+		lost_bytes += out.n;
+		out.n = 0;
+		return;
+	}
+	for (size_t off = 0; off < out.n;) {
+		ssize_t w = write(fd, out.p + off, out.n - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (!error_text[0])
+				snprintf(error_text, sizeof error_text, "writing %s: %s", stream_path, w < 0 ? strerror(errno) : "short write");
+			lost_bytes += out.n - off;
+			break;
+		}
+		off += (size_t)w;
+	}
+	out.n = 0;
+}
+
+/* ---- names ---- */
+
+static void look_up_namer(void) {
+	if (namer_looked_up)
+		return;
+	namer_looked_up = 1;
+	if (!namer.class_name)
+		namer.class_name = (const char *(*)(void *))dlsym(RTLD_DEFAULT, "class_getName");
+	if (!namer.sel_name)
+		namer.sel_name = (const char *(*)(void *))dlsym(RTLD_DEFAULT, "sel_getName");
+	if (!namer.object_class)
+		namer.object_class = (void *(*)(void *))dlsym(RTLD_DEFAULT, "object_getClass");
+	if (!namer.superclass)
+		namer.superclass = (void *(*)(void *))dlsym(RTLD_DEFAULT, "class_getSuperclass");
+	if (!namer.is_meta)
+		namer.is_meta = (int (*)(void *))dlsym(RTLD_DEFAULT, "class_isMetaClass");
+}
+
+void msgtrace_set_namer(const struct mt_namer *n) {
+	namer = *n;
+	namer_looked_up = 0;
+}
+
+/* Open-addressing tables: raw (class word, selector) as recorded -> method id, and the
+ * resolved (class, selector, name flags) -> method id, so that every receiver of one class
+ * (tagged pointers included) is one method. */
+struct slot {
+	uint64_t a, b;
+	uint32_t id, used;
+};
+struct table {
+	struct slot *s;
+	uint64_t cap, n;
+};
+static struct table raw_ids, canon_ids;
+static uint32_t next_id = 1;
+
+static uint64_t mix(uint64_t a, uint64_t b) {
+	uint64_t h = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull) * 0xc2b2ae3d27d4eb4full;
+	return h ^ h >> 29;
+}
+static struct slot *table_find(struct table *t, uint64_t a, uint64_t b, int *found) {
+	if (t->n * 2 >= t->cap) {
+		uint64_t cap = t->cap ? t->cap * 2 : 1024;
+		struct slot *s = calloc(cap, sizeof *s);
+		if (!s) {
+			*found = 0;
+			return NULL;
+		}
+		for (uint64_t i = 0; i < t->cap; i++)
+			if (t->s[i].used) {
+				uint64_t j = mix(t->s[i].a, t->s[i].b) & (cap - 1);
+				while (s[j].used)
+					j = (j + 1) & (cap - 1);
+				s[j] = t->s[i];
+			}
+		free(t->s);
+		t->s = s;
+		t->cap = cap;
+	}
+	uint64_t j = mix(a, b) & (t->cap - 1);
+	while (t->s[j].used) {
+		if (t->s[j].a == a && t->s[j].b == b) {
+			*found = 1;
+			return &t->s[j];
+		}
+		j = (j + 1) & (t->cap - 1);
+	}
+	*found = 0;
+	return &t->s[j];
+}
+static void table_reset(struct table *t) {
+	free(t->s);
+	t->s = NULL;
+	t->cap = t->n = 0;
+}
+
+/* The method id of a recorded class word (depth and unwound flag cleared) and selector; a new
+ * one is named (methods buffer) before its first use. */
+static uint32_t method_id(uint64_t cls, uint64_t sel) {
+	int found;
+	struct slot *s = table_find(&raw_ids, cls, sel, &found);
+	if (found)
+		return s->id;
+	look_up_namer();
+	uint64_t flags = cls >> FLAG_SHIFT, key = cls & ((1ull << CLS_BITS) - 1);
+	void *c = (void *)(uintptr_t)key;
+	uint64_t nflags = 0;
+	if (flags & F_SUPER) {
+		nflags |= 2;
+		c = namer.superclass ? namer.superclass(c) : NULL;
+	} else if (flags & F_TAGGED) {
+		nflags |= 4;
+		c = namer.object_class ? namer.object_class(c) : NULL;
+	}
+	if (c && namer.is_meta && namer.is_meta(c))
+		nflags |= 1;
+	int cfound;
+	struct slot *cs = table_find(&canon_ids, (uint64_t)(uintptr_t)c, sel ^ nflags << 61, &cfound);
+	uint32_t id;
+	if (cfound) {
+		id = cs->id;
+	} else {
+		id = next_id++;
+		char cbuf[32], sbuf[32];
+		const char *cn = c && namer.class_name ? namer.class_name(c) : NULL;
+		const char *sn = sel && namer.sel_name ? namer.sel_name((void *)(uintptr_t)sel) : NULL;
+		if (!cn) {
+			snprintf(cbuf, sizeof cbuf, "0x%llx", (unsigned long long)(c ? (uint64_t)(uintptr_t)c : key));
+			cn = cbuf;
+		}
+		if (!sn) {
+			snprintf(sbuf, sizeof sbuf, "0x%llx", (unsigned long long)sel);
+			sn = sbuf;
+		}
+		put_uv(&methods, id);
+		put_uv(&methods, nflags);
+		put_str(&methods, cn);
+		put_str(&methods, sn);
+		if (cs) {
+			*cs = (struct slot){(uint64_t)(uintptr_t)c, sel ^ nflags << 61, id, 1};
+			canon_ids.n++;
+		}
+	}
+	/* every distinct tagged receiver is a raw key: stop remembering them past a million */
+	if (s && (!(flags & F_TAGGED) || raw_ids.n < (1u << 20))) {
+		*s = (struct slot){cls, sel, id, 1};
+		raw_ids.n++;
+	}
+	return id;
+}
+
+static void flush_methods(void) {
+	if (methods.n) {
+		frame(3, &methods);
+		methods.n = 0;
+	}
+}
+
+/* ---- threads ---- */
+
+static void thread_name(struct mt_thread_info *i, char *name, size_t n) {
+	name[0] = 0;
+#if defined(__linux__)
+	char p[64];
+	snprintf(p, sizeof p, "/proc/self/task/%llu/comm", (unsigned long long)i->tid);
+	int f = open(p, O_RDONLY | O_CLOEXEC);
+	if (f >= 0) {
+		ssize_t l = read(f, name, n - 1);
+		close(f);
+		if (l > 0 && name[l - 1] == '\n')
+			l--;
+		name[l > 0 ? l : 0] = 0;
+	}
+#else
+	pthread_getname_np(i->pt, name, n);
+#endif
+	if (!name[0])
+		snprintf(name, n, "%s", i->name);
+}
+
+static void thread_frame(struct mt_thread_info *i, int exited) {
+	struct buf *b = &payload;
+	b->n = 0;
+	put_u64(b, i->tid);
+	put_uv(b, (uint64_t)(i->main ? 1 : 0) | (exited ? 2 : 0));
+	put_str(b, i->announced_name);
+	frame(4, b);
+}
+
+static void announce(struct mt_thread_info *i, int recheck) {
+	if (i->announced && !recheck)
+		return;
+	char name[64];
+	thread_name(i, name, sizeof name);
+	if (i->announced && strcmp(name, i->announced_name) == 0)
+		return;
+	memcpy(i->announced_name, name, sizeof name);
+	i->announced = 1;
+	thread_frame(i, 0);
+}
+
+/* Encodes records [from, to) of a thread as one events frame (methods named first). */
+static void encode(struct mt_thread_info *i, const struct mt_record *from, const struct mt_record *to) {
+	if (from >= to)
+		return;
+	announce(i, 0);
+	struct buf *b = &payload;
+	b->n = 0;
+	put_u64(b, i->tid);
+	uint64_t prev = from->end;
+	put_u64(b, prev);
+	for (const struct mt_record *r = from; r < to; r++) {
+		uint64_t flags = r->cls >> FLAG_SHIFT, end = r->end, dur = end >= r->start ? end - r->start : 0;
+		if (flags & F_MARK) {
+			put_uv(b, (r->cls & 0xffff) << 2 | 2);
+			put_v(b, (int64_t)(end - prev));
+			put_uv(b, dur);
+			put_uv(b, r->sel);
+			written_marks++;
+		} else {
+			uint64_t key = r->cls & ~(0xfffull << DEPTH_SHIFT) & ~((uint64_t)F_UNWOUND << FLAG_SHIFT);
+			uint32_t id = method_id(key, r->sel);
+			put_uv(b, (uint64_t)id << 2 | (flags & F_UNWOUND ? 1 : 0));
+			put_v(b, (int64_t)(end - prev));
+			put_uv(b, dur);
+			put_uv(b, r->cls >> DEPTH_SHIFT & 0xfff);
+			written_calls++;
+		}
+		prev = end;
+	}
+	flush_methods();
+	frame(5, b);
+	if (out.n > (256u << 10))
+		write_out();
+}
+
+/* What the thread has open: an open frame when it changed since the last one (or always). */
+static void open_snapshot(struct mt_thread_info *i, int force) {
+	struct mt_thread *t = &i->t;
+	struct mt_entry *top = __atomic_load_n(&t->top, __ATOMIC_ACQUIRE);
+	if (top < t->base || top > t->limit)
+		return;
+	uint64_t n = (uint64_t)(top - t->base);
+	uint64_t start = n ? t->base[n - 1].start : 0;
+	if (!force && n == i->snap_top && start == i->snap_start)
+		return;
+	if (n == 0 && i->snap_top == 0 && !force)
+		return;
+	announce(i, 0);
+	uint64_t now = msgtrace_now_ticks();
+	struct buf *b = &payload;
+	/* ids first (they may add to the methods buffer), then the frame */
+	uint32_t *ids = n ? malloc(n * sizeof *ids) : NULL;
+	uint64_t *starts = n ? malloc(n * sizeof *starts) : NULL;
+	if (n && (!ids || !starts)) {
+		free(ids);
+		free(starts);
+		return;
+	}
+	for (uint64_t k = 0; k < n; k++) {
+		struct mt_entry e = t->base[k];
+		uint64_t key = e.cls & ~(0xfffull << DEPTH_SHIFT) & ~((uint64_t)F_UNWOUND << FLAG_SHIFT);
+		ids[k] = method_id(key, e.sel);
+		starts[k] = e.start;
+	}
+	flush_methods();
+	b->n = 0;
+	put_u64(b, i->tid);
+	put_u64(b, now);
+	for (uint64_t k = 0; k < n; k++) {
+		put_uv(b, ids[k]);
+		put_uv(b, now >= starts[k] ? now - starts[k] : 0);
+		put_uv(b, k);
+	}
+	frame(6, b);
+	free(ids);
+	free(starts);
+	i->snap_top = n;
+	i->snap_start = start;
+}
+
+/* ---- the pass ---- */
+
+static uint64_t last_collect_ns, last_names_ns;
+
+/* One pass: handed-over chunks encoded and returned; every period (or when forced) the quiet
+ * threads' partial chunks and open calls; exited threads freed; the pool topped up. */
+static void pass(int force, int final) {
+	for (struct mt_chunk *c = msgtrace_take_handed(), *n; c; c = n) {
+		n = c->qnext;
+		struct mt_thread_info *i = c->owner;
+		if (i && c->used)
+			encode(i, c->drained, c->used);
+		if (i && c->last) {
+			announce(i, 0);
+			thread_frame(i, 1);
+			pthread_mutex_lock(&msgtrace_registry_lock);
+			struct mt_thread_info **pp = &msgtrace_registry;
+			while (*pp && *pp != i)
+				pp = &(*pp)->next;
+			if (*pp)
+				*pp = i->next;
+			msgtrace_thread_gone_mark(i);
+			pthread_mutex_unlock(&msgtrace_registry_lock);
+			free(i);
+		}
+		msgtrace_pool_push(c);
+	}
+	uint64_t now = mono_ns();
+	int collect = force || now - last_collect_ns >= (uint64_t)period_ms * 1000000ull;
+	if (collect) {
+		last_collect_ns = now;
+		int names = now - last_names_ns >= 1000000000ull;
+		if (names)
+			last_names_ns = now;
+		pthread_mutex_lock(&msgtrace_registry_lock);
+		for (struct mt_thread_info **pp = &msgtrace_registry; *pp;) {
+			struct mt_thread_info *i = *pp;
+			int ex = __atomic_load_n(&i->exited, __ATOMIC_ACQUIRE);
+			if (ex == 2) { /* exited with no chunk to say so */
+				announce(i, 0);
+				thread_frame(i, 1);
+				*pp = i->next;
+				msgtrace_thread_gone_mark(i);
+				free(i);
+				continue;
+			}
+			pp = &i->next;
+			if (ex)
+				continue;
+			struct mt_chunk *c = __atomic_load_n(&i->chunk, __ATOMIC_ACQUIRE);
+			struct mt_record *cur = __atomic_load_n(&i->t.rec_cur, __ATOMIC_ACQUIRE);
+			if (c && cur > c->drained && cur <= c->rec + msgtrace_chunk_records) {
+				encode(i, c->drained, cur);
+				c->drained = cur;
+			}
+			if (names && i->announced)
+				announce(i, 1);
+			open_snapshot(i, final);
+		}
+		pthread_mutex_unlock(&msgtrace_registry_lock);
+	}
+	/* keep faulted-in chunks ahead of the threads */
+	uint32_t low = msgtrace_pool_cap() / 8;
+	if (low < 4)
+		low = 4;
+	while (msgtrace_pool_free_count() < low && msgtrace_pool_grow(1) == 1)
+		;
+	if ((out.n || fd >= 0) && now - last_clock_ns >= 1000000000ull && !file_failed && fd >= 0)
+		clock_frame();
+	write_out();
+}
+
+static void end_frame(void) {
+	struct mt_counters c;
+	msgtrace_counters(&c);
+	struct buf *b = &payload;
+	b->n = 0;
+	put_uv(b, written_calls);
+	put_uv(b, c.dropped);
+	put_uv(b, c.overflow);
+	put_uv(b, c.waits);
+	put_uv(b, c.wait_ticks);
+	put_uv(b, lost_bytes);
+	frame(7, b);
+}
+
+/* The tick rate: the hardware's where it says (arm64), else measured against the monotonic
+ * clock over 20 ms (on the drain thread, never on a recording thread). */
+static void measure_rate(void) {
+	uint64_t hz = msgtrace_tick_hz();
+	if (hz) {
+		rate_num = 1000000000ull;
+		rate_den = hz;
+	} else {
+		uint64_t t0 = msgtrace_now_ticks(), m0 = mono_ns();
+		sleep_ms(20);
+		uint64_t t1 = msgtrace_now_ticks(), m1 = mono_ns();
+		if (t1 > t0 && m1 > m0) {
+			rate_num = m1 - m0;
+			rate_den = t1 - t0;
+		}
+	}
+	if (rate_num && rate_den && min_us > 0)
+		__atomic_store_n(&msgtrace_min_ticks, (uint64_t)(min_us * 1000.0 * (double)rate_den / (double)rate_num), __ATOMIC_RELAXED);
+}
+
+static void *drain_main(void *arg) {
+	(void)arg;
+	msgtrace_set_untraced_self();
+	measure_rate();
+	int idle = 0;
+	while (!stop_req) {
+		pthread_mutex_lock(&req_mu);
+		uint64_t want = req_seq;
+		pthread_mutex_unlock(&req_mu);
+		int forced = want != done_seq || crash_req;
+		pthread_mutex_lock(&drain_mu);
+		pass(forced, forced);
+		pthread_mutex_unlock(&drain_mu);
+		if (crash_req)
+			crash_done = 1;
+		if (want != done_seq) {
+			pthread_mutex_lock(&req_mu);
+			done_seq = want;
+			pthread_cond_broadcast(&req_cv);
+			pthread_mutex_unlock(&req_mu);
+		}
+		if (msgtrace_drain_urgent) {
+			msgtrace_drain_urgent = 0;
+			idle = 0;
+			continue;
+		}
+		struct timespec ts = {0, (idle ? 10 : 1) * 1000000L};
+		nanosleep(&ts, NULL);
+		idle = 1; /* a quiet period: sleep longer until a chunk comes */
+		if (msgtrace_pool_free_count() + 4 < msgtrace_pool_made())
+			idle = 0;
+	}
+	return NULL;
+}
+
+/* ---- crashing signals ---- */
+
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE, SIGTRAP};
+static const int term_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+static struct sigaction old_actions[65];
+static volatile int handling;
+
+static void on_signal(int sig, siginfo_t *info, void *uc) {
+	if (__atomic_exchange_n(&handling, 1, __ATOMIC_ACQ_REL) == 0 && msgtrace_drain_running &&
+	    !pthread_equal(pthread_self(), drain_thread)) {
+		crash_req = 1; /* the drain writes what it can: partial chunks, open calls */
+		for (int k = 0; k < 400 && !crash_done; k++) {
+			struct timespec ts = {0, 5000000L};
+			nanosleep(&ts, NULL);
+		}
+	}
+	sigaction(sig, &old_actions[sig], NULL);
+	struct sigaction *o = &old_actions[sig];
+	if (o->sa_flags & SA_SIGINFO) {
+		if (o->sa_sigaction) {
+			o->sa_sigaction(sig, info, uc);
+			return;
+		}
+	} else if (o->sa_handler != SIG_DFL && o->sa_handler != SIG_IGN) {
+		o->sa_handler(sig);
+		return;
+	}
+	/* default action: faults happen again on return; a raised signal is delivered on return */
+	if (o->sa_handler == SIG_DFL)
+		raise(sig);
+}
+
+static void install_signals(void) {
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_signal;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	for (size_t k = 0; k < sizeof crash_signals / sizeof *crash_signals; k++)
+		sigaction(crash_signals[k], &sa, &old_actions[crash_signals[k]]);
+	for (size_t k = 0; k < sizeof term_signals / sizeof *term_signals; k++) {
+		int s = term_signals[k];
+		struct sigaction cur;
+		if (sigaction(s, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL)
+			sigaction(s, &sa, &old_actions[s]);
+	}
+}
+
+/* ---- fork ---- */
+
+static void fork_prepare(void) { pthread_mutex_lock(&drain_mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&drain_mu); }
+static void start_thread(void);
+static void fork_child(void) {
+	pthread_mutex_init(&drain_mu, NULL);
+	pthread_mutex_init(&req_mu, NULL);
+	pthread_cond_init(&req_cv, NULL);
+	msgtrace_reset_after_fork();
+	if (fd >= 0)
+		close(fd);
+	fd = -1;
+	file_failed = 0;
+	out.n = payload.n = methods.n = 0;
+	table_reset(&raw_ids);
+	table_reset(&canon_ids);
+	next_id = 1;
+	written_calls = written_marks = lost_bytes = 0;
+	req_seq = done_seq = 0;
+	stop_req = crash_req = crash_done = handling = 0;
+	stream_path[0] = 0;
+	/* a pattern without %p would name the parent's file: the child's gets its pid */
+	if (!strstr(path_pattern, "%p")) {
+		char pat[sizeof path_pattern];
+		const char *dot = strrchr(path_pattern, '.'), *slash = strrchr(path_pattern, '/');
+		if (dot && (!slash || dot > slash))
+			snprintf(pat, sizeof pat, "%.*s.%%p%.64s", (int)(dot - path_pattern), path_pattern, dot);
+		else
+			snprintf(pat, sizeof pat, "%.4000s.%%p", path_pattern);
+		memcpy(path_pattern, pat, sizeof pat);
+	}
+	if (msgtrace_drain_running && !closed) {
+		msgtrace_drain_running = 0;
+		start_thread();
+	}
+}
+
+static void start_thread(void) {
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 256 << 10);
+	if (pthread_create(&drain_thread, &a, drain_main, NULL) == 0) {
+		msgtrace_drain_running = 1;
+		msgtrace_set_full_policy(0);
+	}
+	pthread_attr_destroy(&a);
+}
+
+int msgtrace_stream_start(const struct mt_stream_config *cfg) {
+	if (started) {
+		snprintf(error_text, sizeof error_text, "the stream is already started");
+		return -1;
+	}
+	char probe[4096];
+	if (!cfg->path || msgtrace_expand_path(cfg->path, (long)getpid(), probe, sizeof probe) != 0) {
+		snprintf(error_text, sizeof error_text, "bad output pattern %s (known: %%p %%h %%t %%%%)", cfg->path ? cfg->path : "(null)");
+		return -1;
+	}
+	crc_init();
+	snprintf(path_pattern, sizeof path_pattern, "%s", cfg->path);
+	snprintf(program_name, sizeof program_name, "%s", cfg->program ? cfg->program : "");
+	period_ms = cfg->period_ms ? cfg->period_ms : 100;
+	min_us = cfg->min_us;
+	started = 1;
+	msgtrace_pool_grow(8);
+	start_thread();
+	if (!msgtrace_drain_running) {
+		snprintf(error_text, sizeof error_text, "cannot start the drain thread");
+		return -1;
+	}
+	if (cfg->drop)
+		msgtrace_set_full_policy(1);
+	if (!atfork_set) {
+		atfork_set = 1;
+		pthread_atfork(fork_prepare, fork_parent, fork_child);
+	}
+	install_signals();
+	return 0;
+}
+
+int msgtrace_stream_flush(void) {
+	if (!started || closed)
+		return -1;
+	if (!msgtrace_drain_running) {
+		pthread_mutex_lock(&drain_mu);
+		pass(1, 1);
+		pthread_mutex_unlock(&drain_mu);
+		return lost_bytes ? -1 : 0;
+	}
+	pthread_mutex_lock(&req_mu);
+	uint64_t my = ++req_seq;
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 30;
+	while (done_seq < my && msgtrace_drain_running)
+		if (pthread_cond_timedwait(&req_cv, &req_mu, &dl) != 0)
+			break;
+	int ok = done_seq >= my;
+	pthread_mutex_unlock(&req_mu);
+	return ok ? 0 : -1;
+}
+
+int msgtrace_stream_close(void) {
+	if (!started || closed)
+		return started ? 0 : -1;
+	if (msgtrace_drain_running && !pthread_equal(pthread_self(), drain_thread)) {
+		stop_req = 1;
+		pthread_join(drain_thread, NULL);
+		msgtrace_drain_running = 0;
+	}
+	closed = 1;
+	msgtrace_set_full_policy(1);
+	pthread_mutex_lock(&drain_mu);
+	pass(1, 1);
+	if (fd >= 0 || out.n) {
+		clock_frame();
+		end_frame();
+		write_out();
+	}
+	if (fd >= 0) {
+		close(fd);
+		fd = -1;
+	}
+	pthread_mutex_unlock(&drain_mu);
+	return lost_bytes ? -1 : 0;
+}
+
+const char *msgtrace_stream_path(void) { return stream_path; }
+const char *msgtrace_stream_error(void) { return error_text; }
+
+/* Totals the drain owns (rt.c asks). */
+uint64_t msgtrace_stream_written(void) { return written_calls; }
+uint64_t msgtrace_stream_lost_bytes(void) { return lost_bytes; }

@@ -1,0 +1,65 @@
+/*
+ * What rt.c (the threads' side: registration, chunks, the pool) and drain.c (the drain
+ * thread) share. Not part of the interface the assembly or Go see.
+ */
+#ifndef MSGTRACE_RT_INTERNAL_H
+#define MSGTRACE_RT_INTERNAL_H
+#include "rt.h"
+#include <pthread.h>
+
+/* A chunk: this header, then records up to the chunk's end. */
+struct mt_chunk {
+	struct mt_chunk *qnext;          /* handed-over queue (drain) */
+	struct mt_thread_info *owner;    /* thread that filled it */
+	struct mt_record *used;          /* end of its records, set when handed over */
+	struct mt_record *drained;       /* records before this are in the stream (drain only) */
+	uint32_t next_free;              /* free list: index + 1 of the next free chunk, 0 = none */
+	uint32_t last;                   /* its thread exited: nothing follows */
+	uint64_t pad[3];
+	struct mt_record rec[];
+};
+_Static_assert(sizeof(struct mt_chunk) == 64, "chunk header");
+
+/* Registry of every thread that made a traced call. */
+struct mt_thread_info {
+	struct mt_thread_info *next;     /* registry list (registry_lock) */
+	uint64_t tid;
+	pthread_t pt;
+	int main;
+	int exited;                      /* set by the thread as it goes, with its last chunk */
+	char name[64];
+	struct mt_chunk *chunk;          /* current chunk (owner writes; drain reads) */
+	uint64_t handed;                 /* records in chunks handed over (owner) */
+	uint64_t marks;                  /* marks written (owner) */
+	uint64_t lost_reported;          /* t.dropped already marked (owner) */
+	uint64_t lost_since;             /* tick of the first unmarked drop (owner) */
+	uint64_t overflow_reported;      /* t.overflow already marked (owner) */
+	/* drain-only */
+	int announced;
+	char announced_name[64];
+	uint64_t snap_top, snap_start;   /* identity of the last open snapshot written */
+	struct mt_thread t;              /* last: its shadow stack follows */
+};
+
+extern pthread_mutex_t msgtrace_registry_lock;
+extern struct mt_thread_info *msgtrace_registry;
+extern uint32_t msgtrace_chunk_records;        /* records per chunk */
+extern volatile int msgtrace_drain_running;
+extern volatile int msgtrace_drain_urgent;      /* a thread waits or the pool runs low */
+extern uint64_t msgtrace_exited_totals[4];      /* records, marks, dropped, overflow of freed threads */
+
+/* Pool (rt.c). */
+struct mt_chunk *msgtrace_pool_pop(void);
+void msgtrace_pool_push(struct mt_chunk *c);
+int msgtrace_pool_grow(int n);                  /* fault in up to n new chunks; returns how many */
+uint32_t msgtrace_pool_free_count(void);
+uint32_t msgtrace_pool_made(void);
+uint32_t msgtrace_pool_cap(void);
+struct mt_chunk *msgtrace_take_handed(void);    /* every handed-over chunk, oldest first */
+void msgtrace_reset_after_fork(void);           /* child: other threads' state is gone */
+void msgtrace_thread_gone_mark(struct mt_thread_info *i); /* final bookkeeping before free */
+uint64_t msgtrace_thread_id(void);
+void msgtrace_set_untraced_self(void);
+uint64_t msgtrace_stream_written(void);         /* drain.c */
+uint64_t msgtrace_stream_lost_bytes(void);         /* this thread (the drain) is never traced */
+#endif
