@@ -21,6 +21,11 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__) && defined(__x86_64__)
+#include <linux/perf_event.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#endif
 
 /* ---- configuration and state ---- */
 static char path_pattern[4096];
@@ -42,6 +47,7 @@ static uint64_t req_seq, done_seq;  /* flush requests (req_mu) */
 static volatile int stop_req, closed;
 static volatile int crash_req, crash_done;
 static int started, atfork_set;
+static pid_t forked_pid; /* set in a child by the fork handler (vfork runs none) */
 static struct mt_namer namer;
 static int namer_looked_up;
 
@@ -315,7 +321,7 @@ static void look_up_namer(void) {
 	if (!namer.superclass)
 		namer.superclass = (void *(*)(void *))dlsym(RTLD_DEFAULT, "class_getSuperclass");
 	if (!namer.is_meta)
-		namer.is_meta = (int (*)(void *))dlsym(RTLD_DEFAULT, "class_isMetaClass");
+		namer.is_meta = (unsigned char (*)(void *))dlsym(RTLD_DEFAULT, "class_isMetaClass");
 }
 
 void msgtrace_set_namer(const struct mt_namer *n) {
@@ -562,6 +568,23 @@ static void open_snapshot(struct mt_thread_info *i, int force) {
 	i->snap_start = start;
 }
 
+/* At the end: losses of a live thread that no chunk carried a mark for yet. */
+static void final_marks(struct mt_thread_info *i) {
+	uint64_t lost = i->t.dropped - i->lost_reported, over = i->t.overflow - i->overflow_reported;
+	if (!lost && !over)
+		return;
+	uint64_t now = msgtrace_now_ticks();
+	struct mt_record r[2];
+	int n = 0;
+	if (lost)
+		r[n++] = (struct mt_record){i->lost_since ? i->lost_since : now, now, (uint64_t)MARK_LOST | (uint64_t)F_MARK << FLAG_SHIFT, lost};
+	if (over)
+		r[n++] = (struct mt_record){now, now, (uint64_t)MARK_OVERFLOW | (uint64_t)F_MARK << FLAG_SHIFT, over};
+	i->lost_reported = i->t.dropped;
+	i->overflow_reported = i->t.overflow;
+	encode(i, r, r + n);
+}
+
 /* ---- the pass ---- */
 
 static uint64_t last_collect_ns, last_names_ns;
@@ -620,6 +643,8 @@ static void pass(int force, int final) {
 			if (names && i->announced)
 				announce(i, 1);
 			open_snapshot(i, final);
+			if (final)
+				final_marks(i);
 		}
 		pthread_mutex_unlock(&msgtrace_registry_lock);
 	}
@@ -648,22 +673,56 @@ static void end_frame(void) {
 	frame(7, b);
 }
 
-/* The tick rate: the hardware's where it says (arm64), else measured against the monotonic
- * clock over 20 ms (on the drain thread, never on a recording thread). */
-static void measure_rate(void) {
+/* The tick rate without waiting: the hardware's where it says (arm64 CNTFRQ_EL0); on x86
+ * Linux the kernel's TSC conversion from a perf event's mmap page (time_mult, time_shift: what
+ * the vDSO uses), when perf events are allowed. 0 when neither is there. */
+static int known_rate(void) {
 	uint64_t hz = msgtrace_tick_hz();
 	if (hz) {
 		rate_num = 1000000000ull;
 		rate_den = hz;
-	} else {
-		uint64_t t0 = msgtrace_now_ticks(), m0 = mono_ns();
-		sleep_ms(20);
-		uint64_t t1 = msgtrace_now_ticks(), m1 = mono_ns();
-		if (t1 > t0 && m1 > m0) {
-			rate_num = m1 - m0;
-			rate_den = t1 - t0;
-		}
+		return 1;
 	}
+#if defined(__linux__) && defined(__x86_64__)
+	struct perf_event_attr pe;
+	memset(&pe, 0, sizeof pe);
+	pe.type = PERF_TYPE_SOFTWARE;
+	pe.size = sizeof pe;
+	pe.config = PERF_COUNT_SW_DUMMY;
+	pe.disabled = 1;
+	pe.exclude_kernel = 1;
+	pe.exclude_hv = 1;
+	int pfd = (int)syscall(SYS_perf_event_open, &pe, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (pfd < 0)
+		return 0;
+	struct perf_event_mmap_page *pg = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ, MAP_SHARED, pfd, 0);
+	close(pfd);
+	if (pg == MAP_FAILED)
+		return 0;
+	int ok = pg->cap_user_time && pg->time_shift < 63 && pg->time_mult;
+	if (ok) {
+		rate_num = pg->time_mult;
+		rate_den = 1ull << pg->time_shift;
+	}
+	munmap(pg, (size_t)sysconf(_SC_PAGESIZE));
+	return ok;
+#else
+	return 0;
+#endif
+}
+
+/* Measured against the monotonic clock over ms milliseconds. */
+static void measure_rate(long ms) {
+	uint64_t t0 = msgtrace_now_ticks(), m0 = mono_ns();
+	sleep_ms(ms);
+	uint64_t t1 = msgtrace_now_ticks(), m1 = mono_ns();
+	if (t1 > t0 && m1 > m0) {
+		rate_num = m1 - m0;
+		rate_den = t1 - t0;
+	}
+}
+
+static void apply_min_us(void) {
 	if (rate_num && rate_den && min_us > 0)
 		__atomic_store_n(&msgtrace_min_ticks, (uint64_t)(min_us * 1000.0 * (double)rate_den / (double)rate_num), __ATOMIC_RELAXED);
 }
@@ -671,7 +730,10 @@ static void measure_rate(void) {
 static void *drain_main(void *arg) {
 	(void)arg;
 	msgtrace_set_untraced_self();
-	measure_rate();
+	if (!rate_num) {
+		measure_rate(20);
+		apply_min_us();
+	}
 	int idle = 0;
 	while (!stop_req) {
 		pthread_mutex_lock(&req_mu);
@@ -757,6 +819,7 @@ static void fork_prepare(void) { pthread_mutex_lock(&drain_mu); }
 static void fork_parent(void) { pthread_mutex_unlock(&drain_mu); }
 static void start_thread(void);
 static void fork_child(void) {
+	forked_pid = getpid();
 	pthread_mutex_init(&drain_mu, NULL);
 	pthread_mutex_init(&req_mu, NULL);
 	pthread_cond_init(&req_cv, NULL);
@@ -816,6 +879,11 @@ int msgtrace_stream_start(const struct mt_stream_config *cfg) {
 	period_ms = cfg->period_ms ? cfg->period_ms : 100;
 	min_us = cfg->min_us;
 	started = 1;
+	/* MSGTRACE_MIN_US needs the rate before the first call: known, or measured here (10 ms,
+	 * once, only when a threshold is asked for); otherwise the drain measures it */
+	if (!known_rate() && min_us > 0)
+		measure_rate(10);
+	apply_min_us();
 	msgtrace_pool_grow(8);
 	start_thread();
 	if (!msgtrace_drain_running) {
@@ -879,8 +947,25 @@ int msgtrace_stream_close(void) {
 	return lost_bytes ? -1 : 0;
 }
 
+/* Exit of a child forked from the process that started the stream (the Go runtime did not
+ * survive the fork: the C side closes the child's stream). Not in a vfork child, which shares
+ * the parent's memory and ran no fork handler. */
+void msgtrace_stream_exit_child(void) {
+	if (forked_pid && getpid() == forked_pid)
+		msgtrace_stream_close();
+}
+
 const char *msgtrace_stream_path(void) { return stream_path; }
 const char *msgtrace_stream_error(void) { return error_text; }
+
+/* CPU time the drain thread used so far (benchmarks: calls encoded per CPU second). */
+uint64_t msgtrace_drain_cpu_ns(void) {
+	clockid_t cid;
+	struct timespec ts;
+	if (!msgtrace_drain_running || pthread_getcpuclockid(drain_thread, &cid) != 0 || clock_gettime(cid, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Totals the drain owns (rt.c asks). */
 uint64_t msgtrace_stream_written(void) { return written_calls; }

@@ -181,9 +181,13 @@ int msgtrace_exit_pid;
 /* Go side (runtime_linux.go): runs the exit hook. */
 extern void msgtraceBeforeExit(void);
 
+void msgtrace_stream_exit_child(void);
+
 void msgtrace__exit(int status) {
 	if (msgtrace_exit_pid && getpid() == msgtrace_exit_pid)
 		msgtraceBeforeExit();
+	else
+		msgtrace_stream_exit_child();
 	msgtrace_orig__exit(status);
 	__builtin_unreachable();
 }
@@ -191,6 +195,8 @@ void msgtrace__exit(int status) {
 void msgtrace__Exit(int status) {
 	if (msgtrace_exit_pid && getpid() == msgtrace_exit_pid)
 		msgtraceBeforeExit();
+	else
+		msgtrace_stream_exit_child();
 	msgtrace_orig__Exit(status);
 	__builtin_unreachable();
 }

@@ -412,6 +412,13 @@ static void thread_exit(void *p) {
 	struct mt_thread_info *i = info_of(t);
 	set_self(&untraced, 0); /* later destructors' sends pass through */
 	t->busy = 1;
+	/* losses not marked yet need a chunk to carry their mark: exits are rare, so the thread
+	 * may wait a little for one (up to 100 ms) even under MSGTRACE_FULL=drop */
+	for (int k = 0; k < 200 && (t->dropped != i->lost_reported || t->overflow != i->overflow_reported); k++) {
+		next_chunk(i); /* hands the current chunk over; a new one starts with the marks */
+		if (!i->chunk)
+			sleep_us(500);
+	}
 	uint64_t now = msgtrace_now_ticks();
 	while (t->top > t->base) {
 		struct mt_entry *e = --t->top;

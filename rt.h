@@ -148,7 +148,7 @@ struct mt_namer {
 	const char *(*sel_name)(void *sel);
 	void *(*object_class)(void *obj);
 	void *(*superclass)(void *cls);
-	int (*is_meta)(void *cls);
+	unsigned char (*is_meta)(void *cls); /* BOOL: only the low byte is the answer */
 };
 void msgtrace_set_namer(const struct mt_namer *n);
 
@@ -167,6 +167,10 @@ int msgtrace_stream_start(const struct mt_stream_config *cfg);
 int msgtrace_stream_flush(void);
 /* Final flush, end frame, file closed, drain stopped. Safe to call more than once. */
 int msgtrace_stream_close(void);
+/* CPU time the drain thread used so far, in ns (0 when it is not running). */
+uint64_t msgtrace_drain_cpu_ns(void);
+/* At the exit of a child forked without exec: closes the child's stream. */
+void msgtrace_stream_exit_child(void);
 /* The stream file's path in this process ("" before anything was written). */
 const char *msgtrace_stream_path(void);
 const char *msgtrace_stream_error(void);

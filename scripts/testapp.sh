@@ -32,5 +32,7 @@ esac
 "${cc[@]}" "${flags[@]}" -fPIC -shared -Wl,-soname,libtobjc.so -o "$out/libtobjc.so" "$src/tobjc.c" "$src/$asm" -lpthread
 "${cc[@]}" "${flags[@]}" -fPIC -shared -Wl,-soname,libtplugin.so -o "$out/libtplugin.so" "$src/plugin.c" \
 	-L"$out" -ltobjc
+"${cc[@]}" "${flags[@]}" -o "$out/stress" "$src/stress.c" -L"$out" -ltobjc -lpthread \
+	-Wl,--enable-new-dtags,-rpath,'$ORIGIN'
 "${cxx[@]}" "${flags[@]}" -o "$out/testapp" "$src/testapp.cpp" -L"$out" -ltobjc -lpthread -ldl \
 	-Wl,--enable-new-dtags,-rpath,'$ORIGIN'

@@ -46,11 +46,16 @@ static int in_main_program(void) { return dl_iterate_phdr(holds_ctor, NULL) == 2
 
 static pid_t loaded_pid;
 
+extern void msgtrace_stream_exit_child(void);
+
 /* Exit handlers also run in a child that was forked and calls exit: the Go runtime did not
- * survive the fork there, so only the process that installed us writes. */
+ * survive the fork there, so the child's stream is closed by the C side alone (it stays a
+ * stream file: converting it is Go's work, done by machobind run or machobind trace). */
 static void msgtrace_at_exit(void) {
 	if (getpid() == loaded_pid)
 		msgtraceExit();
+	else
+		msgtrace_stream_exit_child();
 }
 
 /* Registers the exit handler once: from the constructor, or from msgtrace_start() when the

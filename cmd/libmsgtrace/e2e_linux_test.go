@@ -237,6 +237,7 @@ func TestPreloadEndToEnd(t *testing.T) {
 			t.Run("filters", func(t *testing.T) { testFilters(t, b) })
 			t.Run("capi", func(t *testing.T) { testCAPI(t, b, a.cc, false) })
 			t.Run("capi-static", func(t *testing.T) { testCAPI(t, b, a.cc, true) })
+			t.Run("stream", func(t *testing.T) { testStream(t, b) })
 			if a.goarch == runtime.GOARCH {
 				t.Run("machobind-run", func(t *testing.T) { testMachobindRun(t, b) })
 			}
@@ -373,8 +374,8 @@ func testBadEnv(t *testing.T, b built) {
 }
 
 // testCAPI runs a program that drives libmsgtrace through msgtrace.h: nothing is recorded
-// while paused, two flushes while another thread keeps sending hold every call exactly once,
-// bad filters and paths fail with a reason, and what no flush took is written at exit. static
+// while paused, flushes while another thread keeps sending hold everything so far, each call
+// exactly once, bad filters and paths fail with a reason, and the exit write holds every call. static
 // links the program with the c-archive instead of libmsgtrace.so, as an iOS test host links
 // libmsgtrace.a: the library is then part of the main program, starts at msgtrace_start(),
 // and must trace the program's own sends (its image is not exempt as the library's own).
@@ -414,9 +415,11 @@ func testCAPI(t *testing.T, b built, cc string, static bool) {
 	if paused != 0 || f1 != 0 || f2 != 0 || sent < 3000 || recorded != sent || flushed != sent || threads != 2 || dropped != 0 {
 		t.Fatalf("capi output:\n%s", text)
 	}
-	total := 0
+	// a flush writes everything so far: the first at least the main thread's first 1000
+	// calls, the second every call sent, each exactly once
 	for _, f := range []string{"flush1.json", "flush2.json"} {
 		tr := readTrace(t, filepath.Join(b.dir, f))
+		total := 0
 		for _, cs := range tr.threads {
 			for _, c := range cs {
 				if c.Name != "-[Counter tick]" {
@@ -425,14 +428,12 @@ func testCAPI(t *testing.T, b built, cc string, static bool) {
 				total++
 			}
 		}
-		if f == "flush1.json" {
-			if n, _ := tr.count("main thread", "-[Counter tick]"); n < 1000 {
-				t.Errorf("flush1 holds %d of the main thread's first 1000 calls", n)
-			}
+		if n, _ := tr.count("main thread", "-[Counter tick]"); f == "flush1.json" && n < 1000 {
+			t.Errorf("flush1 holds %d of the main thread's first 1000 calls", n)
 		}
-	}
-	if uint64(total) != sent {
-		t.Errorf("the two flushes hold %d calls, %d were sent", total, sent)
+		if f == "flush2.json" && uint64(total) != sent {
+			t.Errorf("flush2 holds %d calls, %d were sent", total, sent)
+		}
 	}
 	for _, want := range []string{
 		`bad pattern -1 [msgtrace: pattern "UIView" names no method`,
@@ -444,8 +445,8 @@ func testCAPI(t *testing.T, b built, cc string, static bool) {
 		}
 	}
 	tr := readTrace(t, atExit)
-	if n, _ := tr.count("main thread", "-[Counter tick]"); n != 10 {
-		t.Errorf("the exit write holds %d of the 10 calls no flush took", n)
+	if n, _ := tr.count("main thread", "-[Counter tick]"); n != 2010 {
+		t.Errorf("the exit write holds %d of the main thread's 2010 recorded calls", n)
 	}
 }
 
@@ -511,13 +512,24 @@ func testMachobindRun(t *testing.T, b built) {
 	}
 
 	// The program's exit status is machobind's; a program that cannot start is an error.
-	cmd = exec.Command(mb, "run", "--lib", b.lib, "--out", filepath.Join(d, "exit.json"), "--", "sh", "-c", "exit 3")
+	// stress _exit ends with _exit, past the exit handlers: the rebound _exit still closed
+	// the stream.
+	cmd = exec.Command(mb, "run", "--lib", b.lib, "--out", filepath.Join(d, "exit.json"), "--", filepath.Join(b.dir, "stress"), "_exit", "3")
 	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
-		t.Errorf("exit status of sh -c 'exit 3' under machobind run: %v", err)
+		t.Errorf("exit status of stress _exit 3 under machobind run: %v", err)
 	}
-	// dash ends with _exit, past the exit handlers: the rebound _exit still wrote the trace.
-	if _, err := os.Stat(filepath.Join(d, "exit.json")); err != nil {
-		t.Errorf("no trace from a program ending in _exit: %v", err)
+	if tr := readTrace(t, filepath.Join(d, "exit.json")); len(tr.find("main thread", "-[App work]")) != 5 {
+		t.Errorf("the trace of a program ending in _exit holds %d of its 5 calls", len(tr.find("main thread", "-[App work]")))
+	}
+	// A program that sent nothing leaves no trace, and says why.
+	cmd = exec.Command(mb, "run", "--lib", b.lib, "--out", filepath.Join(d, "none.json"), "--", "sh", "-c", "exit 0")
+	if o, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(o), "without writing a trace") {
+		t.Errorf("sh -c 'exit 0' under machobind run: %v\n%s", err, o)
+	}
+	// A process tree: every process that sent messages is a process track of the one trace.
+	cmd = exec.Command(mb, "run", "--lib", b.lib, "--out", filepath.Join(d, "tree.json"), "--", filepath.Join(b.dir, "stress"), "fork")
+	if o, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(o), "of 3 processes") {
+		t.Errorf("stress fork under machobind run: %v\n%s", err, o)
 	}
 	out, err := exec.Command(mb, "run", "--lib", b.lib, "--", filepath.Join(d, "no-such-app")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "cannot start") {
@@ -546,11 +558,19 @@ func testFilters(t *testing.T, b built) {
 	if n, _ := tr.count("main thread", "-[Worker fib:]"); n != 7 {
 		t.Errorf("%d -[Worker fib:] kept, want 7", n)
 	}
-	// Paused from the start and never resumed: installed, nothing recorded, a trace all the same.
+	// Paused from the start and never resumed: installed, nothing recorded, so no file (a
+	// process that recorded nothing never replaces a trace).
 	out = filepath.Join(b.dir, "paused.json")
 	runApp(t, b, map[string]string{"LD_PRELOAD": b.lib, "MSGTRACE_OUT": out, "MSGTRACE_START": "paused"})
-	if tr := readTrace(t, out); len(tr.threads) != 0 {
-		t.Errorf("paused: %d threads recorded", len(tr.threads))
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("paused: %s written", out)
+	}
+	// MSGTRACE_MIN_US in the interposer: the stream itself holds only the calls that long
+	// (the 200 ms nap and the calls around it), not the short ones.
+	out = filepath.Join(b.dir, "min.mtrace")
+	runApp(t, b, map[string]string{"LD_PRELOAD": b.lib, "MSGTRACE_OUT": out, "MSGTRACE_MIN_US": "100000"})
+	if s, tot := readStreams(t, out); s.calls["+[Sleeper nap:]"] != 1 || s.calls["-[Worker fib:]"] != 0 || tot.Calls > 5 {
+		t.Errorf("MSGTRACE_MIN_US=100000: the stream holds %v", s.calls)
 	}
 	// pprof chosen by the file name.
 	out = filepath.Join(b.dir, "t.pb.gz")

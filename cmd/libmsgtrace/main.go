@@ -96,8 +96,12 @@ func msgtraceExit() {
 	}
 	if wrote && os.Getenv("MSGTRACE_QUIET") == "" {
 		c := msgtrace.ReadCounters()
-		fmt.Fprintf(stderr, "msgtrace: %s: %d calls on %d threads (%d dropped: buffer full, %d past the shadow stack)\n",
-			f.Path, f.Records, c.Threads, c.Dropped, c.Overflow)
+		fmt.Fprintf(stderr, "msgtrace: %s: %d calls on %d threads (%d lost: no buffer space; %d past the shadow stack; %d waits for buffer space",
+			f.Path, c.Written, c.Threads, c.Dropped, c.Overflow, c.Waits)
+		if c.LostBytes > 0 {
+			fmt.Fprintf(stderr, "; %d bytes could not be written", c.LostBytes)
+		}
+		fmt.Fprintln(stderr, ")")
 	}
 }
 
@@ -193,10 +197,7 @@ func msgtrace_get_counters(out *C.struct_msgtrace_counters) {
 		return
 	}
 	c := msgtrace.ReadCounters()
-	var written uint64
-	if a, err := get(); err == nil {
-		written = a.Written()
-	}
+	written := c.Written
 	*out = C.struct_msgtrace_counters{C.uint64_t(c.Threads), C.uint64_t(c.Recorded), C.uint64_t(c.Dropped), C.uint64_t(c.Overflow), C.uint64_t(written)}
 }
 

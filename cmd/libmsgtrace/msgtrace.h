@@ -2,7 +2,9 @@
  * msgtrace: trace Objective-C message sends in this process.
  *
  * Preloaded (DYLD_INSERT_LIBRARIES / LD_PRELOAD) the library starts by itself: it reads the
- * MSGTRACE_* variables, rebinds objc_msgSend before main runs and writes the trace at exit.
+ * MSGTRACE_* variables, rebinds objc_msgSend before main runs, streams what the threads record
+ * to MSGTRACE_OUT's stream file (MSGTRACE_OUT + ".mtrace") as the program runs, and at exit
+ * converts it to MSGTRACE_OUT in the chosen format.
  * Linked into a test host (libmsgtrace.a) nothing happens until msgtrace_start(); from then on
  * the host's own sends are traced too (the library is part of its image), and the calls no
  * flush took are written to MSGTRACE_OUT at exit.
@@ -30,9 +32,10 @@ int msgtrace_stop(void);
 void msgtrace_pause(void);
 void msgtrace_resume(void);
 
-/* Writes the calls recorded since the previous flush to path (NULL: MSGTRACE_OUT) in the
- * format of MSGTRACE_FORMAT. Threads keep recording: calls that end after the snapshot go to
- * the next flush, nothing is lost. The file appears whole or not at all. */
+/* Makes everything recorded so far reach the stream file, then writes the whole trace so far
+ * (calls still running shown open) to path (NULL: MSGTRACE_OUT) in the format of its extension
+ * (MSGTRACE_FORMAT for MSGTRACE_OUT). Threads keep recording. The file appears whole or not at
+ * all. With MSGTRACE_FORMAT=stream and path NULL, the stream file is the output. */
 int msgtrace_flush(const char *path);
 
 /* Replaces the output filters used by later flushes. include and exclude are comma lists of
@@ -45,9 +48,9 @@ int msgtrace_set_filters(const char *include, const char *exclude, double min_us
 struct msgtrace_counters {
 	uint64_t threads;  /* threads that made a traced call */
 	uint64_t recorded; /* calls recorded */
-	uint64_t dropped;  /* calls not recorded: the thread's buffer (MSGTRACE_BUFFER_MB) was full */
+	uint64_t dropped;  /* calls not recorded: no buffer space under MSGTRACE_FULL=drop */
 	uint64_t overflow; /* calls not recorded: nested deeper than the shadow stack (512) */
-	uint64_t flushed;  /* calls written by flushes so far */
+	uint64_t flushed;  /* calls written into the stream file so far */
 };
 void msgtrace_get_counters(struct msgtrace_counters *out);
 

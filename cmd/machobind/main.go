@@ -31,7 +31,7 @@ commands:
         [--include PAT]... [--exclude PAT]... [--threads all|main|NAME,ID,...]
         convert a raw trace dump to Chrome trace JSON (Perfetto), pprof, folded stacks
         or an SVG flame graph
-  run [--out trace.json] [--pprof FILE] [--folded FILE] [--flame FILE.svg] [--raw FILE] [--lib LIB]
+  run [--out trace.json] [--pprof FILE] [--folded FILE] [--flame FILE.svg] [--streams DIR] [--lib LIB]
         [--top N] [filters as for trace] -- APP [ARGS...]
         run APP with the msgtrace library preloaded (LD_PRELOAD / DYLD_INSERT_LIBRARIES),
         write its trace and list the methods with the most self time

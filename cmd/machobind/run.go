@@ -56,7 +56,7 @@ func findLibrary(flagValue string) (string, error) {
 	return "", fmt.Errorf("%s is not next to machobind: build it with `make build` or give --lib PATH", libraryName())
 }
 
-// preloadEnv returns env with the library preloaded and the trace sent to raw.
+// preloadEnv returns env with the library preloaded and the streams sent to the pattern raw.
 func preloadEnv(env []string, lib, raw string) []string {
 	v := "LD_PRELOAD"
 	sep := " "
@@ -75,7 +75,7 @@ func preloadEnv(env []string, lib, raw string) []string {
 			out = append(out, kv)
 		}
 	}
-	return append(out, v+"="+preload, "MSGTRACE_OUT="+raw, "MSGTRACE_FORMAT=raw", "MSGTRACE_QUIET=1")
+	return append(out, v+"="+preload, "MSGTRACE_OUT="+raw, "MSGTRACE_FORMAT=stream", "MSGTRACE_QUIET=1")
 }
 
 // injectionAdvice explains why a program may have run without the library.
@@ -96,7 +96,7 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "trace.json", "Chrome trace JSON (open in ui.perfetto.dev)")
 	pprofOut := fs.String("pprof", "", "also write a pprof profile (go tool pprof -http=: FILE)")
 	foldedOut := fs.String("folded", "", "also write folded stacks (flamegraph.pl, speedscope)")
-	rawOut := fs.String("raw", "", "also keep the raw dump")
+	streamsOut := fs.String("streams", "", "also keep the stream files (one per process that sent messages) in this directory")
 	flameOut := fs.String("flame", "", "also write an SVG flame graph")
 	lib := fs.String("lib", "", "the msgtrace library to preload (default: next to machobind)")
 	top := fs.Int("top", 10, "how many methods to list by self time")
@@ -128,8 +128,8 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("cannot start %s: %w", cmdline[0], err)
 	}
 	// Outputs must be writable before the program runs, not after.
-	for _, p := range []string{*out, *pprofOut, *foldedOut, *rawOut, *flameOut} {
-		if p == "" {
+	for _, p := range []string{*out, *pprofOut, *foldedOut, *flameOut, filepath.Join(*streamsOut, "x")} {
+		if p == "" || p == "x" {
 			continue
 		}
 		f, err := os.CreateTemp(filepath.Dir(p), ".machobind-check-*")
@@ -144,11 +144,13 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	raw := filepath.Join(tmp, "trace.raw")
+	// every process of the tree that loads the library and sends messages writes its own
+	// stream here: the program, its children (forked or exec'd), not the wrappers
+	pattern := filepath.Join(tmp, "trace-%p.mtrace")
 
 	cmd := exec.Command(app, cmdline[1:]...)
 	cmd.Args[0] = cmdline[0]
-	cmd.Env = preloadEnv(os.Environ(), libPath, raw)
+	cmd.Env = preloadEnv(os.Environ(), libPath, pattern)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	// The terminal's ^C goes to the program; machobind waits for it to write its trace.
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
@@ -168,7 +170,8 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 	} else if werr != nil {
 		return werr
 	}
-	if _, err := os.Stat(raw); err != nil {
+	streams, _ := filepath.Glob(filepath.Join(tmp, "trace-*.mtrace"))
+	if len(streams) == 0 {
 		fmt.Fprintf(stderr, "machobind: %s ran without writing a trace (exit status %d): %s\n", cmdline[0], status, injectionAdvice(app))
 		if status == 0 {
 			status = 1
@@ -176,13 +179,15 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		return exitStatus(status)
 	}
 	opt := tracer.Options{MinNanos: *minUS * 1000, MaxDepth: *maxDepth, Include: inc, Exclude: exc, Threads: *threads}
-	if *rawOut != "" {
-		if err := copyFile(raw, *rawOut); err != nil {
-			return err
+	if *streamsOut != "" {
+		for _, s := range streams {
+			if err := copyFile(s, filepath.Join(*streamsOut, filepath.Base(s))); err != nil {
+				return err
+			}
 		}
 	}
 	topSink := &topSink{}
-	tot, err := convertRaw(raw, *out, opt, func(w io.Writer) tracer.Sink { return teeSink{tracer.NewChromeSink(w), topSink} })
+	tot, err := convertStreams(streams, *out, opt, func(w io.Writer) tracer.Sink { return teeSink{tracer.NewChromeSink(w), topSink} })
 	if err != nil {
 		return err
 	}
@@ -198,13 +203,20 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		if o.path == "" {
 			continue
 		}
-		if _, err := convertRaw(raw, o.path, opt, o.sink); err != nil {
+		if _, err := convertStreams(streams, o.path, opt, o.sink); err != nil {
 			return err
 		}
 		written = append(written, o.path)
 	}
-	fmt.Fprintf(stderr, "machobind: %d calls on %d threads (%d kept; %d dropped: buffer full; %d past the shadow stack) -> %s\n",
-		tot.Calls, tot.Threads, tot.Kept, tot.Dropped, tot.Overflow, strings.Join(written, ", "))
+	fmt.Fprintf(stderr, "machobind: %d calls on %d threads of %d processes (%d kept; %d lost: no buffer space; %d past the shadow stack",
+		tot.Calls, tot.Threads, len(streams), tot.Kept, tot.Dropped, tot.Overflow)
+	if tot.Open > 0 {
+		fmt.Fprintf(stderr, "; %d still running at the end", tot.Open)
+	}
+	if tot.Unended > 0 {
+		fmt.Fprintf(stderr, "; %d processes ended without closing their stream (killed or crashed)", tot.Unended)
+	}
+	fmt.Fprintf(stderr, ") -> %s\n", strings.Join(written, ", "))
 	topSink.print(stderr, *top)
 	if status != 0 {
 		return exitStatus(status)
@@ -220,19 +232,27 @@ func copyFile(from, to string) error {
 	return os.WriteFile(to, b, 0o644)
 }
 
-// convertRaw writes the raw dump at raw through a sink to path; nothing is left at path on
-// failure.
-func convertRaw(raw, path string, opt tracer.Options, sink func(io.Writer) tracer.Sink) (tracer.Totals, error) {
-	in, err := os.Open(raw)
-	if err != nil {
-		return tracer.Totals{}, err
+// convertStreams writes the streams (one per process, on one timeline) through a sink to
+// path; nothing is left at path on failure.
+func convertStreams(streams []string, path string, opt tracer.Options, sink func(io.Writer) tracer.Sink) (tracer.Totals, error) {
+	var ins []tracer.Input
+	for _, s := range streams {
+		f, err := os.Open(s)
+		if err != nil {
+			return tracer.Totals{}, err
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return tracer.Totals{}, err
+		}
+		ins = append(ins, tracer.Input{R: f, Size: st.Size(), Name: s})
 	}
-	defer in.Close()
 	f, err := os.Create(path)
 	if err != nil {
 		return tracer.Totals{}, err
 	}
-	tot, err := tracer.Process(in, opt, sink(f))
+	tot, err := tracer.ProcessStreams(ins, opt, sink(f))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/msgtrace/msgtrace"
 	"github.com/msgtrace/msgtrace/machobind"
-	"github.com/msgtrace/msgtrace/objc"
 	"github.com/msgtrace/msgtrace/tracer"
 )
 
@@ -20,10 +18,9 @@ type Agent struct {
 	mu      sync.Mutex
 	cfg     Config
 	hook    *machobind.Hook
-	flusher msgtrace.Flusher
-	namer   msgtrace.Namer
 	flushes int    // successful flushes
-	written uint64 // records written by them
+	written uint64 // calls in the stream at the last flush
+	closed  bool
 	lastErr string
 }
 
@@ -53,18 +50,24 @@ func (a *Agent) fail(err error) error {
 	return err
 }
 
-// Install sizes the per-thread buffers and rebinds objc_msgSend and its variants in every
-// image but the library's own, and in images loaded later. When the library is linked into the
-// main program (the static archive), no image is exempt: the host's own sends are traced.
-// Recording starts unless the configuration says paused. Installing twice is a no-op.
+// ChunkBytes is the size of the chunks threads record into.
+const ChunkBytes = 64 << 10
+
+// Install sizes the pool, starts the drain (the stream file appears with the first calls),
+// and rebinds objc_msgSend and its variants in every image but the library's own, and in
+// images loaded later. When the library is linked into the main program (the static archive),
+// no image is exempt: the host's own sends are traced. Recording starts unless the
+// configuration says paused. Installing twice is a no-op.
 func (a *Agent) Install() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.hook != nil {
 		return a.fail(nil)
 	}
-	records := uint64(a.cfg.BufferMB) << 20 / recordBytes
-	if err := msgtrace.Configure(512, records); err != nil {
+	if err := msgtrace.Configure(512, uint64(a.cfg.BufferMB)<<20, ChunkBytes); err != nil {
+		return a.fail(fmt.Errorf("msgtrace: %w", err))
+	}
+	if err := msgtrace.StartStream(msgtrace.StreamConfig{Path: a.cfg.StreamPattern(), Drop: a.cfg.Drop, MinUS: a.cfg.MinUS}); err != nil {
 		return a.fail(fmt.Errorf("msgtrace: %w", err))
 	}
 	rt, err := platformRuntime()
@@ -105,7 +108,7 @@ func (a *Agent) Skipped() []error {
 func (a *Agent) Pause()  { msgtrace.SetActive(false) }
 func (a *Agent) Resume() { msgtrace.SetActive(true) }
 
-// SetFilters replaces the include and exclude patterns used by the next flushes.
+// SetFilters replaces the include and exclude patterns used by the next conversions.
 func (a *Agent) SetFilters(include, exclude []string) error {
 	for _, p := range append(append([]string(nil), include...), exclude...) {
 		if err := tracer.ValidatePattern(p); err != nil {
@@ -120,7 +123,7 @@ func (a *Agent) SetFilters(include, exclude []string) error {
 	return a.fail(nil)
 }
 
-// SetLimits replaces the minimum duration and maximum depth used by the next flushes.
+// SetLimits replaces the minimum duration and maximum depth used by the next conversions.
 func (a *Agent) SetLimits(minUS float64, maxDepth int) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -134,58 +137,77 @@ func (a *Agent) SetLimits(minUS float64, maxDepth int) error {
 // Flushed is what one flush wrote.
 type Flushed struct {
 	Path    string
-	Records int // calls taken from the buffers
+	Records int // calls in the trace written
 	Totals  tracer.Totals
 }
 
-// Flush writes the calls recorded since the previous flush to path ("" = the configured
-// output) in the configured format. Threads keep recording meanwhile; what they record after
-// the snapshot goes to the next flush. The file is written whole or not at all.
+// Flush makes everything recorded so far reach the stream, then writes the trace so far
+// (every call up to now; calls still running shown open) to path ("" = the configured
+// output) in the configured format. With the stream format and no path, the stream file is
+// the output and nothing else is written. Threads keep recording meanwhile. The file appears
+// whole or not at all.
 func (a *Agent) Flush(path string) (Flushed, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if path == "" {
-		path = a.cfg.Out
-	}
-	f, err := a.flush(path)
+	f, err := a.flush(path, false)
 	return f, a.fail(err)
 }
 
-func (a *Agent) flush(path string) (Flushed, error) {
+func (a *Agent) flush(path string, final bool) (Flushed, error) {
 	res := Flushed{Path: path}
-	if a.namer == nil {
-		// The runtime the program uses; never one loaded here (a program without one sent
-		// no message, and loading a library at exit would run its initializers).
-		if nm, err := objc.Loaded(); err == nil {
-			a.namer = nm
-		} else {
-			a.namer = addressNamer{}
-		}
+	var err error
+	if final {
+		err = msgtrace.CloseStream()
+		a.closed = true
+	} else if !a.closed {
+		err = msgtrace.FlushStream()
 	}
-	var raw bytes.Buffer
-	n, err := a.flusher.WriteRaw(&raw, a.namer)
 	if err != nil {
 		return res, fmt.Errorf("msgtrace: %w", err)
 	}
-	res.Records = n
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	stream := msgtrace.StreamPath()
+	if path == "" {
+		if a.cfg.Format == "stream" {
+			res.Path = stream
+			res.Records = int(msgtrace.ReadCounters().Written)
+			a.flushes++
+			a.written = uint64(res.Records)
+			return res, nil
+		}
+		if res.Path, err = msgtrace.ExpandPath(a.cfg.Out, os.Getpid()); err != nil {
+			return res, fmt.Errorf("msgtrace: %w", err)
+		}
+	}
+	format := a.cfg.Format
+	if path != "" {
+		format = formatOf(path)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(res.Path), "."+filepath.Base(res.Path)+".*")
 	if err != nil {
-		return res, fmt.Errorf("msgtrace: cannot write %s: %w", path, errors.Unwrap(err))
+		return res, fmt.Errorf("msgtrace: cannot write %s: %w", res.Path, errors.Unwrap(err))
 	}
 	defer os.Remove(tmp.Name()) // a no-op once renamed
-	if a.cfg.Format == "raw" {
-		_, err = io.Copy(tmp, &raw)
+	if stream == "" {
+		err = errors.New("nothing was recorded")
+	} else if in, oerr := os.Open(stream); oerr != nil {
+		err = oerr
 	} else {
-		var sink tracer.Sink
-		switch a.cfg.Format {
-		case "pprof":
-			sink = tracer.NewPprofSink(tmp)
-		case "folded":
-			sink = tracer.NewFoldedSink(tmp)
-		default:
-			sink = tracer.NewChromeSink(tmp)
+		if format == "stream" {
+			_, err = io.Copy(tmp, in)
+		} else {
+			var sink tracer.Sink
+			switch format {
+			case "pprof":
+				sink = tracer.NewPprofSink(tmp)
+			case "folded":
+				sink = tracer.NewFoldedSink(tmp)
+			default:
+				sink = tracer.NewChromeSink(tmp)
+			}
+			res.Totals, err = tracer.Process(in, a.cfg.options(), sink)
+			res.Records = int(res.Totals.Calls)
 		}
-		res.Totals, err = tracer.Process(&raw, a.cfg.options(), sink)
+		in.Close()
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
@@ -194,13 +216,16 @@ func (a *Agent) flush(path string) (Flushed, error) {
 		err = os.Chmod(tmp.Name(), 0o644)
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		err = os.Rename(tmp.Name(), res.Path)
 	}
 	if err != nil {
-		return res, fmt.Errorf("msgtrace: writing %s: %w", path, err)
+		return res, fmt.Errorf("msgtrace: writing %s: %w", res.Path, err)
+	}
+	if final && path == "" && !a.cfg.KeepStream {
+		os.Remove(stream) // converted: the stream was only the way there
 	}
 	a.flushes++
-	a.written += uint64(n)
+	a.written = msgtrace.ReadCounters().Written
 	return res, nil
 }
 
@@ -210,35 +235,32 @@ func (a *Agent) Stop() (Flushed, error) {
 	return a.Flush("")
 }
 
-// AtExit writes what no flush took yet to the configured output (always when nothing was
-// flushed, so a run leaves a trace file even when it sent no message). It reports
-// whether it wrote a file.
+// AtExit closes the stream (what the threads still hold, the calls still open, the end frame)
+// and, unless the format is the stream itself, converts it to the configured output. A process
+// that recorded nothing writes nothing: a wrapper (timeout, a shell, a test runner) that loaded
+// the library too never replaces the trace of the program it ran. It reports whether it
+// wrote a file.
 func (a *Agent) AtExit() (Flushed, bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.hook == nil {
+	if a.hook == nil || a.closed {
 		return Flushed{}, false, nil
 	}
-	if a.flushes > 0 && msgtrace.ReadCounters().Recorded == a.written {
+	if err := msgtrace.CloseStream(); err != nil && msgtrace.StreamPath() == "" {
+		a.closed = true
+		return Flushed{}, false, a.fail(fmt.Errorf("msgtrace: %w", err))
+	}
+	a.closed = true
+	if msgtrace.StreamPath() == "" {
 		return Flushed{}, false, nil
 	}
-	f, err := a.flush(a.cfg.Out)
+	f, err := a.flush("", true)
 	return f, err == nil, a.fail(err)
 }
 
-// Written is the number of calls the flushes wrote so far.
+// Written is the number of calls in the stream at the last flush.
 func (a *Agent) Written() uint64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.written
 }
-
-// addressNamer names classes and selectors by address, for a process without an Objective-C
-// runtime in its global scope.
-type addressNamer struct{}
-
-func (addressNamer) ObjectClass(obj uintptr) uintptr { return 0 }
-func (addressNamer) Superclass(cls uintptr) uintptr  { return 0 }
-func (addressNamer) IsMetaClass(cls uintptr) bool    { return false }
-func (addressNamer) ClassName(cls uintptr) string    { return fmt.Sprintf("class@%#x", cls) }
-func (addressNamer) SelectorName(sel uintptr) string { return fmt.Sprintf("sel@%#x", sel) }

@@ -10,30 +10,33 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/msgtrace/msgtrace"
 	"github.com/msgtrace/msgtrace/tracer"
 )
 
 // Formats are the values MSGTRACE_FORMAT accepts.
-var Formats = []string{"json", "pprof", "folded", "raw"}
+var Formats = []string{"json", "pprof", "folded", "stream"}
 
 // Config is what the MSGTRACE_* variables set.
 type Config struct {
-	Out      string   // MSGTRACE_OUT: where the trace is written at exit
-	Format   string   // MSGTRACE_FORMAT: json (Chrome trace events), pprof, folded or raw
+	Out      string   // MSGTRACE_OUT: where the trace is written; %p pid, %h host, %t tmpdir, %%
+	Format   string   // MSGTRACE_FORMAT: json (Chrome trace events), pprof, folded or stream
 	MinUS    float64  // MSGTRACE_MIN_US: calls shorter than this are left out
 	MaxDepth int      // MSGTRACE_MAX_DEPTH: calls deeper than this are left out; -1: no limit
 	Include  []string // MSGTRACE_INCLUDE: comma list of method patterns to keep
 	Exclude  []string // MSGTRACE_EXCLUDE: comma list of method patterns to leave out
 	Threads  string   // MSGTRACE_THREADS: all, main, or a comma list of thread names and ids
 	Paused   bool     // MSGTRACE_START=paused: installed, recording starts with msgtrace_resume
-	BufferMB int      // MSGTRACE_BUFFER_MB: record buffer per thread
+	BufferMB int      // MSGTRACE_BUFFER_MB: the chunk pool every thread records into
+	Drop     bool     // MSGTRACE_FULL=drop: drop and count when the pool is empty (default: wait)
+	// KeepStream (MSGTRACE_KEEP_STREAM=1) keeps the stream file next to a converted output.
+	KeepStream bool
 }
 
 // Default values.
 const (
-	DefaultBufferMB = 8
+	DefaultBufferMB = 32
 	MaxBufferMB     = 4096
-	recordBytes     = 32
 )
 
 // ConfigError names the variable and the value that is wrong.
@@ -46,18 +49,18 @@ func (e *ConfigError) Error() string {
 }
 
 // extension is the file name extension each format is written with by default.
-var extension = map[string]string{"json": ".json", "pprof": ".pb.gz", "folded": ".folded", "raw": ".raw"}
+var extension = map[string]string{"json": ".json", "pprof": ".pb.gz", "folded": ".folded", "stream": ".mtrace"}
 
 // formatOf infers a format from an output file name: .pb.gz/.pprof/.pb are pprof, .folded
-// folded, .raw raw, anything else JSON.
+// folded, .mtrace the stream itself, anything else JSON.
 func formatOf(path string) string {
 	switch {
 	case strings.HasSuffix(path, ".pb.gz"), strings.HasSuffix(path, ".pprof"), strings.HasSuffix(path, ".pb"):
 		return "pprof"
 	case strings.HasSuffix(path, ".folded"):
 		return "folded"
-	case strings.HasSuffix(path, ".raw"):
-		return "raw"
+	case strings.HasSuffix(path, ".mtrace"):
+		return "stream"
 	}
 	return "json"
 }
@@ -82,7 +85,10 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 		if dir == "" {
 			dir = os.TempDir()
 		}
-		c.Out = filepath.Join(dir, "msgtrace-"+strconv.Itoa(pid)+extension[c.Format])
+		c.Out = filepath.Join(dir, "msgtrace-%p"+extension[c.Format])
+	}
+	if err := msgtrace.CheckPath(c.Out); err != nil {
+		return c, &ConfigError{"MSGTRACE_OUT", c.Out, "unknown %-sequence (known: %p pid, %h host name, %t temporary directory, %% a percent sign)"}
 	}
 	if v := getenv("MSGTRACE_MIN_US"); v != "" {
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
@@ -118,6 +124,25 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 	default:
 		return c, &ConfigError{"MSGTRACE_START", v, "must be on or paused"}
 	}
+	switch v := getenv("MSGTRACE_FULL"); strings.ToLower(strings.TrimSpace(v)) {
+	case "", "wait":
+	case "drop":
+		c.Drop = true
+	default:
+		return c, &ConfigError{"MSGTRACE_FULL", v, "must be wait (default: a thread waits for the drain, nothing is lost) or drop (lost calls are counted and marked)"}
+	}
+	switch v := getenv("MSGTRACE_MODE"); strings.ToLower(strings.TrimSpace(v)) {
+	case "", "stream":
+	default:
+		return c, &ConfigError{"MSGTRACE_MODE", v, "must be stream (ring, the flight recorder, is not available yet)"}
+	}
+	switch v := getenv("MSGTRACE_KEEP_STREAM"); strings.TrimSpace(v) {
+	case "", "0":
+	case "1":
+		c.KeepStream = true
+	default:
+		return c, &ConfigError{"MSGTRACE_KEEP_STREAM", v, "must be 0 or 1"}
+	}
 	if v := getenv("MSGTRACE_BUFFER_MB"); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 || n > MaxBufferMB {
@@ -152,16 +177,29 @@ func (c Config) options() tracer.Options {
 	return tracer.Options{MinNanos: c.MinUS * 1000, MaxDepth: c.MaxDepth, Include: c.Include, Exclude: c.Exclude, Threads: c.Threads}
 }
 
+// StreamPattern is the path pattern of the stream file: the output itself in the stream
+// format, else the output's name with .mtrace added (converted at exit, then removed).
+func (c Config) StreamPattern() string {
+	if c.Format == "stream" {
+		return c.Out
+	}
+	return c.Out + ".mtrace"
+}
+
 // CheckOut makes sure the output's directory takes new files, so that a wrong MSGTRACE_OUT is
 // reported when the program starts rather than lost at exit.
 func (c Config) CheckOut() error {
-	f, err := os.CreateTemp(filepath.Dir(c.Out), ".msgtrace-check-*")
+	out, err := msgtrace.ExpandPath(c.Out, os.Getpid())
+	if err != nil {
+		return &ConfigError{"MSGTRACE_OUT", c.Out, err.Error()}
+	}
+	f, err := os.CreateTemp(filepath.Dir(out), ".msgtrace-check-*")
 	if err != nil {
 		why := err.Error()
 		if pe, ok := err.(*os.PathError); ok {
 			why = pe.Err.Error()
 		}
-		return &ConfigError{"MSGTRACE_OUT", c.Out, "cannot create files in " + filepath.Dir(c.Out) + ": " + why}
+		return &ConfigError{"MSGTRACE_OUT", c.Out, "cannot create files in " + filepath.Dir(out) + ": " + why}
 	}
 	f.Close()
 	return os.Remove(f.Name())

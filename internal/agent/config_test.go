@@ -16,7 +16,7 @@ func TestFromEnvDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Out: "/var/tmp/x/msgtrace-42.json", Format: "json", MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB}
+	want := Config{Out: "/var/tmp/x/msgtrace-%p.json", Format: "json", MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}
@@ -27,13 +27,14 @@ func TestFromEnvValues(t *testing.T) {
 		"MSGTRACE_OUT": "/tmp/a.pb.gz", "MSGTRACE_MIN_US": "2.5", "MSGTRACE_MAX_DEPTH": "3",
 		"MSGTRACE_INCLUDE": "-[UIView *], +[NSObject new]", "MSGTRACE_EXCLUDE": "*[RAC* *]",
 		"MSGTRACE_THREADS": "main,worker-1", "MSGTRACE_START": "paused", "MSGTRACE_BUFFER_MB": "64",
+		"MSGTRACE_FULL": "drop", "MSGTRACE_KEEP_STREAM": "1",
 	}), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Config{Out: "/tmp/a.pb.gz", Format: "pprof", MinUS: 2.5, MaxDepth: 3,
 		Include: []string{"-[UIView *]", "+[NSObject new]"}, Exclude: []string{"*[RAC* *]"},
-		Threads: "main,worker-1", Paused: true, BufferMB: 64}
+		Threads: "main,worker-1", Paused: true, BufferMB: 64, Drop: true, KeepStream: true}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}
@@ -46,9 +47,13 @@ func TestFromEnvValues(t *testing.T) {
 	if c.Format != "folded" {
 		t.Errorf("format %q", c.Format)
 	}
-	c, _ = FromEnv(env(map[string]string{"MSGTRACE_FORMAT": "RAW", "TMPDIR": "/t"}), 7)
-	if c.Format != "raw" || c.Out != "/t/msgtrace-7.raw" {
-		t.Errorf("raw default: %+v", c)
+	c, _ = FromEnv(env(map[string]string{"MSGTRACE_FORMAT": "STREAM", "TMPDIR": "/t"}), 7)
+	if c.Format != "stream" || c.Out != "/t/msgtrace-%p.mtrace" || c.StreamPattern() != c.Out {
+		t.Errorf("stream default: %+v", c)
+	}
+	c, _ = FromEnv(env(map[string]string{"MSGTRACE_OUT": "/t/run-%p-%h.json"}), 7)
+	if c.Format != "json" || c.StreamPattern() != "/t/run-%p-%h.json.mtrace" {
+		t.Errorf("pattern: %+v", c)
 	}
 }
 
@@ -68,6 +73,13 @@ func TestFromEnvBad(t *testing.T) {
 		{"MSGTRACE_BUFFER_MB", "0"},
 		{"MSGTRACE_BUFFER_MB", "99999"},
 		{"MSGTRACE_BUFFER_MB", "8MB"},
+		{"MSGTRACE_FORMAT", "raw"},
+		{"MSGTRACE_OUT", "/tmp/trace-%q.json"},
+		{"MSGTRACE_OUT", "/tmp/trace-%"},
+		{"MSGTRACE_FULL", "block"},
+		{"MSGTRACE_MODE", "ring"},
+		{"MSGTRACE_MODE", "circular"},
+		{"MSGTRACE_KEEP_STREAM", "yes"},
 	} {
 		_, err := FromEnv(env(map[string]string{c.name: c.value}), 1)
 		var ce *ConfigError

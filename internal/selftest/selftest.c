@@ -81,14 +81,14 @@ struct mt_namer {
 	const char *(*sel_name)(void *sel);
 	void *(*object_class)(void *obj);
 	void *(*superclass)(void *cls);
-	int (*is_meta)(void *cls);
+	unsigned char (*is_meta)(void *cls);
 };
 void msgtrace_set_namer(const struct mt_namer *n);
 static const char *st_class_name(void *c) { return ((struct st_class *)c)->name; }
 static const char *st_sel_name(void *s) { return (const char *)s; }
 static void *st_object_class(void *o) { return ((struct st_object *)o)->isa; }
 static void *st_superclass(void *c) { return ((struct st_class *)c)->super; }
-static int st_is_meta(void *c) { return ((struct st_class *)c)->meta != 0; }
+static unsigned char st_is_meta(void *c) { return ((struct st_class *)c)->meta != 0; }
 void selftest_use_namer(void) {
 	static const struct mt_namer n = {st_class_name, st_sel_name, st_object_class, st_superclass, st_is_meta};
 	msgtrace_set_namer(&n);

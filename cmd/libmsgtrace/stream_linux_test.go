@@ -1,0 +1,295 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/msgtrace/msgtrace/tracer"
+)
+
+// tally is a tracer.Sink that counts what a trace holds: calls per process, thread and name,
+// calls still running, and marks.
+type tally struct {
+	thread   *tracer.Thread
+	header   *tracer.Header
+	calls    map[string]int            // name -> calls, every thread and process
+	perPID   map[uint64]map[string]int // pid -> name -> calls
+	perTID   map[uint64]int            // tid -> calls
+	names    map[uint64]string         // tid -> thread name
+	open     []string                  // "name@depth" of calls still running at the end
+	unwound  int
+	marks    map[tracer.MarkKind]uint64 // kind -> total count (waits: how many)
+	waitNs   uint64
+	programs map[uint64]string
+}
+
+func newTally() *tally {
+	return &tally{calls: map[string]int{}, perPID: map[uint64]map[string]int{}, perTID: map[uint64]int{},
+		names: map[uint64]string{}, marks: map[tracer.MarkKind]uint64{}, programs: map[uint64]string{}}
+}
+
+func (s *tally) BeginThread(h *tracer.Header, t *tracer.Thread) error {
+	s.thread, s.header = t, h
+	s.names[t.TID] = t.Name
+	s.programs[h.PID] = h.Program
+	return nil
+}
+func (s *tally) Call(c *tracer.Call) error {
+	s.calls[c.Name]++
+	if s.perPID[s.header.PID] == nil {
+		s.perPID[s.header.PID] = map[string]int{}
+	}
+	s.perPID[s.header.PID][c.Name]++
+	s.perTID[s.thread.TID]++
+	if c.Flags&tracer.FlagOpen != 0 {
+		s.open = append(s.open, fmt.Sprintf("%s@%d", c.Name, c.Depth))
+	}
+	if c.Flags&tracer.FlagUnwound != 0 {
+		s.unwound++
+	}
+	return nil
+}
+func (s *tally) Skip(int) error { return nil }
+func (s *tally) Mark(m *tracer.Mark) error {
+	if m.Kind == tracer.MarkWait {
+		s.marks[m.Kind]++
+		s.waitNs += m.DurNanos
+	} else {
+		s.marks[m.Kind] += m.Count
+	}
+	return nil
+}
+func (s *tally) EndThread() error          { return nil }
+func (s *tally) Close(tracer.Totals) error { return nil }
+
+// readStreams reads stream files into a tally.
+func readStreams(t *testing.T, paths ...string) (*tally, tracer.Totals) {
+	t.Helper()
+	var ins []tracer.Input
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		st, _ := f.Stat()
+		ins = append(ins, tracer.Input{R: f, Size: st.Size(), Name: p})
+	}
+	s := newTally()
+	tot, err := tracer.ProcessStreams(ins, tracer.Options{MaxDepth: -1}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tot
+}
+
+// stress runs the stress program with the library preloaded.
+func (b built) stress(env map[string]string, args ...string) *exec.Cmd {
+	e := map[string]string{"LD_PRELOAD": b.lib}
+	for k, v := range env {
+		e[k] = v
+	}
+	return b.command(e, "stress", args...)
+}
+
+// testStream: the recorder on real processes — a soak at defaults (nothing lost, memory
+// bounded), drop mode counting exactly, kill -9 and a crash leaving what was running, wrappers
+// that load the library too, forked and exec'd children.
+func testStream(t *testing.T, b built) {
+	small := len(b.run) > 0 // under qemu: smaller counts
+	t.Run("soak", func(t *testing.T) {
+		calls := 5_000_000
+		if small {
+			calls = 200_000
+		}
+		out := filepath.Join(t.TempDir(), "soak.mtrace")
+		rssQuiet := peakRSS(t, b, map[string]string{"MSGTRACE_OUT": out}, "quiet")
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("a process that sent nothing left %s", out)
+		}
+		var stdout string
+		rss := peakRSS(t, b, map[string]string{"MSGTRACE_OUT": out}, "soak", "4", strconv.Itoa(calls), &stdout)
+		var sent int
+		fmt.Sscanf(stdout, "sent %d", &sent)
+		s, tot := readStreams(t, out)
+		if want := 4 * (1 + 2*(calls/2)); sent != want || int(tot.Calls) != sent {
+			t.Fatalf("sent %d (want %d), the stream holds %d calls (%+v)", sent, want, tot.Calls, tot)
+		}
+		if s.calls["-[Worker run:]"] != 4 || s.calls["-[Worker step:]"] != 4*(calls/2) || s.calls["-[Worker leaf]"] != 4*(calls/2) {
+			t.Errorf("per-method counts %v", s.calls)
+		}
+		if tot.Dropped != 0 || tot.Unended != 0 || tot.BadFrames != 0 || tot.TornBytes != 0 || len(s.open) != 0 || s.marks[tracer.MarkLost] != 0 {
+			t.Errorf("totals %+v, open %v, marks %v", tot, s.open, s.marks)
+		}
+		for tid, n := range s.perTID {
+			if n != 1+2*(calls/2) || !strings.HasPrefix(s.names[tid], "soak-") {
+				t.Errorf("thread %d (%q): %d calls", tid, s.names[tid], n)
+			}
+		}
+		st, _ := os.Stat(out)
+		bound := rssQuiet + 32<<10 + 4*1<<10 // KiB: the library's fixed cost + the pool + 1 MiB a thread
+		t.Logf("soak: %d calls, %.2f bytes/call, %d waits for a chunk (%.1f ms), peak RSS %d KiB (sending nothing: %d KiB, bound %d KiB)",
+			tot.Calls, float64(st.Size())/float64(tot.Calls), s.marks[tracer.MarkWait], float64(s.waitNs)/1e6, rss, rssQuiet, bound)
+		if rss > bound {
+			t.Errorf("peak RSS %d KiB over the bound %d KiB", rss, bound)
+		}
+		if bpc := float64(st.Size()) / float64(tot.Calls); bpc > 12 {
+			t.Errorf("%.2f bytes per call", bpc)
+		}
+	})
+	t.Run("drop", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "drop.mtrace")
+		calls := 2_000_000
+		if small {
+			calls = 200_000
+		}
+		var stdout string
+		peakRSS(t, b, map[string]string{"MSGTRACE_OUT": out, "MSGTRACE_FULL": "drop", "MSGTRACE_BUFFER_MB": "1"}, "soak", "4", strconv.Itoa(calls), &stdout)
+		var sent int
+		fmt.Sscanf(stdout, "sent %d", &sent)
+		s, tot := readStreams(t, out)
+		if int(tot.Calls+tot.Dropped) != sent {
+			t.Fatalf("recorded %d + dropped %d != sent %d", tot.Calls, tot.Dropped, sent)
+		}
+		if tot.Dropped == 0 || s.marks[tracer.MarkLost] == 0 || s.marks[tracer.MarkLost] > tot.Dropped {
+			t.Errorf("dropped %d, lost marks count %d", tot.Dropped, s.marks[tracer.MarkLost])
+		}
+		t.Logf("drop: %d sent, %d recorded, %d dropped, %d of them marked where they happened", sent, tot.Calls, tot.Dropped, s.marks[tracer.MarkLost])
+	})
+	t.Run("kill9", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "hang.json")
+		cmd := b.stress(map[string]string{"MSGTRACE_OUT": out}, "hang")
+		pipe, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, _ := bufio.NewReader(pipe).ReadString('\n')
+		if line != "hanging\n" {
+			t.Fatalf("stress hang printed %q", line)
+		}
+		time.Sleep(400 * time.Millisecond) // the guarantee: what was there one period (100 ms) before
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		s, tot := readStreams(t, out+".mtrace")
+		if s.calls["-[App work]"] != 100 || tot.Unended != 1 {
+			t.Errorf("after kill -9: %v, totals %+v", s.calls, tot)
+		}
+		if strings.Join(s.open, ",") != "-[App hang]@0,-[App wait]@1" && strings.Join(s.open, ",") != "-[App wait]@1,-[App hang]@0" {
+			t.Errorf("calls running at the kill: %v", s.open)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("a killed process converted its trace")
+		}
+	})
+	t.Run("crash", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "crash.mtrace")
+		cmd := b.stress(map[string]string{"MSGTRACE_OUT": out}, "crash")
+		o, err := cmd.CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || !strings.Contains(string(o), "crashing") {
+			t.Fatalf("stress crash: %v\n%s", err, o)
+		}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || (ws.Signal() != syscall.SIGSEGV && ee.ExitCode() != 139) {
+			t.Errorf("stress crash ended with %v, want SIGSEGV (our handler re-raises)", err)
+		}
+		s, tot := readStreams(t, out)
+		if s.calls["-[App work]"] != 10 || strings.Join(s.open, ",") != "-[App crash]@0" || tot.Unended != 1 {
+			t.Errorf("after the crash: calls %v, open %v, totals %+v", s.calls, s.open, tot)
+		}
+	})
+	t.Run("wrappers", func(t *testing.T) {
+		if small {
+			t.Skip("the wrappers are host programs: under qemu they cannot load the arm64 library")
+		}
+		dir := t.TempDir()
+		stressBin := filepath.Join(b.dir, "stress")
+		for name, wrap := range map[string][]string{
+			"timeout": {"timeout", "120"},
+			"time":    {"/usr/bin/time", "-o", filepath.Join(dir, "time.txt")},
+			"sh":      {"sh", "-c", `"$0" "$@"; true`},
+		} {
+			out := filepath.Join(dir, name+".json")
+			cmd := exec.Command(wrap[0], append(wrap[1:], stressBin, "child")...)
+			cmd.Env = append(os.Environ(), "MSGTRACE_OUT="+out, "MSGTRACE_QUIET=1", "LD_PRELOAD="+b.lib)
+			if o, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", name, err, o)
+			}
+			tr := readTrace(t, out)
+			if n, _ := tr.count("main thread", "-[Child work]"); n != 40 {
+				t.Errorf("%s: the program's trace holds %d of its 40 calls", name, n)
+			}
+		}
+	})
+	t.Run("fork", func(t *testing.T) {
+		if small {
+			t.Skip("exec of /proc/self/exe needs binfmt_misc under qemu-user")
+		}
+		dir := t.TempDir()
+		cmd := b.stress(map[string]string{"MSGTRACE_OUT": filepath.Join(dir, "t-%p.mtrace")}, "fork")
+		if o, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(o), "forked 0") {
+			t.Fatalf("stress fork: %v\n%s", err, o)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "t-*.mtrace"))
+		if len(files) != 3 {
+			t.Fatalf("files %v, want one per process (parent, forked child, exec'd child)", files)
+		}
+		s, tot := readStreams(t, files...)
+		var got []string
+		for _, m := range s.perPID {
+			got = append(got, fmt.Sprint(m))
+		}
+		want := map[string]bool{"map[-[App work]:40]": true, "map[-[Child work]:30]": true, "map[-[Child work]:40]": true}
+		for _, g := range got {
+			if !want[g] {
+				t.Errorf("a process's calls: %s (all: %v)", g, got)
+			}
+		}
+		if tot.Processes != 3 || tot.Unended != 0 || len(got) != 3 {
+			t.Errorf("totals %+v", tot)
+		}
+	})
+}
+
+// peakRSS runs stress under /usr/bin/time and returns its peak RSS in KiB; a last *string
+// argument receives its stdout.
+func peakRSS(t *testing.T, b built, env map[string]string, args ...any) int {
+	t.Helper()
+	var sargs []string
+	var stdout *string
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			sargs = append(sargs, v)
+		case *string:
+			stdout = v
+		}
+	}
+	timeOut := filepath.Join(t.TempDir(), "time.txt")
+	cmd := b.stress(env, sargs...)
+	cmd.Args = append([]string{"/usr/bin/time", "-f", "%M", "-o", timeOut}, cmd.Args...)
+	cmd.Path = "/usr/bin/time"
+	o, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, o)
+	}
+	if stdout != nil {
+		*stdout = string(o)
+	}
+	tb, _ := os.ReadFile(timeOut)
+	lines := strings.Fields(string(tb))
+	if len(lines) == 0 {
+		t.Fatalf("no RSS from /usr/bin/time: %q", tb)
+	}
+	kb, _ := strconv.Atoi(lines[len(lines)-1])
+	return kb
+}

@@ -1,0 +1,175 @@
+/*
+ * stress: the recorder under real programs' conditions, on the test runtime (objc_msgSend in
+ * an imported slot, as compiled Objective-C sends).
+ *
+ *   stress soak THREADS CALLS   THREADS threads each send CALLS messages as fast as they can:
+ *                               -[Worker run:] > per call -[Worker step:] > -[Worker leaf]
+ *                               (CALLS/2 steps, each with one leaf). Prints the counts.
+ *   stress hang                 100 -[App work] calls, then -[App hang] > -[App wait] that never
+ *                               returns (the test kills it), printing "hanging" first.
+ *   stress crash                -[App crash] dereferences NULL inside a traced call.
+ *   stress fork                 20 calls, fork: the child makes 30 -[Child work] and exits, the
+ *                               parent waits and makes 20 more; then fork + exec of
+ *                               "stress child" (40 -[Child work]).
+ *   stress child                40 -[Child work].
+ *   stress _exit N              5 -[App work], then _exit(N), past the exit handlers.
+ *   stress quiet                no message at all.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tobjc.h"
+
+static SEL s_run, s_step, s_leaf, s_work, s_hang, s_wait, s_crash;
+static Class Worker, App, Child;
+
+typedef long (*send_l)(id, SEL, long);
+#define SEND(o, s, x) ((send_l)objc_msgSend)((id)(o), (s), (x))
+
+static long leaf(id self, SEL cmd, long x) { (void)self, (void)cmd; return x + 1; }
+static long step(id self, SEL cmd, long x) { (void)cmd; return SEND(self, s_leaf, x); }
+static long run(id self, SEL cmd, long n) {
+	(void)cmd;
+	long s = 0;
+	for (long i = 0; i < n; i++)
+		s += SEND(self, s_step, i);
+	return s;
+}
+static long work(id self, SEL cmd, long x) { (void)self, (void)cmd; return x * 2; }
+static long wait_forever(id self, SEL cmd, long x) {
+	(void)self, (void)cmd, (void)x;
+	printf("hanging\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+	return 0;
+}
+static long hang(id self, SEL cmd, long x) { (void)cmd; return SEND(self, s_wait, x); }
+static long crash(id self, SEL cmd, long x) {
+	(void)self, (void)cmd;
+	volatile long *p = NULL;
+	return p[x];
+}
+
+static void *soak_thread(void *arg) {
+	long n = *(long *)arg;
+	char name[16];
+	snprintf(name, sizeof name, "soak-%ld", n >> 40);
+	pthread_setname_np(pthread_self(), name);
+	id w = class_createInstance(Worker, 0);
+	long calls = n & ((1L << 40) - 1);
+	SEND(w, s_run, calls / 2);
+	return NULL;
+}
+
+static void setup(void) {
+	s_run = sel_registerName("run:");
+	s_step = sel_registerName("step:");
+	s_leaf = sel_registerName("leaf");
+	s_work = sel_registerName("work");
+	s_hang = sel_registerName("hang");
+	s_wait = sel_registerName("wait");
+	s_crash = sel_registerName("crash");
+	Worker = objc_allocateClassPair(NULL, "Worker", 0);
+	class_addMethod(Worker, s_run, (IMP)run, "l@:l");
+	class_addMethod(Worker, s_step, (IMP)step, "l@:l");
+	class_addMethod(Worker, s_leaf, (IMP)leaf, "l@:l");
+	objc_registerClassPair(Worker);
+	App = objc_allocateClassPair(NULL, "App", 0);
+	class_addMethod(App, s_work, (IMP)work, "l@:l");
+	class_addMethod(App, s_hang, (IMP)hang, "l@:l");
+	class_addMethod(App, s_wait, (IMP)wait_forever, "l@:l");
+	class_addMethod(App, s_crash, (IMP)crash, "l@:l");
+	objc_registerClassPair(App);
+	Child = objc_allocateClassPair(NULL, "Child", 0);
+	class_addMethod(Child, s_work, (IMP)work, "l@:l");
+	objc_registerClassPair(Child);
+}
+
+static void child_work(int n) {
+	id c = class_createInstance(Child, 0);
+	for (int i = 0; i < n; i++)
+		SEND(c, s_work, i);
+}
+
+int main(int argc, char **argv) {
+	if (argc < 2) {
+		fprintf(stderr, "usage: stress soak|hang|crash|fork|child|quiet\n");
+		return 2;
+	}
+	setup();
+	const char *mode = argv[1];
+	if (!strcmp(mode, "soak") && argc == 4) {
+		int threads = atoi(argv[2]);
+		long calls = atol(argv[3]);
+		pthread_t th[64];
+		long arg[64];
+		for (int i = 0; i < threads && i < 64; i++) {
+			arg[i] = (long)i << 40 | calls;
+			pthread_create(&th[i], NULL, soak_thread, &arg[i]);
+		}
+		for (int i = 0; i < threads && i < 64; i++)
+			pthread_join(th[i], NULL);
+		/* per thread: 1 run + calls/2 steps + calls/2 leaves */
+		printf("sent %ld\n", (long)threads * (1 + 2 * (calls / 2)));
+		return 0;
+	}
+	if (!strcmp(mode, "hang")) {
+		id a = class_createInstance(App, 0);
+		for (int i = 0; i < 100; i++)
+			SEND(a, s_work, i);
+		SEND(a, s_hang, 0);
+		return 0;
+	}
+	if (!strcmp(mode, "crash")) {
+		id a = class_createInstance(App, 0);
+		for (int i = 0; i < 10; i++)
+			SEND(a, s_work, i);
+		printf("crashing\n");
+		fflush(stdout);
+		return (int)SEND(a, s_crash, 0);
+	}
+	if (!strcmp(mode, "fork")) {
+		id a = class_createInstance(App, 0);
+		for (int i = 0; i < 20; i++)
+			SEND(a, s_work, i);
+		pid_t p = fork();
+		if (p == 0) {
+			child_work(30);
+			exit(0);
+		}
+		int st;
+		waitpid(p, &st, 0);
+		for (int i = 0; i < 20; i++)
+			SEND(a, s_work, i);
+		fflush(stdout);
+		p = fork();
+		if (p == 0) {
+			execl("/proc/self/exe", argv[0], "child", (char *)NULL);
+			_exit(127);
+		}
+		waitpid(p, &st, 0);
+		printf("forked %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		return 0;
+	}
+	if (!strcmp(mode, "child")) {
+		child_work(40);
+		return 0;
+	}
+	if (!strcmp(mode, "_exit") && argc == 3) {
+		id a = class_createInstance(App, 0);
+		for (int i = 0; i < 5; i++)
+			SEND(a, s_work, i);
+		_exit(atoi(argv[2]));
+	}
+	if (!strcmp(mode, "quiet"))
+		return 0;
+	fprintf(stderr, "stress: unknown mode %s\n", mode);
+	return 2;
+}
