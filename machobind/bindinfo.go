@@ -14,7 +14,13 @@ type boundSym struct {
 	ordinal int
 	weak    bool // BIND_SYMBOL_FLAGS_WEAK_IMPORT
 	lazy    bool
+	// linked is, for a weak-coalesced slot (ordinal WeakLookupOrdinal), the ordinal of the
+	// regular bind at the same slot, or noLinkedOrdinal when the weak-bind table alone binds it.
+	linked int
 }
+
+// noLinkedOrdinal marks a weak-bind entry without a regular bind at the same slot.
+const noLinkedOrdinal = -1 << 30
 
 // maxBinds bounds the binds one image's opcodes may produce: real images stay far below it, a
 // hostile DO_BIND_ULEB_TIMES stops here instead of looping for hours.
@@ -195,8 +201,13 @@ func (img *Image) classicBinds(inRange func(addr uint64) bool) (map[uint64]bound
 				return
 			}
 			if st.weak {
-				if _, bound := out[addr]; bound {
-					return // weak coalescing of a slot that has a regular bind
+				// Weak-definition coalescing: dyld binds the regular bind first (if any), then
+				// rebinds the slot to the first definition of the symbol among the images with
+				// weak definitions, in load order; the regular bind is what stays when none
+				// exports it (dyld4 Loader::resolveSymbol, BIND_SPECIAL_DYLIB_WEAK_LOOKUP).
+				s.linked = noLinkedOrdinal
+				if prev, bound := out[addr]; bound {
+					s.linked, s.weak = prev.ordinal, prev.weak
 				}
 				s.ordinal = WeakLookupOrdinal
 			}

@@ -65,7 +65,9 @@ func parseIndirect(t *testing.T, out string) map[string][]objdumpSlot {
 	return res
 }
 
-type objdumpBind struct{ dylib, symbol string }
+// objdumpBind is what llvm-objdump binds at a slot; linked is, for a classic slot that the
+// weak-bind table coalesces, the library of the regular bind there.
+type objdumpBind struct{ dylib, symbol, linked string }
 
 // parseBinds reads the bind tables (--bind --lazy-bind --weak-bind for classic dyld info,
 // --dyld-info for chained fixups): slot address -> what is bound there.
@@ -106,10 +108,11 @@ func parseBinds(t *testing.T, out string, chained bool) map[uint64]objdumpBind {
 		case table == "lazy" && len(f) >= 5:
 			b = objdumpBind{dylib: f[3], symbol: f[4]}
 		case table == "weak" && len(f) >= 6:
+			// weak-definition coalescing: dyld rebinds the slot to the first definition in load
+			// order; a regular bind at the same slot is what the static linker found
+			b = objdumpBind{dylib: "weak", symbol: f[5]}
 			if prev, ok := res[addr]; ok {
-				b = prev // a weak bind overrides a regular bind at the same slot by name
-			} else {
-				b = objdumpBind{symbol: f[5]}
+				b.linked = prev.dylib
 			}
 		default:
 			continue
@@ -124,8 +127,6 @@ func objdumpLibraryMatches(short, path string) bool {
 	switch short {
 	case "this-image", "main-executable", "flat-namespace", "weak":
 		return short == path
-	case "":
-		return true // weak-bind-only slot: objdump names no library
 	}
 	return strings.HasPrefix(filepath.Base(path), short)
 }
@@ -231,6 +232,12 @@ func crossCheckSlice(t *testing.T, file string, fat bool, s *FileSlice) {
 		}
 		if b.symbol != sl.Symbol || !objdumpLibraryMatches(b.dylib, sl.Library) {
 			t.Errorf("%s [%s] %s slot %#x: we bind %s from %s, objdump %s from %s", file, s.Arch, sl.Section.FullName(), sl.Addr, sl.Symbol, sl.Library, b.symbol, b.dylib)
+		}
+		if b.linked != "" && !objdumpLibraryMatches(b.linked, sl.LinkedLibrary) {
+			t.Errorf("%s [%s] %s slot %#x: %s coalesced, linked from %s; objdump's regular bind is from %s", file, s.Arch, sl.Section.FullName(), sl.Addr, sl.Symbol, sl.LinkedLibrary, b.linked)
+		}
+		if sl.Ordinal == WeakLookupOrdinal && sl.LinkedLibrary == "" {
+			t.Errorf("%s [%s] %s slot %#x: %s coalesced, but no linked library", file, s.Arch, sl.Section.FullName(), sl.Addr, sl.Symbol)
 		}
 	}
 }

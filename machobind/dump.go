@@ -60,14 +60,17 @@ type SectionDump struct {
 
 // PointerDump is one symbol-pointer slot.
 type PointerDump struct {
-	Section  string `json:"section"`
-	Address  string `json:"address"`
-	Symbol   string `json:"symbol"`
-	Library  string `json:"library"`
-	Kind     string `json:"kind"`
-	Ordinal  int    `json:"ordinal"`
-	Weak     bool   `json:"weak,omitempty"`
-	Indirect string `json:"indirect,omitempty"` // "local" or "absolute" for slots without a symbol
+	Section string `json:"section"`
+	Address string `json:"address"`
+	Symbol  string `json:"symbol"`
+	Library string `json:"library"`
+	Kind    string `json:"kind"`
+	Ordinal int    `json:"ordinal"`
+	// LinkedLibrary is, for a slot bound by weak-definition coalescing (library "weak",
+	// ordinal -3), where the static linker found the symbol: a dylib's path or "this-image".
+	LinkedLibrary string `json:"linked_library,omitempty"`
+	Weak          bool   `json:"weak,omitempty"`
+	Indirect      string `json:"indirect,omitempty"` // "local" or "absolute" for slots without a symbol
 	// IndirectSymbol is what the indirect symbol table names, when it differs from what dyld
 	// binds there (a linker bug).
 	IndirectSymbol string `json:"indirect_symbol,omitempty"`
@@ -182,6 +185,9 @@ func dumpSlice(s *FileSlice, opt DumpOptions) (sd SliceDump) {
 		}
 		if len(name) > 0 {
 			p.Symbol, p.Ordinal, p.Library = names.get(name), sl.Ordinal, img.LibraryName(sl.Ordinal)
+			if sl.Ordinal == WeakLookupOrdinal {
+				p.LinkedLibrary = img.LibraryName(sl.LinkedOrdinal)
+			}
 		}
 		if indirect != nil {
 			p.IndirectSymbol = names.get(indirect)

@@ -47,6 +47,7 @@ const (
 	FlatLookupOrdinal     = -2
 	WeakLookupOrdinal     = -3
 	nWeakRef              = 0x0040
+	nWeakDef              = 0x0080 // N_WEAK_DEF on a definition, N_REF_TO_WEAK on a reference
 	indirectSymbolLocal   = types.INDIRECT_SYMBOL_LOCAL
 	indirectSymbolAbs     = types.INDIRECT_SYMBOL_ABS
 	nlistSize             = 16
@@ -73,10 +74,17 @@ type Slot struct {
 	// IndirectSymbol is set (by Slots) when the indirect symbol table names another symbol
 	// than the bind opcodes do for this slot — a linker bug seen in zig's TLV pointers.
 	IndirectSymbol string
-	// Ordinal is the symbol's two-level-namespace library ordinal; Library the dylib it names.
-	Ordinal int
-	Library string
-	Weak    bool // weak import (N_WEAK_REF): may be unbound at run time
+	// Ordinal is the library ordinal dyld binds the slot with; Library the dylib it names
+	// (LibraryName). WeakLookupOrdinal marks weak-definition coalescing (C++ operator new,
+	// typeinfo, inline functions): dyld binds the slot to the first definition among the
+	// images with weak definitions in load order, the main executable first, a non-weak
+	// definition winning over weak ones; LinkedOrdinal then says where the static linker found
+	// the symbol (the symbol table's ordinal, or a classic image's regular bind at the slot).
+	Ordinal       int
+	Library       string
+	LinkedOrdinal int
+	LinkedLibrary string
+	Weak          bool // weak import (N_WEAK_REF): may be unbound at run time
 }
 
 // LibraryName names a library ordinal the way llvm-objdump does for the special ones.
@@ -169,6 +177,9 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 		return err
 	}
 	le := binary.LittleEndian
+	twoLevel := img.Header.Flags&types.TwoLevel != 0
+	// dyld coalesces weak definitions of images that have or bind to them
+	coalesces := img.Header.Flags&(types.WeakDefines|types.BindsToWeak) != 0
 	var slot Slot
 	for _, sec := range ptrSecs {
 		kind, _ := pointerKind(sec)
@@ -200,22 +211,42 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 					return fmt.Errorf("section %s slot %d: symbol %d name at %#x is not terminated within %d bytes", sec.FullName(), i, ind, strx, maxSymbolName)
 				}
 				name = name[:z]
-				switch o := desc.GetLibraryOrdinal(); o {
-				case 0xff:
+				ntype := nl[4]
+				undefined := ntype&0x0e == 0 // N_UNDF (N_PBUD counts as defined here)
+				switch o := desc.GetLibraryOrdinal(); {
+				case undefined && !twoLevel:
+					slot.Ordinal = FlatLookupOrdinal // flat namespace (and objects): no ordinal
+				case !undefined:
+					slot.Ordinal = SelfLibraryOrdinal
+				case o == 0xff:
 					slot.Ordinal = MainExecutableOrdinal
-				case 0xfe:
+				case o == 0xfe:
 					slot.Ordinal = FlatLookupOrdinal
 				default:
 					slot.Ordinal = int(o)
 				}
-				slot.Weak = desc&nWeakRef != 0
+				slot.Weak = undefined && desc&nWeakRef != 0
+				if binds == nil && desc&nWeakDef != 0 && (undefined || ntype&0x01 != 0) && coalesces {
+					// no bind opcodes (chained fixups, or an old image dyld binds from the
+					// symbol table): a reference to a weak definition, or the image's own
+					// exported weak definition, is bound by coalescing, as the chained import's
+					// BIND_SPECIAL_DYLIB_WEAK_LOOKUP ordinal says
+					slot.LinkedOrdinal, slot.Ordinal = slot.Ordinal, WeakLookupOrdinal
+				}
 			}
 			var indirectName []byte
 			if b, ok := binds[slot.Addr]; ok {
 				if !bytes.Equal(b.name, name) {
 					indirectName = name
 				}
+				linkedFromSymtab := slot.Ordinal
 				name, slot.Ordinal, slot.Weak = b.name, b.ordinal, b.weak
+				if b.ordinal == WeakLookupOrdinal {
+					slot.LinkedOrdinal = b.linked
+					if b.linked == noLinkedOrdinal {
+						slot.LinkedOrdinal = linkedFromSymtab
+					}
+				}
 			}
 			if !visit(&slot, name, indirectName) {
 				return nil
@@ -251,6 +282,9 @@ func (img *Image) Slots() ([]Slot, error) {
 		if len(name) > 0 {
 			c.Symbol = names.get(name)
 			c.Library = img.LibraryName(c.Ordinal)
+			if c.Ordinal == WeakLookupOrdinal {
+				c.LinkedLibrary = img.LibraryName(c.LinkedOrdinal)
+			}
 		}
 		if indirect != nil {
 			c.IndirectSymbol = names.get(indirect)

@@ -99,6 +99,9 @@ func writeText(out io.Writer, d *machobind.Dump) error {
 		fmt.Fprintf(w, "  pointers: %d\n", len(s.Pointers))
 		for _, p := range s.Pointers {
 			sym, lib := p.Symbol, p.Library
+			if p.LinkedLibrary != "" {
+				lib += " (linked: " + p.LinkedLibrary + ")"
+			}
 			if p.Indirect != "" {
 				sym, lib = "<"+p.Indirect+">", ""
 			}
