@@ -83,11 +83,12 @@ func (img *Image) runBindOpcodes(ops []byte, lazy bool, bind func(addr uint64, s
 		count  int
 	)
 	cur.lazy = lazy
+	pw := img.pointerWidth
 	do := func() error {
 		if seg == nil {
 			return errors.New("bind before SET_SEGMENT_AND_OFFSET")
 		}
-		if offset >= seg.Memsz || seg.Memsz-offset < 8 {
+		if offset >= seg.Memsz || seg.Memsz-offset < pw {
 			return fmt.Errorf("bind at %s+%#x, past the segment's %#x bytes", seg.Name, offset, seg.Memsz)
 		}
 		if count++; count > maxBinds {
@@ -140,16 +141,16 @@ func (img *Image) runBindOpcodes(ops []byte, lazy bool, bind func(addr uint64, s
 			offset += v
 		case types.BIND_OPCODE_DO_BIND:
 			err = do()
-			offset += 8
+			offset += pw
 		case types.BIND_OPCODE_DO_BIND_ADD_ADDR_ULEB:
 			if err = do(); err == nil {
 				var v uint64
 				v, err = uleb(ops, &p)
-				offset += 8 + v
+				offset += pw + v
 			}
 		case types.BIND_OPCODE_DO_BIND_ADD_ADDR_IMM_SCALED:
 			err = do()
-			offset += 8 + uint64(imm)*8
+			offset += pw + uint64(imm)*pw
 		case types.BIND_OPCODE_DO_BIND_ULEB_TIMES_SKIPPING_ULEB:
 			var n, skip uint64
 			if n, err = uleb(ops, &p); err == nil {
@@ -157,7 +158,7 @@ func (img *Image) runBindOpcodes(ops []byte, lazy bool, bind func(addr uint64, s
 			}
 			for i := uint64(0); i < n && err == nil; i++ {
 				err = do()
-				offset += 8 + skip
+				offset += pw + skip
 			}
 		case types.BIND_OPCODE_THREADED:
 			return fmt.Errorf("opcode at %#x: threaded binds (pre-iOS 13 arm64e) are not supported", at)

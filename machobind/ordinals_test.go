@@ -3,11 +3,14 @@
 package machobind
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/msgtrace/msgtrace/internal/simdyld"
 	"github.com/msgtrace/msgtrace/internal/testfiles"
@@ -173,5 +176,36 @@ func TestWeakCoalescedLinkedLibrary(t *testing.T) {
 			h.Undo()
 		}
 		img.Close()
+	}
+}
+
+// TestRebind32BitRefused: dump reads 32-bit images, rebinding refuses them (ErrNot64) before
+// touching anything: an i386 image mapped in memory is not parsed for rebinding.
+func TestRebind32BitRefused(t *testing.T) {
+	for _, file := range testfiles.GoDebugMachO(t) {
+		f, err := Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range f.Slices {
+			img, err := s.Parse()
+			if err != nil || img.Is64() {
+				continue
+			}
+			if img.PointerWidth() != 4 {
+				t.Errorf("%s [%s]: pointer width %d", file, s.Arch, img.PointerWidth())
+			}
+			mem := append([]byte(nil), s.data...)
+			l := Loaded{Name: file, Header: uintptr(unsafe.Pointer(&mem[0])), Slide: uintptr(unsafe.Pointer(&mem[0])) - uintptr(img.TextVMAddr())}
+			if _, err := ParseLoaded(l); !errors.Is(err, ErrNot64) {
+				t.Errorf("%s [%s]: ParseLoaded of a 32-bit image: %v, want ErrNot64", file, s.Arch, err)
+			}
+			r := NewRebinder(&simRuntime{})
+			if _, err := r.RebindImage(l, Rebinding{Name: "puts", Replacement: 1}); !errors.Is(err, ErrNot64) {
+				t.Errorf("%s [%s]: RebindImage of a 32-bit image: %v, want ErrNot64", file, s.Arch, err)
+			}
+			runtime.KeepAlive(mem)
+		}
+		f.Close()
 	}
 }

@@ -21,6 +21,9 @@ const (
 	KindAuth                  // non-lazy, signed on arm64e (__auth_got)
 	KindTLV                   // S_THREAD_LOCAL_VARIABLE_POINTERS (__thread_ptrs)
 	KindLazyDylib             // S_LAZY_DYLIB_SYMBOL_POINTERS
+	// KindJumpTable is an entry of i386's __IMPORT,__jump_table (S_SYMBOL_STUBS with
+	// S_ATTR_SELF_MODIFYING_CODE): a 5-byte jump that dyld rewrites, in 32-bit images only.
+	KindJumpTable
 )
 
 func (k Kind) String() string {
@@ -35,6 +38,8 @@ func (k Kind) String() string {
 		return "tlv"
 	case KindLazyDylib:
 		return "lazy-dylib"
+	case KindJumpTable:
+		return "jump-table"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -51,6 +56,8 @@ const (
 	indirectSymbolLocal   = types.INDIRECT_SYMBOL_LOCAL
 	indirectSymbolAbs     = types.INDIRECT_SYMBOL_ABS
 	nlistSize             = 16
+	nlistSize32           = 12
+	selfModifyingCode     = 0x04000000 // S_ATTR_SELF_MODIFYING_CODE
 	indirectEntrySize     = 4
 	chainedHeaderSize     = 28
 	chainedSegStartsFixed = 22
@@ -123,6 +130,19 @@ func pointerKind(s *Section) (Kind, bool) {
 	return 0, false
 }
 
+// slotKind returns the slot kind of a section of this image and the size of its entries, and
+// false when it holds no slots: the pointer sections, and in 32-bit images the
+// self-modifying jump tables.
+func (img *Image) slotKind(s *Section) (Kind, uint64, bool) {
+	if k, ok := pointerKind(s); ok {
+		return k, img.pointerWidth, true
+	}
+	if !img.Is64() && s.Type() == types.SymbolStubs && s.Flags&selfModifyingCode != 0 && s.Reserve2 > 0 {
+		return KindJumpTable, uint64(s.Reserve2), true
+	}
+	return 0, 0, false
+}
+
 // SlotVisitor receives each slot during WalkSlots. name (what is bound there) and indirect
 // (what the indirect symbol table says, when that differs) alias the image's __LINKEDIT and
 // are only valid during the call; s.Symbol is left empty so that no string is built per slot.
@@ -134,7 +154,7 @@ type SlotVisitor func(s *Slot, name, indirect []byte) bool
 func (img *Image) WalkSlots(visit SlotVisitor) error {
 	var ptrSecs []*Section
 	for _, s := range img.Sections() {
-		if _, ok := pointerKind(s); ok {
+		if _, _, ok := img.slotKind(s); ok {
 			ptrSecs = append(ptrSecs, s)
 		}
 	}
@@ -145,11 +165,18 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 		return fmt.Errorf("image has symbol-pointer sections but no LC_SYMTAB/LC_DYSYMTAB")
 	}
 	st, dy := img.symtab, img.dysymtab
+	if err := img.checkDysymtab(); err != nil {
+		return err
+	}
 	indirect, err := img.linkeditBytes("indirect symbol table", uint64(dy.Indirectsymoff), uint64(dy.Nindirectsyms)*indirectEntrySize)
 	if err != nil {
 		return err
 	}
-	syms, err := img.linkeditBytes("symbol table", uint64(st.Symoff), uint64(st.Nsyms)*nlistSize)
+	nlsize := uint64(nlistSize)
+	if !img.Is64() {
+		nlsize = nlistSize32
+	}
+	syms, err := img.linkeditBytes("symbol table", uint64(st.Symoff), uint64(st.Nsyms)*nlsize)
 	if err != nil {
 		return err
 	}
@@ -161,7 +188,8 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 	// could point many sections at the same entries, so the walk is bounded by the table.
 	var total uint64
 	for _, sec := range ptrSecs {
-		total += sec.Size / img.pointerWidth
+		_, stride, _ := img.slotKind(sec)
+		total += sec.Size / stride
 		if total > uint64(dy.Nindirectsyms) {
 			return fmt.Errorf("pointer sections claim more slots than the %d indirect symbols", dy.Nindirectsyms)
 		}
@@ -182,15 +210,15 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 	coalesces := img.Header.Flags&(types.WeakDefines|types.BindsToWeak) != 0
 	var slot Slot
 	for _, sec := range ptrSecs {
-		kind, _ := pointerKind(sec)
-		n := sec.Size / img.pointerWidth
+		kind, stride, _ := img.slotKind(sec)
+		n := sec.Size / stride
 		first := uint64(sec.Reserve1)
 		if first > uint64(dy.Nindirectsyms) || n > uint64(dy.Nindirectsyms)-first {
 			return fmt.Errorf("section %s: slots [%d, +%d) run past the %d indirect symbols", sec.FullName(), first, n, dy.Nindirectsyms)
 		}
 		for i := uint64(0); i < n; i++ {
 			ind := le.Uint32(indirect[(first+i)*indirectEntrySize:])
-			slot = Slot{Section: sec, Index: int(i), Addr: sec.Addr + i*img.pointerWidth, Kind: kind, Indirect: ind}
+			slot = Slot{Section: sec, Index: int(i), Addr: sec.Addr + i*stride, Kind: kind, Indirect: ind}
 			var name []byte
 			if ind&(indirectSymbolLocal|indirectSymbolAbs) != 0 {
 				slot.Local = ind&indirectSymbolLocal != 0
@@ -199,7 +227,7 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 				if uint64(ind) >= uint64(st.Nsyms) {
 					return fmt.Errorf("section %s slot %d: symbol index %d out of range (%d symbols)", sec.FullName(), i, ind, st.Nsyms)
 				}
-				nl := syms[uint64(ind)*nlistSize:]
+				nl := syms[uint64(ind)*nlsize:]
 				strx := le.Uint32(nl)
 				desc := types.NDescType(le.Uint16(nl[6:]))
 				if uint64(strx) >= uint64(len(strtab)) {
@@ -256,6 +284,33 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 	return nil
 }
 
+// checkDysymtab checks that LC_DYSYMTAB's three symbol groups (locals, defined externals,
+// undefined) lie inside LC_SYMTAB's symbols, as dyld, llvm-objdump and Go's debug/macho
+// require: a file that breaks this is malformed, and which slot a symbol index names cannot
+// be trusted.
+func (img *Image) checkDysymtab() error {
+	st, dy := img.symtab, img.dysymtab
+	if st == nil || dy == nil {
+		return nil
+	}
+	for _, g := range []struct {
+		what    string
+		i, n    uint32
+		iname   string
+		nameOfN string
+	}{
+		{"local", dy.Ilocalsym, dy.Nlocalsym, "ilocalsym", "nlocalsym"},
+		{"defined external", dy.Iextdefsym, dy.Nextdefsym, "iextdefsym", "nextdefsym"},
+		{"undefined", dy.Iundefsym, dy.Nundefsym, "iundefsym", "nundefsym"},
+	} {
+		if uint64(g.i)+uint64(g.n) > uint64(st.Nsyms) {
+			return fmt.Errorf("malformed LC_DYSYMTAB: %s symbols %s %d + %s %d extend past the %d symbols of LC_SYMTAB",
+				g.what, g.iname, g.i, g.nameOfN, g.n, st.Nsyms)
+		}
+	}
+	return nil
+}
+
 // maxSymbolName bounds the length of a symbol name: a name is scanned and copied at most this
 // far, so a string table without terminators costs linear time and memory, not quadratic.
 const maxSymbolName = 4096
@@ -303,6 +358,15 @@ func (img *Image) parseFixups() error {
 		img.Fixups.Style = "chained"
 	case img.hasDyldInfo:
 		img.Fixups.Style = "classic"
+		return nil
+	case img.Header.Flags&types.DyldLink != 0 && img.Header.Type != types.MH_OBJECT:
+		// Mac OS X 10.5 and older: dyld binds the pointer tables from the indirect symbol
+		// table and the symbols' library ordinals, and everything else through LC_DYSYMTAB's
+		// external relocations; local relocations rebase
+		img.Fixups.Style = "relocations"
+		if dy := img.dysymtab; dy != nil {
+			img.Fixups.ExternalRelocations, img.Fixups.LocalRelocations = int(dy.Nextrel), int(dy.Nlocrel)
+		}
 		return nil
 	default:
 		img.Fixups.Style = "none"
