@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blacktop/go-macho/types"
+
 	"github.com/msgtrace/msgtrace/internal/testfiles"
 )
 
@@ -131,5 +133,17 @@ func TestDumpUnsupportedSlice(t *testing.T) {
 	}
 	if _, err := DumpData("ppc", ppc, DumpOptions{}); err == nil || !strings.Contains(err.Error(), "ppc") {
 		t.Fatalf("a PowerPC file alone: %v, want an error naming ppc", err)
+	}
+}
+
+// TestArchNames32: 32-bit ARM slices are named as lipo and llvm-objdump name them.
+func TestArchNames32(t *testing.T) {
+	for sub, want := range map[uint32]string{6: "armv6", 9: "armv7", 11: "armv7s", 12: "armv7k", 0: "arm"} {
+		if got := ArchName(types.CPUArm, types.CPUSubtype(sub)); got != want {
+			t.Errorf("ArchName(arm, %d) = %s, want %s", sub, got, want)
+		}
+	}
+	if got := ArchName(types.CPUArm6432, 1); got != "arm64_32" {
+		t.Errorf("arm64_32: %s", got)
 	}
 }
