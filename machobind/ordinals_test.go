@@ -3,6 +3,7 @@
 package machobind
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
@@ -207,5 +208,40 @@ func TestRebind32BitRefused(t *testing.T) {
 			runtime.KeepAlive(mem)
 		}
 		f.Close()
+	}
+}
+
+// TestExternalRelocationsSaid: an old image that also binds data through external relocations
+// (LC_DYSYMTAB nextrel) is dumped with their count, and the simulated dyld, which does not
+// apply relocations, refuses it saying so rather than binding part of it.
+func TestExternalRelocationsSaid(t *testing.T) {
+	data, err := os.ReadFile(goDebugFile(t, "gcc-amd64-darwin-exec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	patched := false
+	for off, i := uint32(32), uint32(0); i < le.Uint32(data[16:]); i++ {
+		if le.Uint32(data[off:]) == 0xb { // LC_DYSYMTAB
+			le.PutUint32(data[off+64:], le.Uint32(data[off+56:])) // extreloff: any bytes in __LINKEDIT
+			le.PutUint32(data[off+68:], 1)                       // nextrel
+			patched = true
+		}
+		off += le.Uint32(data[off+4:])
+	}
+	if !patched {
+		t.Fatal("no LC_DYSYMTAB")
+	}
+	file := filepath.Join(t.TempDir(), "extrel")
+	os.WriteFile(file, data, 0o644)
+	d, err := DumpFile(file, DumpOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := d.Slices[0]; s.Fixups != "relocations" || s.ExternalRelocations != 1 || len(s.Pointers) != 2 {
+		t.Errorf("fixups %q, %d external relocations, %d slots", s.Fixups, s.ExternalRelocations, len(s.Pointers))
+	}
+	if _, err := simdyld.Load(file, simdyld.Options{}); err == nil || !strings.Contains(err.Error(), "1 external relocations") {
+		t.Errorf("simulated dyld: %v, want a refusal naming the external relocations", err)
 	}
 }
