@@ -224,7 +224,7 @@ func TestExternalRelocationsSaid(t *testing.T) {
 	for off, i := uint32(32), uint32(0); i < le.Uint32(data[16:]); i++ {
 		if le.Uint32(data[off:]) == 0xb { // LC_DYSYMTAB
 			le.PutUint32(data[off+64:], le.Uint32(data[off+56:])) // extreloff: any bytes in __LINKEDIT
-			le.PutUint32(data[off+68:], 1)                       // nextrel
+			le.PutUint32(data[off+68:], 1)                        // nextrel
 			patched = true
 		}
 		off += le.Uint32(data[off+4:])
