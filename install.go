@@ -40,8 +40,10 @@ func variants() []variant {
 // Install rebinds objc_msgSend and its variants to the interposers in every image the
 // Rebinder's runtime reports (and those loaded later: dyld reports them on darwin; on Linux
 // dlopen is rebound too, and reports what it loaded when it returns). Each original is handed
-// to its interposer before any slot points at it. Recording starts with SetActive(true).
+// to its interposer before any slot points at it, and the class and tagged-pointer masks are
+// read from the Objective-C runtime first (see Masks). Recording starts with SetActive(true).
 func Install(r *machobind.Rebinder) (*machobind.Hook, error) {
+	applyRuntimeMasks(runtimeSymbol)
 	var rs []machobind.Rebinding
 	for _, v := range variants() {
 		v := v

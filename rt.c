@@ -51,17 +51,29 @@ volatile uint32_t msgtrace_active;
 uint64_t msgtrace_min_ticks;
 uint64_t msgtrace_xsave_size;
 /* The class is read inline as isa & mask (what object_getClass does for ordinary objects); a
- * tagged pointer has no isa and keeps the receiver itself. Masks from the Objective-C runtime's
- * ISA_MASK and tagged-pointer bit; elsewhere (the test runtime, GNUstep) isa is the class. */
-#if defined(__APPLE__) && defined(__aarch64__) && !defined(__APPLE_EMBEDDED_SIMULATOR__)
-uint64_t msgtrace_isa_mask = 0x0000000ffffffff8ULL;
-uint64_t msgtrace_tag_mask = 0x8000000000000000ULL;
-#elif defined(__APPLE__) && defined(__aarch64__)
-uint64_t msgtrace_isa_mask = 0x007ffffffffffff8ULL;
-uint64_t msgtrace_tag_mask = 0x8000000000000000ULL;
-#elif defined(__APPLE__)
+ * tagged pointer has no isa and keeps the receiver itself. On Apple platforms Install replaces
+ * both with the runtime's own objc_debug_isa_class_mask and objc_debug_taggedpointer_mask (0
+ * when tagged pointers are disabled); these are the fallback, the runtime's values per target
+ * as objc4-951 computes them (sources and table: masks.go). Tags: the low bit on x86_64 macOS
+ * and Mac Catalyst only, the high bit everywhere else (objc-internal.h). Class: ISA_MASK
+ * limited to the address space (objc-runtime-new.mm): 47 bits in a macOS process (x86_64,
+ * arm64 = the arm64e runtime, the simulators), 36 bits on arm64 devices. Elsewhere (the test
+ * runtime, GNUstep) isa is the class and nothing is tagged. */
+#if defined(__APPLE__)
+#include <TargetConditionals.h>
+#endif
+#if defined(__APPLE__) && defined(__x86_64__) && !TARGET_OS_SIMULATOR /* macOS, Mac Catalyst */
 uint64_t msgtrace_isa_mask = 0x00007ffffffffff8ULL;
 uint64_t msgtrace_tag_mask = 1;
+#elif defined(__APPLE__) && defined(__x86_64__) /* simulators on Intel Macs */
+uint64_t msgtrace_isa_mask = 0x00007ffffffffff8ULL;
+uint64_t msgtrace_tag_mask = 0x8000000000000000ULL;
+#elif defined(__APPLE__) && defined(__aarch64__) && (TARGET_OS_OSX || TARGET_OS_MACCATALYST || TARGET_OS_SIMULATOR)
+uint64_t msgtrace_isa_mask = 0x00007ffffffffff8ULL; /* a macOS process on Apple silicon */
+uint64_t msgtrace_tag_mask = 0x8000000000000000ULL;
+#elif defined(__APPLE__) && defined(__aarch64__) /* iOS, tvOS, visionOS devices */
+uint64_t msgtrace_isa_mask = 0x0000000ffffffff8ULL;
+uint64_t msgtrace_tag_mask = 0x8000000000000000ULL;
 #else
 uint64_t msgtrace_isa_mask = ~(uint64_t)0;
 uint64_t msgtrace_tag_mask;

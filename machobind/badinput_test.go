@@ -199,9 +199,10 @@ func TestSymtabIndicesOutOfRange(t *testing.T) {
 	}
 }
 
-// FuzzDump runs the whole dump path over mutated fixtures: it may fail, never panic or hang.
+// FuzzDump runs the whole dump path over mutated fixtures and Go's debug/macho test files
+// (i386 and universal images, objects): it may fail, never panic or hang.
 func FuzzDump(f *testing.F) {
-	for _, file := range testfiles.Fixtures(f) {
+	for _, file := range append(testfiles.Fixtures(f), testfiles.GoDebugMachO(f)...) {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)

@@ -14,7 +14,13 @@ type boundSym struct {
 	ordinal int
 	weak    bool // BIND_SYMBOL_FLAGS_WEAK_IMPORT
 	lazy    bool
+	// linked is, for a weak-coalesced slot (ordinal WeakLookupOrdinal), the ordinal of the
+	// regular bind at the same slot, or noLinkedOrdinal when the weak-bind table alone binds it.
+	linked int
 }
+
+// noLinkedOrdinal marks a weak-bind entry without a regular bind at the same slot.
+const noLinkedOrdinal = -1 << 30
 
 // maxBinds bounds the binds one image's opcodes may produce: real images stay far below it, a
 // hostile DO_BIND_ULEB_TIMES stops here instead of looping for hours.
@@ -77,11 +83,12 @@ func (img *Image) runBindOpcodes(ops []byte, lazy bool, bind func(addr uint64, s
 		count  int
 	)
 	cur.lazy = lazy
+	pw := img.pointerWidth
 	do := func() error {
 		if seg == nil {
 			return errors.New("bind before SET_SEGMENT_AND_OFFSET")
 		}
-		if offset >= seg.Memsz || seg.Memsz-offset < 8 {
+		if offset >= seg.Memsz || seg.Memsz-offset < pw {
 			return fmt.Errorf("bind at %s+%#x, past the segment's %#x bytes", seg.Name, offset, seg.Memsz)
 		}
 		if count++; count > maxBinds {
@@ -134,16 +141,16 @@ func (img *Image) runBindOpcodes(ops []byte, lazy bool, bind func(addr uint64, s
 			offset += v
 		case types.BIND_OPCODE_DO_BIND:
 			err = do()
-			offset += 8
+			offset += pw
 		case types.BIND_OPCODE_DO_BIND_ADD_ADDR_ULEB:
 			if err = do(); err == nil {
 				var v uint64
 				v, err = uleb(ops, &p)
-				offset += 8 + v
+				offset += pw + v
 			}
 		case types.BIND_OPCODE_DO_BIND_ADD_ADDR_IMM_SCALED:
 			err = do()
-			offset += 8 + uint64(imm)*8
+			offset += pw + uint64(imm)*pw
 		case types.BIND_OPCODE_DO_BIND_ULEB_TIMES_SKIPPING_ULEB:
 			var n, skip uint64
 			if n, err = uleb(ops, &p); err == nil {
@@ -151,7 +158,7 @@ func (img *Image) runBindOpcodes(ops []byte, lazy bool, bind func(addr uint64, s
 			}
 			for i := uint64(0); i < n && err == nil; i++ {
 				err = do()
-				offset += 8 + skip
+				offset += pw + skip
 			}
 		case types.BIND_OPCODE_THREADED:
 			return fmt.Errorf("opcode at %#x: threaded binds (pre-iOS 13 arm64e) are not supported", at)
@@ -195,8 +202,13 @@ func (img *Image) classicBinds(inRange func(addr uint64) bool) (map[uint64]bound
 				return
 			}
 			if st.weak {
-				if _, bound := out[addr]; bound {
-					return // weak coalescing of a slot that has a regular bind
+				// Weak-definition coalescing: dyld binds the regular bind first (if any), then
+				// rebinds the slot to the first definition of the symbol among the images with
+				// weak definitions, in load order; the regular bind is what stays when none
+				// exports it (dyld4 Loader::resolveSymbol, BIND_SPECIAL_DYLIB_WEAK_LOOKUP).
+				s.linked = noLinkedOrdinal
+				if prev, bound := out[addr]; bound {
+					s.linked, s.weak = prev.ordinal, prev.weak
 				}
 				s.ordinal = WeakLookupOrdinal
 			}

@@ -188,6 +188,16 @@ func ArchName(cpu types.CPU, sub types.CPUSubtype) string {
 	case types.CPUI386:
 		return "i386"
 	case types.CPUArm:
+		switch base { // CPU_SUBTYPE_ARM_*: the names lipo and llvm-objdump --arch use
+		case 6:
+			return "armv6"
+		case 9:
+			return "armv7"
+		case 11:
+			return "armv7s"
+		case 12:
+			return "armv7k"
+		}
 		return "arm"
 	case types.CPUPpc:
 		return "ppc"

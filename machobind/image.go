@@ -56,8 +56,15 @@ type Dylib struct {
 
 // Fixups names how dyld binds and rebases an image.
 type Fixups struct {
-	Style          string   // "chained", "classic" or "none"
+	// Style is "chained" (LC_DYLD_CHAINED_FIXUPS), "classic" (LC_DYLD_INFO opcodes),
+	// "relocations" (neither, in a dyld-linked image: Mac OS X 10.5 and older binaries, bound
+	// from the indirect symbol table and external relocations) or "none" (objects, dSYMs,
+	// static images).
+	Style          string
 	PointerFormats []string // chained only: the distinct DYLD_CHAINED_PTR_* formats, by segment order
+	// ExternalRelocations and LocalRelocations count LC_DYSYMTAB's relocation entries in a
+	// "relocations" image: external ones bind data outside the pointer tables (not slots).
+	ExternalRelocations, LocalRelocations int
 }
 
 // Image is the parsed load-command view of one 64-bit Mach-O image.
@@ -82,43 +89,67 @@ type Image struct {
 	pointerWidth uint64
 }
 
-// ErrNot64 is returned for images that are valid Mach-O but not 64-bit little-endian, which
-// neither rebinding nor the pointer-table walk supports.
+// ErrNot64 is returned by ParseLoaded for images that are valid Mach-O but not 64-bit
+// little-endian: rebinding supports only those (Parse reads 32-bit images for dump).
 var ErrNot64 = errors.New("not a 64-bit little-endian Mach-O image")
+
+// ErrUnsupported is returned for Mach-O images of architectures machobind does not read:
+// big-endian ones (PowerPC).
+var ErrUnsupported = errors.New("architecture not read by machobind")
 
 // maxLoadCommandBytes bounds sizeofcmds: real images stay far below it.
 const maxLoadCommandBytes = 16 << 20
 
-// Parse reads the mach header and load commands of one image.
+// fileHeaderSize32 is the size of a 32-bit mach_header (no reserved word).
+const fileHeaderSize32 = 28
+
+// Is64 reports whether the image is a 64-bit one (8-byte pointer slots); 32-bit images
+// (i386, armv7, arm64_32) have 4-byte slots and are read but never rebound.
+func (img *Image) Is64() bool { return img.pointerWidth == 8 }
+
+// PointerWidth is the size of the image's pointer slots in bytes: 8, or 4 for 32-bit images.
+func (img *Image) PointerWidth() int { return int(img.pointerWidth) }
+
+// Parse reads the mach header and load commands of one image, 64-bit or 32-bit
+// little-endian.
 func Parse(src Source) (*Image, error) {
-	hb, err := src.HeaderBytes(types.FileHeaderSize64)
+	hb, err := src.HeaderBytes(fileHeaderSize32)
 	if err != nil {
 		return nil, fmt.Errorf("reading mach header: %w", err)
 	}
 	magic := binary.LittleEndian.Uint32(hb)
+	img := &Image{src: src, pointerWidth: 8}
+	hsize := uint64(types.FileHeaderSize64)
 	switch types.Magic(magic) {
 	case types.Magic64:
+		if hb, err = src.HeaderBytes(types.FileHeaderSize64); err != nil {
+			return nil, fmt.Errorf("reading mach header: %w", err)
+		}
+		if _, err := binary.Decode(hb, binary.LittleEndian, &img.Header); err != nil {
+			return nil, fmt.Errorf("decoding mach header: %w", err)
+		}
 	case types.Magic32:
-		return nil, fmt.Errorf("32-bit Mach-O: %w", ErrNot64)
+		img.pointerWidth, hsize = 4, fileHeaderSize32
+		le := binary.LittleEndian
+		img.Header = types.FileHeader{Magic: types.Magic32, CPU: types.CPU(le.Uint32(hb[4:])), SubCPU: types.CPUSubtype(le.Uint32(hb[8:])),
+			Type: types.HeaderFileType(le.Uint32(hb[12:])), NCommands: le.Uint32(hb[16:]), SizeCommands: le.Uint32(hb[20:]),
+			Flags: types.HeaderFlag(le.Uint32(hb[24:]))}
 	default:
-		if types.Magic(binary.BigEndian.Uint32(hb)) == types.Magic64 || types.Magic(binary.BigEndian.Uint32(hb)) == types.Magic32 {
-			return nil, fmt.Errorf("big-endian Mach-O: %w", ErrNot64)
+		if m := types.Magic(binary.BigEndian.Uint32(hb)); m == types.Magic64 || m == types.Magic32 {
+			cpu := types.CPU(binary.BigEndian.Uint32(hb[4:]))
+			return nil, fmt.Errorf("big-endian %s Mach-O: %w (it reads x86_64, arm64, arm64e, arm64_32, i386 and arm)", ArchName(cpu, 0), ErrUnsupported)
 		}
 		return nil, fmt.Errorf("bad magic %#08x: not a Mach-O image", magic)
-	}
-	img := &Image{src: src, pointerWidth: 8}
-	if _, err := binary.Decode(hb, binary.LittleEndian, &img.Header); err != nil {
-		return nil, fmt.Errorf("decoding mach header: %w", err)
 	}
 	h := &img.Header
 	if h.SizeCommands > maxLoadCommandBytes {
 		return nil, fmt.Errorf("load commands claim %d bytes, more than %d", h.SizeCommands, maxLoadCommandBytes)
 	}
-	all, err := src.HeaderBytes(types.FileHeaderSize64 + uint64(h.SizeCommands))
+	all, err := src.HeaderBytes(hsize + uint64(h.SizeCommands))
 	if err != nil {
 		return nil, fmt.Errorf("reading %d bytes of load commands: %w", h.SizeCommands, err)
 	}
-	if err := img.parseLoadCommands(all[types.FileHeaderSize64:]); err != nil {
+	if err := img.parseLoadCommands(all[hsize:], hsize); err != nil {
 		return nil, err
 	}
 	if err := img.parseFixups(); err != nil {
@@ -134,21 +165,21 @@ func cstring(b []byte) string {
 	return string(b)
 }
 
-func (img *Image) parseLoadCommands(cmds []byte) error {
+func (img *Image) parseLoadCommands(cmds []byte, hsize uint64) error {
 	le := binary.LittleEndian
 	off := 0
 	for i := uint32(0); i < img.Header.NCommands; i++ {
 		if len(cmds)-off < 8 {
-			return fmt.Errorf("load command %d at offset %#x: runs past sizeofcmds", i, off+types.FileHeaderSize64)
+			return fmt.Errorf("load command %d at offset %#x: runs past sizeofcmds", i, uint64(off)+hsize)
 		}
 		cmd := types.LoadCmd(le.Uint32(cmds[off:]))
 		size := le.Uint32(cmds[off+4:])
 		if size < 8 || uint64(size) > uint64(len(cmds)-off) {
-			return fmt.Errorf("load command %d (%v) at offset %#x: bad cmdsize %d", i, cmd, off+types.FileHeaderSize64, size)
+			return fmt.Errorf("load command %d (%v) at offset %#x: bad cmdsize %d", i, cmd, uint64(off)+hsize, size)
 		}
 		body := cmds[off : off+int(size)]
 		if err := img.loadCommand(cmd, body); err != nil {
-			return fmt.Errorf("load command %d (%v) at offset %#x: %w", i, cmd, off+types.FileHeaderSize64, err)
+			return fmt.Errorf("load command %d (%v) at offset %#x: %w", i, cmd, uint64(off)+hsize, err)
 		}
 		off += int(size)
 	}
@@ -166,9 +197,15 @@ func decode(b []byte, v any) error {
 func (img *Image) loadCommand(cmd types.LoadCmd, body []byte) error {
 	switch cmd {
 	case types.LC_SEGMENT_64:
+		if !img.Is64() {
+			return errors.New("64-bit segment in a 32-bit image")
+		}
 		return img.segment(body)
 	case types.LC_SEGMENT:
-		return errors.New("32-bit segment in a 64-bit image")
+		if img.Is64() {
+			return errors.New("32-bit segment in a 64-bit image")
+		}
+		return img.segment32(body)
 	case types.LC_SYMTAB:
 		img.symtab = new(types.SymtabCmd)
 		return decode(body, img.symtab)
@@ -219,9 +256,44 @@ func (img *Image) loadCommand(cmd types.LoadCmd, body []byte) error {
 }
 
 const (
-	segmentCmdSize = 72
-	sectionSize    = 80
+	segmentCmdSize   = 72
+	sectionSize      = 80
+	segmentCmdSize32 = 56
+	sectionSize32    = 68
 )
+
+// segment32 reads an LC_SEGMENT into the 64-bit structures (every field widened).
+func (img *Image) segment32(body []byte) error {
+	if len(body) < segmentCmdSize32 {
+		return fmt.Errorf("command too short for a 32-bit segment")
+	}
+	le := binary.LittleEndian
+	seg := &Segment{}
+	sg := &seg.Segment64
+	sg.LoadCmd, sg.Len = types.LC_SEGMENT, le.Uint32(body[4:])
+	copy(sg.Name[:], body[8:24])
+	sg.Addr, sg.Memsz, sg.Offset, sg.Filesz = uint64(le.Uint32(body[24:])), uint64(le.Uint32(body[28:])), uint64(le.Uint32(body[32:])), uint64(le.Uint32(body[36:]))
+	sg.Maxprot, sg.Prot = types.VmProtection(le.Uint32(body[40:])), types.VmProtection(le.Uint32(body[44:]))
+	sg.Nsect, sg.Flag = le.Uint32(body[48:]), types.SegFlag(le.Uint32(body[52:]))
+	seg.Name = cstring(sg.Name[:])
+	if uint64(sg.Nsect) > uint64(len(body)-segmentCmdSize32)/sectionSize32 {
+		return fmt.Errorf("segment %s claims %d sections but its command holds %d bytes", seg.Name, sg.Nsect, len(body))
+	}
+	for j := 0; j < int(sg.Nsect); j++ {
+		b := body[segmentCmdSize32+j*sectionSize32:]
+		s := &Section{}
+		sc := &s.Section64
+		copy(sc.Name[:], b[0:16])
+		copy(sc.Seg[:], b[16:32])
+		sc.Addr, sc.Size = uint64(le.Uint32(b[32:])), uint64(le.Uint32(b[36:]))
+		sc.Offset, sc.Align, sc.Reloff, sc.Nreloc = le.Uint32(b[40:]), le.Uint32(b[44:]), le.Uint32(b[48:]), le.Uint32(b[52:])
+		sc.Flags, sc.Reserve1, sc.Reserve2 = types.SectionFlag(le.Uint32(b[56:])), le.Uint32(b[60:]), le.Uint32(b[64:])
+		s.Name, s.Seg = cstring(sc.Name[:]), cstring(sc.Seg[:])
+		seg.Sections = append(seg.Sections, s)
+	}
+	img.addSegment(seg)
+	return nil
+}
 
 func (img *Image) segment(body []byte) error {
 	seg := &Segment{}
@@ -240,6 +312,11 @@ func (img *Image) segment(body []byte) error {
 		s.Name, s.Seg = cstring(s.Section64.Name[:]), cstring(s.Section64.Seg[:])
 		seg.Sections = append(seg.Sections, s)
 	}
+	img.addSegment(seg)
+	return nil
+}
+
+func (img *Image) addSegment(seg *Segment) {
 	switch seg.Name {
 	case "__LINKEDIT":
 		img.linkedit = seg
@@ -247,7 +324,6 @@ func (img *Image) segment(body []byte) error {
 		img.textVMAddr = seg.Addr
 	}
 	img.Segments = append(img.Segments, seg)
-	return nil
 }
 
 // TextVMAddr returns the unslid address of __TEXT, where the mach header is mapped.

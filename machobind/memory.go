@@ -57,11 +57,14 @@ func (m memSource) LinkeditBytes(off, n uint64, le *Segment) ([]byte, error) {
 
 // ParseLoaded parses an image mapped in this process, after checking that its header sits at
 // the slid address of its __TEXT segment and that every pointer section lies inside its
-// segment.
+// segment. Only 64-bit images are accepted (ErrNot64): rebinding writes 8-byte slots.
 func ParseLoaded(l Loaded) (*Image, error) {
 	img, err := Parse(memSource(l))
 	if err != nil {
 		return nil, err
+	}
+	if !img.Is64() {
+		return nil, fmt.Errorf("32-bit Mach-O: %w", ErrNot64)
 	}
 	if img.textVMAddr+uint64(l.Slide) != uint64(l.Header) && img.Header.Type != 0x6 /* MH_DYLINKER */ {
 		return nil, fmt.Errorf("header at %#x but __TEXT %#x + slide %#x = %#x", l.Header, img.textVMAddr, l.Slide, img.textVMAddr+uint64(l.Slide))

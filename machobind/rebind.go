@@ -13,7 +13,15 @@ import (
 type Rebinding struct {
 	Name        string  // "objc_msgSend" (C name) or "_objc_msgSend" (symbol-table name); see SymbolKeys
 	Replacement uintptr // new target
-	Library     string  // optional: only imports bound to this dylib (install path or its base name)
+	// Library, optional, selects the slots by the library dyld binds them from: a dylib's
+	// install path or base name ("libobjc.A.dylib"), or a special ordinal's name as
+	// LibraryName spells it: "this-image" (0), "main-executable" (-1: a bundle's imports from
+	// its -bundle_loader program), "flat-namespace" (-2: the first image in load order that
+	// exports the symbol, so no dylib filter selects it) and "weak" (-3: weak-definition
+	// coalescing, C++ operator new and the like). A coalesced slot is also selected by the
+	// library the static linker found the symbol in (LinkedLibrary), which is where dyld binds
+	// it unless an image earlier in load order, the main executable first, defines it too.
+	Library string
 	// Publish, if set, is called once with the original as soon as it is known and before any
 	// slot is changed to the replacement, so that a replacement that forwards to the original
 	// (the interposers) can find it from its first call.
@@ -229,9 +237,17 @@ func (h *Hook) covers(l Loaded) bool {
 
 func imageKey(l Loaded) string { return fmt.Sprintf("%s@%#x", l.Name, l.Header) }
 
-// libraryMatches reports whether a rebinding's library filter accepts a slot's library.
-func libraryMatches(filter, lib string) bool {
-	return filter == "" || filter == lib || filter == path.Base(lib)
+// libraryMatches reports whether a rebinding's library filter accepts a slot (see
+// Rebinding.Library).
+func libraryMatches(filter string, img loadedImage, s *Slot) bool {
+	if filter == "" {
+		return true
+	}
+	is := func(lib string) bool { return filter == lib || filter == path.Base(lib) }
+	if is(img.LibraryName(s.Ordinal)) {
+		return true
+	}
+	return s.Ordinal == WeakLookupOrdinal && s.LinkedOrdinal != noLinkedOrdinal && is(img.LibraryName(s.LinkedOrdinal))
 }
 
 type match struct {
@@ -275,7 +291,7 @@ func (r *Rebinder) apply(h *Hook, l Loaded) error {
 			return true
 		}
 		i, ok := h.names.Lookup(name)
-		if !ok || !libraryMatches(h.rs[i].Library, img.LibraryName(s.Ordinal)) {
+		if !ok || !libraryMatches(h.rs[i].Library, img, s) {
 			return true
 		}
 		m := match{slot: *s, index: i, addr: l.Slide + uintptr(s.Addr)}

@@ -21,6 +21,9 @@ const (
 	KindAuth                  // non-lazy, signed on arm64e (__auth_got)
 	KindTLV                   // S_THREAD_LOCAL_VARIABLE_POINTERS (__thread_ptrs)
 	KindLazyDylib             // S_LAZY_DYLIB_SYMBOL_POINTERS
+	// KindJumpTable is an entry of i386's __IMPORT,__jump_table (S_SYMBOL_STUBS with
+	// S_ATTR_SELF_MODIFYING_CODE): a 5-byte jump that dyld rewrites, in 32-bit images only.
+	KindJumpTable
 )
 
 func (k Kind) String() string {
@@ -35,6 +38,8 @@ func (k Kind) String() string {
 		return "tlv"
 	case KindLazyDylib:
 		return "lazy-dylib"
+	case KindJumpTable:
+		return "jump-table"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -47,9 +52,12 @@ const (
 	FlatLookupOrdinal     = -2
 	WeakLookupOrdinal     = -3
 	nWeakRef              = 0x0040
+	nWeakDef              = 0x0080 // N_WEAK_DEF on a definition, N_REF_TO_WEAK on a reference
 	indirectSymbolLocal   = types.INDIRECT_SYMBOL_LOCAL
 	indirectSymbolAbs     = types.INDIRECT_SYMBOL_ABS
 	nlistSize             = 16
+	nlistSize32           = 12
+	selfModifyingCode     = 0x04000000 // S_ATTR_SELF_MODIFYING_CODE
 	indirectEntrySize     = 4
 	chainedHeaderSize     = 28
 	chainedSegStartsFixed = 22
@@ -73,10 +81,17 @@ type Slot struct {
 	// IndirectSymbol is set (by Slots) when the indirect symbol table names another symbol
 	// than the bind opcodes do for this slot — a linker bug seen in zig's TLV pointers.
 	IndirectSymbol string
-	// Ordinal is the symbol's two-level-namespace library ordinal; Library the dylib it names.
-	Ordinal int
-	Library string
-	Weak    bool // weak import (N_WEAK_REF): may be unbound at run time
+	// Ordinal is the library ordinal dyld binds the slot with; Library the dylib it names
+	// (LibraryName). WeakLookupOrdinal marks weak-definition coalescing (C++ operator new,
+	// typeinfo, inline functions): dyld binds the slot to the first definition among the
+	// images with weak definitions in load order, the main executable first, a non-weak
+	// definition winning over weak ones; LinkedOrdinal then says where the static linker found
+	// the symbol (the symbol table's ordinal, or a classic image's regular bind at the slot).
+	Ordinal       int
+	Library       string
+	LinkedOrdinal int
+	LinkedLibrary string
+	Weak          bool // weak import (N_WEAK_REF): may be unbound at run time
 }
 
 // LibraryName names a library ordinal the way llvm-objdump does for the special ones.
@@ -115,6 +130,19 @@ func pointerKind(s *Section) (Kind, bool) {
 	return 0, false
 }
 
+// slotKind returns the slot kind of a section of this image and the size of its entries, and
+// false when it holds no slots: the pointer sections, and in 32-bit images the
+// self-modifying jump tables.
+func (img *Image) slotKind(s *Section) (Kind, uint64, bool) {
+	if k, ok := pointerKind(s); ok {
+		return k, img.pointerWidth, true
+	}
+	if !img.Is64() && s.Type() == types.SymbolStubs && s.Flags&selfModifyingCode != 0 && s.Reserve2 > 0 {
+		return KindJumpTable, uint64(s.Reserve2), true
+	}
+	return 0, 0, false
+}
+
 // SlotVisitor receives each slot during WalkSlots. name (what is bound there) and indirect
 // (what the indirect symbol table says, when that differs) alias the image's __LINKEDIT and
 // are only valid during the call; s.Symbol is left empty so that no string is built per slot.
@@ -126,7 +154,7 @@ type SlotVisitor func(s *Slot, name, indirect []byte) bool
 func (img *Image) WalkSlots(visit SlotVisitor) error {
 	var ptrSecs []*Section
 	for _, s := range img.Sections() {
-		if _, ok := pointerKind(s); ok {
+		if _, _, ok := img.slotKind(s); ok {
 			ptrSecs = append(ptrSecs, s)
 		}
 	}
@@ -137,11 +165,18 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 		return fmt.Errorf("image has symbol-pointer sections but no LC_SYMTAB/LC_DYSYMTAB")
 	}
 	st, dy := img.symtab, img.dysymtab
+	if err := img.checkDysymtab(); err != nil {
+		return err
+	}
 	indirect, err := img.linkeditBytes("indirect symbol table", uint64(dy.Indirectsymoff), uint64(dy.Nindirectsyms)*indirectEntrySize)
 	if err != nil {
 		return err
 	}
-	syms, err := img.linkeditBytes("symbol table", uint64(st.Symoff), uint64(st.Nsyms)*nlistSize)
+	nlsize := uint64(nlistSize)
+	if !img.Is64() {
+		nlsize = nlistSize32
+	}
+	syms, err := img.linkeditBytes("symbol table", uint64(st.Symoff), uint64(st.Nsyms)*nlsize)
 	if err != nil {
 		return err
 	}
@@ -153,7 +188,8 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 	// could point many sections at the same entries, so the walk is bounded by the table.
 	var total uint64
 	for _, sec := range ptrSecs {
-		total += sec.Size / img.pointerWidth
+		_, stride, _ := img.slotKind(sec)
+		total += sec.Size / stride
 		if total > uint64(dy.Nindirectsyms) {
 			return fmt.Errorf("pointer sections claim more slots than the %d indirect symbols", dy.Nindirectsyms)
 		}
@@ -169,17 +205,20 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 		return err
 	}
 	le := binary.LittleEndian
+	twoLevel := img.Header.Flags&types.TwoLevel != 0
+	// dyld coalesces weak definitions of images that have or bind to them
+	coalesces := img.Header.Flags&(types.WeakDefines|types.BindsToWeak) != 0
 	var slot Slot
 	for _, sec := range ptrSecs {
-		kind, _ := pointerKind(sec)
-		n := sec.Size / img.pointerWidth
+		kind, stride, _ := img.slotKind(sec)
+		n := sec.Size / stride
 		first := uint64(sec.Reserve1)
 		if first > uint64(dy.Nindirectsyms) || n > uint64(dy.Nindirectsyms)-first {
 			return fmt.Errorf("section %s: slots [%d, +%d) run past the %d indirect symbols", sec.FullName(), first, n, dy.Nindirectsyms)
 		}
 		for i := uint64(0); i < n; i++ {
 			ind := le.Uint32(indirect[(first+i)*indirectEntrySize:])
-			slot = Slot{Section: sec, Index: int(i), Addr: sec.Addr + i*img.pointerWidth, Kind: kind, Indirect: ind}
+			slot = Slot{Section: sec, Index: int(i), Addr: sec.Addr + i*stride, Kind: kind, Indirect: ind}
 			var name []byte
 			if ind&(indirectSymbolLocal|indirectSymbolAbs) != 0 {
 				slot.Local = ind&indirectSymbolLocal != 0
@@ -188,7 +227,7 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 				if uint64(ind) >= uint64(st.Nsyms) {
 					return fmt.Errorf("section %s slot %d: symbol index %d out of range (%d symbols)", sec.FullName(), i, ind, st.Nsyms)
 				}
-				nl := syms[uint64(ind)*nlistSize:]
+				nl := syms[uint64(ind)*nlsize:]
 				strx := le.Uint32(nl)
 				desc := types.NDescType(le.Uint16(nl[6:]))
 				if uint64(strx) >= uint64(len(strtab)) {
@@ -200,26 +239,73 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 					return fmt.Errorf("section %s slot %d: symbol %d name at %#x is not terminated within %d bytes", sec.FullName(), i, ind, strx, maxSymbolName)
 				}
 				name = name[:z]
-				switch o := desc.GetLibraryOrdinal(); o {
-				case 0xff:
+				ntype := nl[4]
+				undefined := ntype&0x0e == 0 // N_UNDF (N_PBUD counts as defined here)
+				switch o := desc.GetLibraryOrdinal(); {
+				case undefined && !twoLevel:
+					slot.Ordinal = FlatLookupOrdinal // flat namespace (and objects): no ordinal
+				case !undefined:
+					slot.Ordinal = SelfLibraryOrdinal
+				case o == 0xff:
 					slot.Ordinal = MainExecutableOrdinal
-				case 0xfe:
+				case o == 0xfe:
 					slot.Ordinal = FlatLookupOrdinal
 				default:
 					slot.Ordinal = int(o)
 				}
-				slot.Weak = desc&nWeakRef != 0
+				slot.Weak = undefined && desc&nWeakRef != 0
+				if binds == nil && desc&nWeakDef != 0 && (undefined || ntype&0x01 != 0) && coalesces {
+					// no bind opcodes (chained fixups, or an old image dyld binds from the
+					// symbol table): a reference to a weak definition, or the image's own
+					// exported weak definition, is bound by coalescing, as the chained import's
+					// BIND_SPECIAL_DYLIB_WEAK_LOOKUP ordinal says
+					slot.LinkedOrdinal, slot.Ordinal = slot.Ordinal, WeakLookupOrdinal
+				}
 			}
 			var indirectName []byte
 			if b, ok := binds[slot.Addr]; ok {
 				if !bytes.Equal(b.name, name) {
 					indirectName = name
 				}
+				linkedFromSymtab := slot.Ordinal
 				name, slot.Ordinal, slot.Weak = b.name, b.ordinal, b.weak
+				if b.ordinal == WeakLookupOrdinal {
+					slot.LinkedOrdinal = b.linked
+					if b.linked == noLinkedOrdinal {
+						slot.LinkedOrdinal = linkedFromSymtab
+					}
+				}
 			}
 			if !visit(&slot, name, indirectName) {
 				return nil
 			}
+		}
+	}
+	return nil
+}
+
+// checkDysymtab checks that LC_DYSYMTAB's three symbol groups (locals, defined externals,
+// undefined) lie inside LC_SYMTAB's symbols, as dyld, llvm-objdump and Go's debug/macho
+// require: a file that breaks this is malformed, and which slot a symbol index names cannot
+// be trusted.
+func (img *Image) checkDysymtab() error {
+	st, dy := img.symtab, img.dysymtab
+	if st == nil || dy == nil {
+		return nil
+	}
+	for _, g := range []struct {
+		what    string
+		i, n    uint32
+		iname   string
+		nameOfN string
+	}{
+		{"local", dy.Ilocalsym, dy.Nlocalsym, "ilocalsym", "nlocalsym"},
+		{"defined external", dy.Iextdefsym, dy.Nextdefsym, "iextdefsym", "nextdefsym"},
+		{"undefined", dy.Iundefsym, dy.Nundefsym, "iundefsym", "nundefsym"},
+	} {
+		if uint64(g.i)+uint64(g.n) > uint64(st.Nsyms) {
+			return fmt.Errorf("malformed LC_DYSYMTAB: %s symbols %s %d + %s %d extend past the %d symbols of LC_SYMTAB",
+				g.what, g.iname, g.i, g.nameOfN, g.n, st.Nsyms)
 		}
 	}
 	return nil
@@ -251,6 +337,9 @@ func (img *Image) Slots() ([]Slot, error) {
 		if len(name) > 0 {
 			c.Symbol = names.get(name)
 			c.Library = img.LibraryName(c.Ordinal)
+			if c.Ordinal == WeakLookupOrdinal {
+				c.LinkedLibrary = img.LibraryName(c.LinkedOrdinal)
+			}
 		}
 		if indirect != nil {
 			c.IndirectSymbol = names.get(indirect)
@@ -269,6 +358,15 @@ func (img *Image) parseFixups() error {
 		img.Fixups.Style = "chained"
 	case img.hasDyldInfo:
 		img.Fixups.Style = "classic"
+		return nil
+	case img.Header.Flags&types.DyldLink != 0 && img.Header.Type != types.MH_OBJECT:
+		// Mac OS X 10.5 and older: dyld binds the pointer tables from the indirect symbol
+		// table and the symbols' library ordinals, and everything else through LC_DYSYMTAB's
+		// external relocations; local relocations rebase
+		img.Fixups.Style = "relocations"
+		if dy := img.dysymtab; dy != nil {
+			img.Fixups.ExternalRelocations, img.Fixups.LocalRelocations = int(dy.Nextrel), int(dy.Nlocrel)
+		}
 		return nil
 	default:
 		img.Fixups.Style = "none"

@@ -14,10 +14,13 @@ pins=(
 	"@swc/core-darwin-arm64@1.16.18 8ae723f463a0d57bd3c098ed99f9736ed97103ea2501bde71fffd55b57d5be56 package/swc.darwin-arm64.node swc-darwin-arm64.node"
 	"@swc/core-darwin-x64@1.16.18 10d30b9deee2a25fcee07bf02a668a5b7098f80d0462ca26aa8cb652a0440cf2 package/swc.darwin-x64.node swc-darwin-x64.node"
 	"@biomejs/cli-darwin-arm64@2.5.15 22bd2c8f37b9d0f2de048313fcd8f80c96a54c8c017be515c78c9a0fd5aaff27 package/biome biome-darwin-arm64"
+	# C++ node addons (ld64, classic dyld info): operator new/delete and typeinfo imports bound
+	# through the weak-bind table (weak-definition coalescing), with and without a regular bind.
+	"@parcel/watcher-darwin-arm64@2.6.0 4e668008969832fd9fa7d1fd250b9bf1f2420ec0f0637fc07324fe1b8f0e131a package/watcher.node parcel-watcher-darwin-arm64.node"
+	"@parcel/watcher-darwin-x64@2.6.0 70b77ba5fa39082435d171f505f1c903617ba8feef4291f4bbee65dabf9a1f59 package/watcher.node parcel-watcher-darwin-x64.node"
 	# The only real ld64 binary here with chained fixups (macOS 13 minimum; the others all use
-	# classic dyld info). Off until machobind agrees with objdump on its weak-lookup imports
-	# (lib ordinal -3: machobind names libc++, objdump "weak"; TestCrossCheckObjdump fails).
-	# "@oven/bun-darwin-aarch64@1.4.5 88c398ee13212e8b189119a2bddc7d240ae4f1252c1d0ae2ac1fd44c921fdcb1 package/bin/bun bun-darwin-arm64"
+	# classic dyld info), with imports of lib ordinal -3 (BIND_SPECIAL_DYLIB_WEAK_LOOKUP). 88 MB.
+	"@oven/bun-darwin-aarch64@1.4.5 88c398ee13212e8b189119a2bddc7d240ae4f1252c1d0ae2ac1fd44c921fdcb1 package/bin/bun bun-darwin-arm64"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -71,11 +71,15 @@ func writeText(out io.Writer, d *machobind.Dump) error {
 	fmt.Fprintln(w)
 	for _, s := range d.Slices {
 		fmt.Fprintf(w, "\nslice %s (offset %#x, size %#x)\n", s.Arch, s.Offset, s.Size)
+		if s.Unsupported != "" {
+			fmt.Fprintf(w, "  not read: %s\n", s.Unsupported)
+			continue
+		}
 		if s.Error != "" && s.Filetype == "" {
 			fmt.Fprintf(w, "  error: %s\n", s.Error)
 			continue
 		}
-		fmt.Fprintf(w, "  header: cpu %s, subtype %s, filetype %s\n", s.CPU, s.Subtype, s.Filetype)
+		fmt.Fprintf(w, "  header: cpu %s, subtype %s, filetype %s, %d-byte pointers\n", s.CPU, s.Subtype, s.Filetype, s.PointerWidth)
 		fmt.Fprintf(w, "  flags: %s\n", strings.Join(s.Flags, " "))
 		if s.Platform != "" {
 			fmt.Fprintf(w, "  platform: %s %s\n", s.Platform, s.MinOS)
@@ -83,6 +87,9 @@ func writeText(out io.Writer, d *machobind.Dump) error {
 		fixups := s.Fixups
 		if len(s.PointerFormats) > 0 {
 			fixups += " (" + strings.Join(s.PointerFormats, ", ") + ")"
+		}
+		if s.ExternalRelocations > 0 {
+			fixups += fmt.Sprintf(" (%d external relocations bind outside the pointer tables)", s.ExternalRelocations)
 		}
 		fmt.Fprintf(w, "  fixups: %s\n", fixups)
 		fmt.Fprintf(w, "  dylibs:\n")
@@ -99,6 +106,9 @@ func writeText(out io.Writer, d *machobind.Dump) error {
 		fmt.Fprintf(w, "  pointers: %d\n", len(s.Pointers))
 		for _, p := range s.Pointers {
 			sym, lib := p.Symbol, p.Library
+			if p.LinkedLibrary != "" {
+				lib += " (linked: " + p.LinkedLibrary + ")"
+			}
 			if p.Indirect != "" {
 				sym, lib = "<"+p.Indirect+">", ""
 			}

@@ -152,3 +152,26 @@ func TestTraceCommand(t *testing.T) {
 		t.Error("a failed conversion left its output behind")
 	}
 }
+
+// TestDump32BitAndUnsupported: the text output of an i386 executable lists its jump-table
+// slots with 4-byte pointers; Go's universal i386 + x86_64 executable prints both slices.
+func TestDump32BitAndUnsupported(t *testing.T) {
+	var exe, fat string
+	for _, f := range testfiles.GoDebugMachO(t) {
+		switch filepath.Base(f) {
+		case "gcc-386-darwin-exec":
+			exe = f
+		case "fat-gcc-386-amd64-darwin-exec":
+			fat = f
+		}
+	}
+	code, out, stderr := runCLI("dump", exe)
+	if code != 0 || !strings.Contains(out, "4-byte pointers") || !strings.Contains(out, "__IMPORT,__jump_table") ||
+		!strings.Contains(out, "fixups: relocations") {
+		t.Errorf("dump %s: exit %d, stderr %q, output:\n%s", exe, code, stderr, out)
+	}
+	code, out, stderr = runCLI("dump", fat)
+	if code != 0 || !strings.Contains(out, "slice i386") || !strings.Contains(out, "slice x86_64") || strings.Count(out, "pointers: 2") != 2 {
+		t.Errorf("dump %s: exit %d, stderr %q, output:\n%s", fat, code, stderr, out)
+	}
+}

@@ -6,7 +6,9 @@
 // name, dependencies and (arm64) ad-hoc code signature; evidence that runtime/cgo was compiled
 // for iOS (TARGET_OS_IPHONE); and the library's own imports of objc_msgSend: a dylib's are
 // reported (the rebinder skips its own image), an archive must have none (linked into a host
-// they would be the host's, which is rebound). Each iOS archive is also linked into a small
+// they would be the host's, which is rebound); the interposers' fallback masks (rt.c's
+// msgtrace_isa_mask and msgtrace_tag_mask, read from the data section) against objc4's values
+// for the target (masks.go). Each iOS archive is also linked into a small
 // program for its target with clang-19 and ld64.lld-19, which must leave nothing undefined.
 //
 // usage: go run ./internal/crosscheck [flags] OUTDIR   (scripts/cross-check.sh passes the tools)
@@ -256,6 +258,10 @@ func checkDylib(art artifact, path string, exports []string) {
 		return
 	}
 	defer closeAll()
+	masks, err := masksOfFile(path)
+	if err != nil {
+		fail(art.path, "reading the fallback masks: %v", err)
+	}
 	var got []string
 	for _, s := range d.Slices {
 		got = append(got, s.Arch)
@@ -316,6 +322,12 @@ func checkDylib(art artifact, path string, exports []string) {
 				fail(where, "imports %s but machobind dump lists no pointer slot for it", u)
 			}
 		}
+		maskNote := "masks MISSING"
+		if m, ok := masks[s.Arch]; ok {
+			maskNote = checkMasks(where, art.platform, s.Arch, m[0], m[1])
+		} else {
+			fail(where, "defines no _msgtrace_isa_mask/_msgtrace_tag_mask (the interposers' fallback masks)")
+		}
 		imp := "none (no objc_msgSend slot: skipping its own image loses nothing)"
 		if len(slots) > 0 {
 			var parts []string
@@ -324,8 +336,8 @@ func checkDylib(art artifact, path string, exports []string) {
 			}
 			imp = strings.Join(parts, "; ") + " (in its own image: not rebound)"
 		}
-		fmt.Printf("ok  %-38s %-7s %-13s min %-5s %d exports, %d dylibs, %d pointer slots; objc_msgSend imports: %s\n",
-			art.path, s.Arch, s.Platform, s.MinOS, len(exports), len(s.Dylibs), len(s.Pointers), imp)
+		fmt.Printf("ok  %-38s %-7s %-13s min %-5s %d exports, %d dylibs, %d pointer slots, %s; objc_msgSend imports: %s\n",
+			art.path, s.Arch, s.Platform, s.MinOS, len(exports), len(s.Dylibs), len(s.Pointers), maskNote, imp)
 	}
 }
 
@@ -398,6 +410,8 @@ func checkThinArchive(art artifact, where, arch, path, dir string, exports []str
 	}
 	exported, defined, undefined := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	var minos, platName string
+	var maskMembers []string
+	maskNote := "masks MISSING"
 	// the same problem in many members is reported once, with the members it concerns
 	var problems []string
 	inMembers := map[string][]string{}
@@ -443,6 +457,12 @@ func checkThinArchive(art artifact, where, arch, path, dir string, exports []str
 		}
 		syms := readSymbols(f)
 		f.Close()
+		if mm, err := masksOfFile(mp); err != nil {
+			memberFail(m, "reading the fallback masks: %v", err)
+		} else if v, ok := mm[arch]; ok {
+			maskMembers = append(maskMembers, m)
+			maskNote = checkMasks(where+" "+m, art.platform, arch, v[0], v[1])
+		}
 		for k := range syms.defined {
 			defined[k] = true
 		}
@@ -460,6 +480,9 @@ func checkThinArchive(art artifact, where, arch, path, dir string, exports []str
 		} else {
 			fail(where, "%s (members %s)", msg, strings.Join(ms, " "))
 		}
+	}
+	if len(maskMembers) != 1 {
+		fail(where, "%d members define the interposers' fallback masks (%s), want 1", len(maskMembers), strings.Join(maskMembers, " "))
 	}
 	for k := range defined {
 		delete(undefined, k)
@@ -502,8 +525,8 @@ func checkThinArchive(art artifact, where, arch, path, dir string, exports []str
 			linked = "links"
 		}
 	}
-	fmt.Printf("ok  %-38s %-7s %-13s min %-5s %d members, %d exports, %s; objc_msgSend references: %s\n",
-		art.path, arch, platName, minos, len(members), len(exports), linked, imp)
+	fmt.Printf("ok  %-38s %-7s %-13s min %-5s %d members, %d exports, %s, %s; objc_msgSend references: %s\n",
+		art.path, arch, platName, minos, len(members), len(exports), maskNote, linked, imp)
 }
 
 func duplicates(xs []string) []string {

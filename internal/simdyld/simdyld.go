@@ -472,6 +472,20 @@ type fixups struct {
 	chained      *[2]uint32 // LC_DYLD_CHAINED_FIXUPS dataoff, datasize
 	info         *types.DyldInfoCmd
 	infoOnlyName string
+	// for images with neither (bound from the indirect symbol table and relocations)
+	flags    uint32
+	symtab   *[4]uint32 // LC_SYMTAB symoff, nsyms, stroff, strsize
+	dysymtab *[6]uint32 // LC_DYSYMTAB indirectsymoff, nindirectsyms, extreloff, nextrel, locreloff, nlocrel
+	ptrSecs  []ptrSection
+}
+
+// ptrSection is a symbol-pointer section: where its slots are and where their entries start in
+// the indirect symbol table.
+type ptrSection struct {
+	name       string
+	addr, size uint64
+	typ        uint32 // S_NON_LAZY_SYMBOL_POINTERS or S_LAZY_SYMBOL_POINTERS
+	first      uint32 // reserved1
 }
 
 // readLoads reads the load commands: segments, dylibs (in ordinal order) and the fixup
@@ -485,7 +499,7 @@ func (img *Image) readLoads(data []byte) (*fixups, error) {
 		return nil, fmt.Errorf("load commands (%#x bytes) past the file", sizeofcmds)
 	}
 	cmds := data[hdr : hdr+sizeofcmds]
-	var fx fixups
+	fx := fixups{flags: le.Uint32(data[24:])}
 	str := func(c []byte, off uint32) string {
 		if uint64(off) >= uint64(len(c)) {
 			return ""
@@ -508,7 +522,7 @@ func (img *Image) readLoads(data []byte) (*fixups, error) {
 		p += size
 		need := map[types.LoadCmd]uint64{types.LC_SEGMENT_64: 72, types.LC_DYLD_INFO: 48, types.LC_DYLD_INFO_ONLY: 48,
 			types.LC_DYLD_CHAINED_FIXUPS: 16, types.LC_LOAD_DYLIB: 24, types.LC_LOAD_WEAK_DYLIB: 24, types.LC_REEXPORT_DYLIB: 24,
-			types.LC_LAZY_LOAD_DYLIB: 24, types.LC_LOAD_UPWARD_DYLIB: 24}[cmd]
+			types.LC_LAZY_LOAD_DYLIB: 24, types.LC_LOAD_UPWARD_DYLIB: 24, types.LC_SYMTAB: 24, types.LC_DYSYMTAB: 80}[cmd]
 		if size < need {
 			return nil, fmt.Errorf("load command %d (%v) too short", i, cmd)
 		}
@@ -520,6 +534,21 @@ func (img *Image) readLoads(data []byte) (*fixups, error) {
 			}
 			img.segs = append(img.segs, seg{name: string(name), addr: le.Uint64(c[24:]), memsz: le.Uint64(c[32:]),
 				off: le.Uint64(c[40:]), filesz: le.Uint64(c[48:]), initprot: le.Uint32(c[60:]), flags: le.Uint32(c[68:])})
+			for j, nsect := uint64(0), uint64(le.Uint32(c[64:])); j < nsect && 72+80*(j+1) <= size; j++ {
+				sc := c[72+80*j:]
+				if typ := le.Uint32(sc[64:]) & 0xff; typ == 6 || typ == 7 {
+					sn := sc[:16]
+					if k := bytes.IndexByte(sn, 0); k >= 0 {
+						sn = sn[:k]
+					}
+					fx.ptrSecs = append(fx.ptrSecs, ptrSection{name: string(sn), addr: le.Uint64(sc[32:]), size: le.Uint64(sc[40:]),
+						typ: typ, first: le.Uint32(sc[68:])})
+				}
+			}
+		case types.LC_SYMTAB:
+			fx.symtab = &[4]uint32{le.Uint32(c[8:]), le.Uint32(c[12:]), le.Uint32(c[16:]), le.Uint32(c[20:])}
+		case types.LC_DYSYMTAB:
+			fx.dysymtab = &[6]uint32{le.Uint32(c[56:]), le.Uint32(c[60:]), le.Uint32(c[64:]), le.Uint32(c[68:]), le.Uint32(c[72:]), le.Uint32(c[76:])}
 		case types.LC_LOAD_DYLIB, types.LC_LOAD_WEAK_DYLIB, types.LC_REEXPORT_DYLIB, types.LC_LAZY_LOAD_DYLIB, types.LC_LOAD_UPWARD_DYLIB:
 			img.dylibs = append(img.dylibs, str(c, le.Uint32(c[8:])))
 		case types.LC_DYLD_CHAINED_FIXUPS:
@@ -535,8 +564,8 @@ func (img *Image) readLoads(data []byte) (*fixups, error) {
 	return &fx, nil
 }
 
-// fixup applies LC_DYLD_CHAINED_FIXUPS or else LC_DYLD_INFO(_ONLY); an image with neither
-// has nothing to fix up.
+// fixup applies LC_DYLD_CHAINED_FIXUPS or else LC_DYLD_INFO(_ONLY); an image with neither is
+// bound as Mac OS X 10.5's dyld did, from the indirect symbol table (indirect.go).
 func (img *Image) fixup(fx *fixups, data []byte, opt Options) error {
 	switch {
 	case fx.chained != nil:
@@ -545,6 +574,9 @@ func (img *Image) fixup(fx *fixups, data []byte, opt Options) error {
 	case fx.info != nil:
 		img.stats[fx.infoOnlyName]++
 		return img.classic(data, fx.info, opt)
+	case len(fx.ptrSecs) > 0:
+		img.stats["indirect symbol table"]++
+		return img.indirect(data, fx, opt)
 	}
 	return nil
 }

@@ -4,11 +4,15 @@
 package testfiles
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -87,11 +91,12 @@ func Fixtures(t testing.TB) []string {
 	return files
 }
 
-// Corpus returns the downloaded prebuilt binaries (testdata/corpus, when `make corpus` ran) and
-// every Mach-O file under $MSGTRACE_CORPUS.
+// Corpus returns the Mach-O files of Go's debug/macho tests (GoDebugMachO), the downloaded
+// prebuilt binaries (testdata/corpus, when `make corpus` ran) and every Mach-O file under
+// $MSGTRACE_CORPUS.
 func Corpus(t testing.TB) []string {
 	t.Helper()
-	var out []string
+	out := GoDebugMachO(t)
 	if dir := filepath.Join(Root(t), "testdata", "corpus"); exists(dir) {
 		out = append(out, machOFiles(t, dir)...)
 	}
@@ -113,4 +118,42 @@ func All(t testing.TB) []string {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// GoDebugMachO decodes the Mach-O files that Go's own debug/macho tests use
+// ($GOROOT/src/debug/macho/testdata/*.base64: i386 and x86_64 executables of gcc and clang,
+// objects, a universal file, a dSYM and an executable with a malformed LC_DYSYMTAB) into a
+// directory of the test's and returns them. It fails the test when there are none.
+func GoDebugMachO(t testing.TB) []string {
+	t.Helper()
+	root := runtime.GOROOT()
+	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		root = strings.TrimSpace(string(out))
+	}
+	src := filepath.Join(root, "src", "debug", "macho", "testdata")
+	ins, err := filepath.Glob(filepath.Join(src, "*.base64"))
+	if err != nil || len(ins) == 0 {
+		t.Fatalf("no *.base64 files in %s (the Go installation's debug/macho testdata)", src)
+	}
+	dir := t.TempDir()
+	var out []string
+	for _, in := range ins {
+		b, err := os.ReadFile(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(string(b)), ""))
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		p := filepath.Join(dir, strings.TrimSuffix(filepath.Base(in), ".base64"))
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if IsMachO(p) {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
