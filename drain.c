@@ -523,47 +523,58 @@ static void encode(struct mt_thread_info *i, const struct mt_record *from, const
 		write_out();
 }
 
-/* What the thread has open: an open frame when it changed since the last one (or always). */
-static void open_snapshot(struct mt_thread_info *i, int force) {
-	struct mt_thread *t = &i->t;
-	struct mt_entry *top = __atomic_load_n(&t->top, __ATOMIC_ACQUIRE);
-	if (top < t->base || top > t->limit)
-		return;
-	uint64_t n = (uint64_t)(top - t->base);
-	uint64_t start = n ? t->base[n - 1].start : 0;
-	if (!force && n == i->snap_top && start == i->snap_start)
-		return;
-	if (n == 0 && i->snap_top == 0 && !force)
-		return;
-	announce(i, 0);
-	uint64_t now = msgtrace_now_ticks();
-	struct buf *b = &payload;
-	/* ids first (they may add to the methods buffer), then the frame */
+/* An open frame: the thread's calls open at tick now, outermost first. */
+static void open_frame(struct mt_thread_info *i, uint64_t now, const struct mt_entry *e, uint64_t n) {
 	uint32_t *ids = n ? malloc(n * sizeof *ids) : NULL;
-	uint64_t *starts = n ? malloc(n * sizeof *starts) : NULL;
-	if (n && (!ids || !starts)) {
-		free(ids);
-		free(starts);
+	if (n && !ids)
 		return;
-	}
-	for (uint64_t k = 0; k < n; k++) {
-		struct mt_entry e = t->base[k];
-		uint64_t key = e.cls & ~(0xfffull << DEPTH_SHIFT) & ~((uint64_t)F_UNWOUND << FLAG_SHIFT);
-		ids[k] = method_id(key, e.sel);
-		starts[k] = e.start;
-	}
+	for (uint64_t k = 0; k < n; k++) /* ids first: they may add to the methods buffer */
+		ids[k] = method_id(e[k].cls & ~(0xfffull << DEPTH_SHIFT) & ~((uint64_t)F_UNWOUND << FLAG_SHIFT), e[k].sel);
 	flush_methods();
+	struct buf *b = &payload;
 	b->n = 0;
 	put_u64(b, i->tid);
 	put_u64(b, now);
 	for (uint64_t k = 0; k < n; k++) {
 		put_uv(b, ids[k]);
-		put_uv(b, now >= starts[k] ? now - starts[k] : 0);
+		put_uv(b, now >= e[k].start ? now - e[k].start : 0);
 		put_uv(b, k);
 	}
 	frame(6, b);
 	free(ids);
-	free(starts);
+}
+
+/* What the thread has open: an open frame when it changed since the last one (or always).
+ * The thread pushes and pops while this reads: the entries are read twice, with the top
+ * before, between and after, and only the prefix that stayed below every top seen and read
+ * the same both times is written (the calls that were open all along). */
+static void open_snapshot(struct mt_thread_info *i, int force) {
+	struct mt_thread *t = &i->t;
+	static struct mt_entry a[4096], b2[4096];
+	struct mt_entry *top1 = __atomic_load_n(&t->top, __ATOMIC_ACQUIRE);
+	if (top1 < t->base || top1 > t->limit)
+		return;
+	uint64_t n = (uint64_t)(top1 - t->base);
+	if (n > 4096)
+		n = 4096;
+	memcpy(a, t->base, n * sizeof *a);
+	struct mt_entry *top2 = __atomic_load_n(&t->top, __ATOMIC_ACQUIRE);
+	memcpy(b2, t->base, n * sizeof *b2);
+	struct mt_entry *top3 = __atomic_load_n(&t->top, __ATOMIC_ACQUIRE);
+	uint64_t m = n;
+	if (top2 >= t->base && (uint64_t)(top2 - t->base) < m)
+		m = (uint64_t)(top2 - t->base);
+	if (top3 >= t->base && (uint64_t)(top3 - t->base) < m)
+		m = (uint64_t)(top3 - t->base);
+	uint64_t k = 0;
+	while (k < m && a[k].start == b2[k].start && a[k].cls == b2[k].cls && a[k].sel == b2[k].sel && a[k].sp == b2[k].sp)
+		k++;
+	n = k;
+	uint64_t start = n ? a[n - 1].start : 0;
+	if (!force && n == i->snap_top && start == i->snap_start)
+		return;
+	announce(i, 0);
+	open_frame(i, msgtrace_now_ticks(), a, n);
 	i->snap_top = n;
 	i->snap_start = start;
 }
@@ -599,6 +610,8 @@ static void pass(int force, int final) {
 			encode(i, c->drained, c->used);
 		if (i && c->last) {
 			announce(i, 0);
+			if (i->snap_top)
+				open_frame(i, c->used > c->rec ? c->used[-1].end : msgtrace_now_ticks(), NULL, 0);
 			thread_frame(i, 1);
 			pthread_mutex_lock(&msgtrace_registry_lock);
 			struct mt_thread_info **pp = &msgtrace_registry;
@@ -625,6 +638,8 @@ static void pass(int force, int final) {
 			int ex = __atomic_load_n(&i->exited, __ATOMIC_ACQUIRE);
 			if (ex == 2) { /* exited with no chunk to say so */
 				announce(i, 0);
+				if (i->snap_top)
+					open_frame(i, msgtrace_now_ticks(), NULL, 0);
 				thread_frame(i, 1);
 				*pp = i->next;
 				msgtrace_thread_gone_mark(i);
