@@ -49,6 +49,8 @@ static volatile int crash_req, crash_done;
 static int started, atfork_set;
 static pid_t forked_pid; /* set in a child by the fork handler (vfork runs none) */
 static struct mt_namer namer;
+static int ring_mode;
+static volatile int dump_req;
 static int namer_looked_up;
 
 static uint64_t mono_ns(void) {
@@ -239,7 +241,7 @@ static void process_frame(struct buf *b) {
 #else
 	put_str(b, "linux");
 #endif
-	put_uv(b, 0);
+	put_uv(b, ring_mode ? 1 : 0);
 	frame(1, b);
 }
 
@@ -596,6 +598,148 @@ static void final_marks(struct mt_thread_info *i) {
 	encode(i, r, r + n);
 }
 
+/* ---- ring mode (the flight recorder) ----
+ * Handed-over chunks are kept per thread, oldest first, instead of being written. When the
+ * pool runs low the drain takes back the oldest chunk of the thread that keeps the most (each
+ * thread keeps RING_SHARE chunks before any is taken from it, so a chatty worker cannot evict
+ * the main thread), counting what it overwrote. A dump writes a whole new file: what every
+ * thread keeps, its partial chunk, its open calls, and per thread how much was overwritten. */
+#define RING_SHARE 2
+static void end_frame(void);
+struct ring {
+	struct ring *next;
+	struct mt_thread_info id;        /* identity for the frames (tid, name, main) */
+	struct mt_chunk *head, *tail;    /* kept chunks, oldest first (qnext) */
+	uint32_t count;
+	int exited;
+	uint64_t overwritten, ow_start, ow_end;
+};
+static struct ring *rings;
+
+static struct ring *ring_of(struct mt_thread_info *i) {
+	if (i->ring)
+		return i->ring;
+	struct ring *r = calloc(1, sizeof *r);
+	if (!r)
+		return NULL;
+	r->id.tid = i->tid;
+	r->id.main = i->main;
+	r->id.pt = i->pt;
+	memcpy(r->id.name, i->name, sizeof r->id.name);
+	r->next = rings;
+	rings = r;
+	i->ring = r;
+	return r;
+}
+
+static void ring_keep(struct mt_chunk *c) {
+	struct ring *r = ring_of(c->owner);
+	if (!r) {
+		msgtrace_pool_push(c);
+		return;
+	}
+	c->qnext = NULL;
+	if (r->tail)
+		r->tail->qnext = c;
+	else
+		r->head = c;
+	r->tail = c;
+	r->count++;
+	if (c->last) {
+		r->exited = 1;
+		thread_name(c->owner, r->id.name, sizeof r->id.name);
+		c->owner->ring = NULL;
+	}
+}
+
+/* Takes back chunks while the pool is low: the oldest of the thread keeping the most. */
+static void ring_reclaim(uint32_t low) {
+	while (msgtrace_pool_free_count() < low && msgtrace_pool_made() >= msgtrace_pool_cap()) {
+		struct ring *v = NULL;
+		for (struct ring *r = rings; r; r = r->next)
+			if (r->count && (!v || (r->count > RING_SHARE) > (v->count > RING_SHARE) ||
+					 ((r->count > RING_SHARE) == (v->count > RING_SHARE) && r->count > v->count)))
+				v = r;
+		if (!v)
+			return;
+		struct mt_chunk *c = v->head;
+		v->head = c->qnext;
+		if (!v->head)
+			v->tail = NULL;
+		v->count--;
+		for (struct mt_record *r = c->rec; r < c->used; r++) {
+			if (r->cls >> FLAG_SHIFT & F_MARK)
+				continue;
+			if (!v->overwritten || r->start < v->ow_start)
+				v->ow_start = r->start;
+			if (r->end > v->ow_end)
+				v->ow_end = r->end;
+			v->overwritten++;
+		}
+		msgtrace_pool_push(c);
+	}
+	for (struct ring **pp = &rings; *pp;) { /* exited threads with nothing kept are gone */
+		struct ring *r = *pp;
+		if (r->exited && !r->count) {
+			*pp = r->next;
+			free(r);
+		} else {
+			pp = &r->next;
+		}
+	}
+}
+
+static void ring_thread(struct ring *r, struct mt_thread_info *live) {
+	struct mt_thread_info *id = live ? live : &r->id;
+	id->announced = 0;
+	if (r && r->overwritten) {
+		struct mt_record m = {r->ow_start, r->ow_end, (uint64_t)MARK_OVERWRITTEN | (uint64_t)F_MARK << FLAG_SHIFT, r->overwritten};
+		encode(id, &m, &m + 1);
+	}
+	for (struct mt_chunk *c = r ? r->head : NULL; c; c = c->qnext)
+		encode(id, c->rec, c->used);
+	if (live) {
+		struct mt_chunk *c = __atomic_load_n(&live->chunk, __ATOMIC_ACQUIRE);
+		struct mt_record *cur = __atomic_load_n(&live->t.rec_cur, __ATOMIC_ACQUIRE);
+		if (c && cur > c->rec && cur <= c->rec + msgtrace_chunk_records)
+			encode(live, c->rec, cur);
+		live->snap_top = live->snap_start = 0;
+		open_snapshot(live, 0);
+	} else {
+		announce(id, 0);
+		thread_frame(id, 1);
+	}
+}
+
+/* Writes the ring to a new file (replacing the previous dump). */
+static void ring_dump(void) {
+	if (fd >= 0)
+		close(fd);
+	fd = -1;
+	file_failed = 0;
+	out.n = methods.n = 0;
+	table_reset(&raw_ids);
+	table_reset(&canon_ids);
+	next_id = 1;
+	pthread_mutex_lock(&msgtrace_registry_lock);
+	for (struct mt_thread_info *i = msgtrace_registry; i; i = i->next)
+		if (!__atomic_load_n(&i->exited, __ATOMIC_ACQUIRE))
+			ring_thread(i->ring, i);
+	pthread_mutex_unlock(&msgtrace_registry_lock);
+	for (struct ring *r = rings; r; r = r->next)
+		if (r->exited)
+			ring_thread(r, NULL);
+	if (out.n) {
+		clock_frame();
+		end_frame();
+	}
+	write_out();
+	if (fd >= 0) {
+		close(fd);
+		fd = -1;
+	}
+}
+
 /* ---- the pass ---- */
 
 static uint64_t last_collect_ns, last_names_ns;
@@ -606,6 +750,22 @@ static void pass(int force, int final) {
 	for (struct mt_chunk *c = msgtrace_take_handed(), *n; c; c = n) {
 		n = c->qnext;
 		struct mt_thread_info *i = c->owner;
+		if (ring_mode && i) {
+			int last = c->last;
+			ring_keep(c);
+			if (last) {
+				pthread_mutex_lock(&msgtrace_registry_lock);
+				struct mt_thread_info **pp = &msgtrace_registry;
+				while (*pp && *pp != i)
+					pp = &(*pp)->next;
+				if (*pp)
+					*pp = i->next;
+				msgtrace_thread_gone_mark(i);
+				pthread_mutex_unlock(&msgtrace_registry_lock);
+				free(i);
+			}
+			continue;
+		}
 		if (i && c->used)
 			encode(i, c->drained, c->used);
 		if (i && c->last) {
@@ -626,6 +786,36 @@ static void pass(int force, int final) {
 		msgtrace_pool_push(c);
 	}
 	uint64_t now = mono_ns();
+	uint32_t low = msgtrace_pool_cap() / 8;
+	if (low < 4)
+		low = 4;
+	if (ring_mode) {
+		pthread_mutex_lock(&msgtrace_registry_lock);
+		for (struct mt_thread_info **pp = &msgtrace_registry; *pp;) {
+			struct mt_thread_info *i = *pp;
+			if (__atomic_load_n(&i->exited, __ATOMIC_ACQUIRE) != 2) {
+				pp = &i->next;
+				continue;
+			}
+			struct ring *r = i->ring; /* exited with no chunk to say so */
+			if (r) {
+				r->exited = 1;
+				thread_name(i, r->id.name, sizeof r->id.name);
+			}
+			*pp = i->next;
+			msgtrace_thread_gone_mark(i);
+			free(i);
+		}
+		pthread_mutex_unlock(&msgtrace_registry_lock);
+		while (msgtrace_pool_free_count() < low && msgtrace_pool_grow(1) == 1)
+			;
+		ring_reclaim(low);
+		if (force || dump_req) {
+			dump_req = 0;
+			ring_dump();
+		}
+		return;
+	}
 	int collect = force || now - last_collect_ns >= (uint64_t)period_ms * 1000000ull;
 	if (collect) {
 		last_collect_ns = now;
@@ -664,9 +854,6 @@ static void pass(int force, int final) {
 		pthread_mutex_unlock(&msgtrace_registry_lock);
 	}
 	/* keep faulted-in chunks ahead of the threads */
-	uint32_t low = msgtrace_pool_cap() / 8;
-	if (low < 4)
-		low = 4;
 	while (msgtrace_pool_free_count() < low && msgtrace_pool_grow(1) == 1)
 		;
 	if ((out.n || fd >= 0) && now - last_clock_ns >= 1000000000ull && !file_failed && fd >= 0)
@@ -754,7 +941,7 @@ static void *drain_main(void *arg) {
 		pthread_mutex_lock(&req_mu);
 		uint64_t want = req_seq;
 		pthread_mutex_unlock(&req_mu);
-		int forced = want != done_seq || crash_req;
+		int forced = want != done_seq || crash_req || dump_req;
 		pthread_mutex_lock(&drain_mu);
 		pass(forced, forced);
 		pthread_mutex_unlock(&drain_mu);
@@ -812,6 +999,11 @@ static void on_signal(int sig, siginfo_t *info, void *uc) {
 		raise(sig);
 }
 
+static void on_dump_signal(int sig) {
+	(void)sig;
+	dump_req = 1; /* the drain writes the ring within 10 ms */
+}
+
 static void install_signals(void) {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
@@ -825,6 +1017,15 @@ static void install_signals(void) {
 		struct sigaction cur;
 		if (sigaction(s, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL)
 			sigaction(s, &sa, &old_actions[s]);
+	}
+	struct sigaction cur;
+	if (ring_mode && sigaction(SIGUSR2, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL) {
+		struct sigaction d;
+		memset(&d, 0, sizeof d);
+		d.sa_handler = on_dump_signal;
+		d.sa_flags = SA_RESTART;
+		sigemptyset(&d.sa_mask);
+		sigaction(SIGUSR2, &d, NULL);
 	}
 }
 
@@ -893,6 +1094,7 @@ int msgtrace_stream_start(const struct mt_stream_config *cfg) {
 	snprintf(program_name, sizeof program_name, "%s", cfg->program ? cfg->program : "");
 	period_ms = cfg->period_ms ? cfg->period_ms : 100;
 	min_us = cfg->min_us;
+	ring_mode = cfg->ring;
 	started = 1;
 	/* MSGTRACE_MIN_US needs the rate before the first call: known, or measured here (10 ms,
 	 * once, only when a threshold is asked for); otherwise the drain measures it */
@@ -949,7 +1151,7 @@ int msgtrace_stream_close(void) {
 	msgtrace_set_full_policy(1);
 	pthread_mutex_lock(&drain_mu);
 	pass(1, 1);
-	if (fd >= 0 || out.n) {
+	if (!ring_mode && (fd >= 0 || out.n)) {
 		clock_frame();
 		end_frame();
 		write_out();

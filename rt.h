@@ -159,6 +159,8 @@ struct mt_stream_config {
 	int drop;            /* MSGTRACE_FULL=drop */
 	double min_us;       /* MSGTRACE_MIN_US: applied in the interposer once the tick rate is known */
 	const char *program; /* program name for the process frame ("" = from the system) */
+	int ring;            /* MSGTRACE_MODE=ring: keep the last chunks in memory, write them on
+			      * msgtrace_stream_flush, at exit, and on SIGUSR2 (when at its default) */
 };
 /* Starts the drain thread; the file is created when there is something to write. Returns 0,
  * or -1 with a message in msgtrace_stream_error(). */

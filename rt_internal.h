@@ -38,6 +38,7 @@ struct mt_thread_info {
 	int announced;
 	char announced_name[64];
 	uint64_t snap_top, snap_start;   /* identity of the last open snapshot written */
+	void *ring;                      /* ring mode: the thread's kept chunks (struct ring) */
 	struct mt_thread t;              /* last: its shadow stack follows */
 };
 

@@ -31,6 +31,11 @@ type StreamConfig struct {
 	MinUS float64
 	// Program names the process in the trace ("" = the executable's name).
 	Program string
+	// Ring: the flight recorder. Nothing is written as the program runs; the last chunks are
+	// kept in the pool (each thread keeps at least two) and written, replacing the file, by
+	// FlushStream, CloseStream, a crash, and SIGUSR2 (when the program leaves it at its
+	// default), with per thread how many calls were overwritten.
+	Ring bool
 }
 
 // CheckPath reports whether a path pattern is one StartStream accepts.
@@ -76,6 +81,9 @@ func StartStream(cfg StreamConfig) error {
 	c := C.struct_mt_stream_config{path: path, period_ms: C.uint32_t(cfg.PeriodMS), min_us: C.double(cfg.MinUS), program: prog}
 	if cfg.Drop {
 		c.drop = 1
+	}
+	if cfg.Ring {
+		c.ring = 1
 	}
 	if C.msgtrace_stream_start(&c) != 0 {
 		return errors.New(C.GoString(C.msgtrace_stream_error()))

@@ -166,6 +166,29 @@ func testStream(t *testing.T, b built) {
 		}
 		t.Logf("drop: %d sent, %d recorded, %d dropped, %d of them marked where they happened", sent, tot.Calls, tot.Dropped, s.marks[tracer.MarkLost])
 	})
+	t.Run("ring", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "ring.mtrace")
+		calls := 2_000_000
+		if small {
+			calls = 200_000
+		}
+		var stdout string
+		peakRSS(t, b, map[string]string{"MSGTRACE_OUT": out, "MSGTRACE_MODE": "ring", "MSGTRACE_BUFFER_MB": "2"}, "soak", "4", strconv.Itoa(calls), &stdout)
+		var sent int
+		fmt.Sscanf(stdout, "sent %d", &sent)
+		s, tot := readStreams(t, out)
+		st, _ := os.Stat(out)
+		// the ring keeps at most 2 MiB of 32-byte records; what it overwrote is counted exactly
+		ow := s.marks[tracer.MarkOverwritten]
+		if int(tot.Calls+ow) != sent || tot.Calls > 2<<20/32 || ow == 0 || tot.Dropped != 0 {
+			t.Fatalf("ring: sent %d, kept %d, overwritten %d (%+v)", sent, tot.Calls, ow, tot)
+		}
+		// the last calls are the ones kept: every thread's outermost call, which ends last
+		if s.calls["-[Worker run:]"] != 4 {
+			t.Errorf("ring lacks the threads' last calls: %v", s.calls)
+		}
+		t.Logf("ring: %d sent, last %d kept (%d bytes), %d overwritten", sent, tot.Calls, st.Size(), ow)
+	})
 	t.Run("kill9", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "hang.json")
 		cmd := b.stress(map[string]string{"MSGTRACE_OUT": out}, "hang")

@@ -67,7 +67,7 @@ func (a *Agent) Install() error {
 	if err := msgtrace.Configure(512, uint64(a.cfg.BufferMB)<<20, ChunkBytes); err != nil {
 		return a.fail(fmt.Errorf("msgtrace: %w", err))
 	}
-	if err := msgtrace.StartStream(msgtrace.StreamConfig{Path: a.cfg.StreamPattern(), Drop: a.cfg.Drop, MinUS: a.cfg.MinUS}); err != nil {
+	if err := msgtrace.StartStream(msgtrace.StreamConfig{Path: a.cfg.StreamPattern(), Drop: a.cfg.Drop, MinUS: a.cfg.MinUS, Ring: a.cfg.Ring}); err != nil {
 		return a.fail(fmt.Errorf("msgtrace: %w", err))
 	}
 	rt, err := platformRuntime()

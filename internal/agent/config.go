@@ -29,6 +29,7 @@ type Config struct {
 	Paused   bool     // MSGTRACE_START=paused: installed, recording starts with msgtrace_resume
 	BufferMB int      // MSGTRACE_BUFFER_MB: the chunk pool every thread records into
 	Drop     bool     // MSGTRACE_FULL=drop: drop and count when the pool is empty (default: wait)
+	Ring     bool     // MSGTRACE_MODE=ring: the flight recorder
 	// KeepStream (MSGTRACE_KEEP_STREAM=1) keeps the stream file next to a converted output.
 	KeepStream bool
 }
@@ -133,8 +134,10 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 	}
 	switch v := getenv("MSGTRACE_MODE"); strings.ToLower(strings.TrimSpace(v)) {
 	case "", "stream":
+	case "ring":
+		c.Ring = true
 	default:
-		return c, &ConfigError{"MSGTRACE_MODE", v, "must be stream (ring, the flight recorder, is not available yet)"}
+		return c, &ConfigError{"MSGTRACE_MODE", v, "must be stream (written as the program runs) or ring (the last MSGTRACE_BUFFER_MB kept, written on flush, at exit, on SIGUSR2)"}
 	}
 	switch v := getenv("MSGTRACE_KEEP_STREAM"); strings.TrimSpace(v) {
 	case "", "0":

@@ -77,7 +77,6 @@ func TestFromEnvBad(t *testing.T) {
 		{"MSGTRACE_OUT", "/tmp/trace-%q.json"},
 		{"MSGTRACE_OUT", "/tmp/trace-%"},
 		{"MSGTRACE_FULL", "block"},
-		{"MSGTRACE_MODE", "ring"},
 		{"MSGTRACE_MODE", "circular"},
 		{"MSGTRACE_KEEP_STREAM", "yes"},
 	} {
