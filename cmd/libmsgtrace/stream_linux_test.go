@@ -189,6 +189,20 @@ func testStream(t *testing.T, b built) {
 		}
 		t.Logf("ring: %d sent, last %d kept (%d bytes), %d overwritten", sent, tot.Calls, st.Size(), ow)
 	})
+	t.Run("diskfull", func(t *testing.T) {
+		// the stream file is /dev/full: every write fails with ENOSPC. The program runs and
+		// exits as without us; the library counts and reports what it could not write.
+		dir := t.TempDir()
+		out := filepath.Join(dir, "full.mtrace")
+		if err := os.Symlink("/dev/full", out); err != nil {
+			t.Fatal(err)
+		}
+		cmd := b.stress(map[string]string{"MSGTRACE_OUT": out}, "soak", "2", "20000")
+		o, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(o), "sent 40002") || !strings.Contains(string(o), "bytes could not be written") {
+			t.Errorf("stress soak writing to /dev/full: %v\n%s", err, o)
+		}
+	})
 	t.Run("kill9", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "hang.json")
 		cmd := b.stress(map[string]string{"MSGTRACE_OUT": out}, "hang")
