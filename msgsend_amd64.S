@@ -25,7 +25,9 @@
 #define AFTER L_msgtrace_after
 #define AFTER_TAIL_LABEL L_msgtrace_after_tail:
 #define AFTER_TAIL L_msgtrace_after_tail
-#define STUB_NAME(x)
+/* the stubs' names start their FDEs (outside the CFI regions): the linker keeps an FDE only for
+ * the symbol it starts at, and __unwind_info then points each stub at its DWARF rows */
+#define STUB_NAME(x) .globl SYM(x); .private_extern SYM(x); SYM(x):
 /* darwin: our pthread key's slot in the thread's TSD area, %gs:key*8 */
 .macro LOAD_SELF reg
 	movq SYM(msgtrace_tsd_key)(%rip), \reg
@@ -292,7 +294,8 @@ INTERPOSE msgtrace_objc_msgSendSuper2_stret, msgtrace_orig_objc_msgSendSuper2_st
  * without a personality in its cleanup phase, so both stubs stay ordinary frames there.
  *
  * Each stub's FDE starts one byte before its label: unwinders look up an ordinary frame's
- * caller at (return address - 1).
+ * caller at (return address - 1). msgtrace_after_tail falls through into msgtrace_after: the
+ * object has no .subsections_via_symbols, so Mach-O linkers keep the two together.
  */
 	.p2align 4
 STUB_NAME(msgtrace_after_tail)

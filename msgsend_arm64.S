@@ -20,6 +20,7 @@
 #define FUNC(x) .globl SYM(x) SEP .private_extern SYM(x) SEP .p2align 4 SEP SYM(x):
 #define END(x)
 #define LOCAL(x) L##x
+#define STUB_NAME(x) .globl SYM(x) SEP .private_extern SYM(x) SEP SYM(x):
 /* darwin: our pthread key's slot in the TSD area that TPIDRRO_EL0 points at */
 .macro LOAD_SELF reg, tmp
 	mrs \reg, TPIDRRO_EL0
@@ -42,6 +43,7 @@
 #define FUNC(x) .globl x; .hidden x; .type x,%function; .p2align 4; x:
 #define END(x) .size x, .-x
 #define LOCAL(x) .L##x
+#define STUB_NAME(x) .globl x SEP .hidden x SEP .type x,%function SEP x:
 /* ELF: initial-exec TLS variable msgtrace_tls at TPIDR_EL0 + its offset */
 .macro LOAD_SELF reg, tmp
 	mrs \reg, TPIDR_EL0
@@ -250,12 +252,10 @@ INTERPOSE msgtrace_objc_msgSendSuper2, msgtrace_orig_objc_msgSendSuper2, 1
  * (return address - 1).
  */
 	.p2align 4
-#if !defined(__APPLE__)
-/* ELF: names for debuggers and profilers, covering the stubs' whole FDEs (Mach-O allows no
- * global label inside a CFI region); the return targets are local labels */
-	.globl msgtrace_after_tail SEP .hidden msgtrace_after_tail SEP .type msgtrace_after_tail,%function
-msgtrace_after_tail:
-#endif
+/* names for debuggers and profilers, covering the stubs' whole FDEs; the return targets are
+ * local labels. Mach-O allows no global label inside a CFI region, and its linkers keep an FDE
+ * only for the symbol it starts at (__unwind_info then points each stub at its DWARF rows). */
+STUB_NAME(msgtrace_after_tail)
 	.cfi_startproc                          /* msgtrace_after_tail: an ordinary frame */
 	.cfi_def_cfa sp, 0
 	CFI_SAVED_IN_X19                        /* caller's x19 and return address (a stub) */
@@ -266,10 +266,7 @@ LOCAL(after_tail):
 #if !defined(__APPLE__)
 END(msgtrace_after_tail)
 #endif
-#if !defined(__APPLE__)
-	.globl msgtrace_after SEP .hidden msgtrace_after SEP .type msgtrace_after,%function
-msgtrace_after:
-#endif
+STUB_NAME(msgtrace_after)
 	.cfi_startproc                          /* msgtrace_after */
 	CFI_AFTER_FRAME
 	.cfi_def_cfa sp, 0

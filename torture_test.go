@@ -456,6 +456,9 @@ func TestAssemblesForDarwin(t *testing.T) {
 					t.Fatalf("zig cc: %v\n%s", err, out)
 				}
 			}
+			if c.zigTarget != "" { // macOS: the same assembly as the iOS targets
+				checkStubUnwindInfo(t, c.arch, objs[0])
+			}
 			for _, o := range objs {
 				f, err := machobind.Open(o)
 				if err != nil {
@@ -471,5 +474,47 @@ func TestAssemblesForDarwin(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkStubUnwindInfo links the interposer object into a dylib with ld64.lld-19 (the linker
+// `make cross` uses) and checks that __unwind_info sends both return stubs to their own DWARF
+// FDEs (mode DWARF: 0x03 on arm64, 0x04 on x86_64, in bits 24-27 of the encoding). A stub
+// without a symbol of its own at its FDE's start loses its FDE in the link.
+func checkStubUnwindInfo(t *testing.T, arch, obj string) {
+	t.Helper()
+	dylib := obj + ".dylib"
+	if out, err := exec.Command("ld64.lld-19", "-arch", arch, "-platform_version", "macos", "13.0", "13.0", "-dylib",
+		"-undefined", "dynamic_lookup", "-o", dylib, obj).CombinedOutput(); err != nil {
+		t.Fatalf("ld64.lld-19: %v\n%s", err, out)
+	}
+	nm, err := exec.Command("llvm-nm-19", dylib).Output()
+	if err != nil {
+		t.Fatalf("llvm-nm-19: %v", err)
+	}
+	info, err := exec.Command("llvm-objdump-19", "--unwind-info", dylib).Output()
+	if err != nil {
+		t.Fatalf("llvm-objdump-19 --unwind-info: %v", err)
+	}
+	mode := map[string]string{"arm64": "=0x03", "x86_64": "=0x04"}[arch]
+	for _, stub := range []string{"_msgtrace_after", "_msgtrace_after_tail"} {
+		addr := ""
+		for _, l := range strings.Split(string(nm), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[2] == stub {
+				addr = strings.TrimLeft(f[0], "0")
+			}
+		}
+		if addr == "" {
+			t.Fatalf("%s: no symbol %s", dylib, stub)
+		}
+		found := false
+		for _, l := range strings.Split(string(info), "\n") {
+			if strings.Contains(l, "function offset=0x"+fmt.Sprintf("%08s", addr)+", encoding[") && strings.Contains(l, mode) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: __unwind_info has no DWARF entry for %s at 0x%s:\n%s", arch, stub, addr, info)
+		}
 	}
 }
