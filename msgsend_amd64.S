@@ -184,7 +184,7 @@ FUNC(\name)
 	.cfi_offset rip, -8
 
 6:	/* previous entry's frame is at or below ours: a tail call from a traced method (its return
-	 * slot still holds msgtrace_after) nests; anything else is a stale entry to close */
+	 * slot still holds a return stub) nests; anything else is a stale entry to close */
 	jb 65f
 	movq %rax, T_SCRATCH(%r11)
 	SLOT_IS_STUB %rax

@@ -322,8 +322,11 @@ func TestCxxExceptionThroughInterposer(t *testing.T) {
 				}
 				t.Run(uw.name+"/"+cfi, func(t *testing.T) {
 					bin := filepath.Join(t.TempDir(), "exceptions")
-					srcs := []string{"-I.", "-Itestdata/interposer", "testdata/interposer/exceptions.cpp",
-						"-x", "c", "rt.c", "-x", "assembler-with-cpp", "msgsend_" + tg.arch + ".S", "testdata/interposer/runtime_" + tg.arch + ".S"}
+					srcs := []string{"-I.", "-Itestdata/interposer", "testdata/interposer/exceptions.cpp"}
+					for _, c := range []string{"rt.c"} {
+						srcs = append(srcs, "-x", "c", c) // one -x each: g++ compiles a second .c as C++
+					}
+					srcs = append(srcs, "-x", "assembler-with-cpp", "msgsend_"+tg.arch+".S", "testdata/interposer/runtime_"+tg.arch+".S")
 					if cfi == "apple-cfi" {
 						srcs = append([]string{"-DMSGTRACE_APPLE_CFI"}, srcs...)
 					}
