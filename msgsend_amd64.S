@@ -23,6 +23,11 @@
 /* Mach-O allows no global label inside a CFI region: the return target is a local label */
 #define AFTER_LABEL L_msgtrace_after:
 #define AFTER L_msgtrace_after
+#define AFTER_TAIL_LABEL L_msgtrace_after_tail:
+#define AFTER_TAIL L_msgtrace_after_tail
+/* the stubs' names start their FDEs (outside the CFI regions): the linker keeps an FDE only for
+ * the symbol it starts at, and __unwind_info then points each stub at its DWARF rows */
+#define STUB_NAME(x) .globl SYM(x); .private_extern SYM(x); SYM(x):
 /* darwin: our pthread key's slot in the thread's TSD area, %gs:key*8 */
 .macro LOAD_SELF reg
 	movq SYM(msgtrace_tsd_key)(%rip), \reg
@@ -32,14 +37,30 @@
 #define SYM(x) x
 #define FUNC(x) .globl x; .hidden x; .type x,@function; .p2align 4; x:
 #define END(x) .size x, .-x
-#define AFTER_LABEL FUNC(msgtrace_after)
-#define AFTER msgtrace_after
+/* the return targets are local labels; the stubs' names (for debuggers and profilers) cover
+ * their whole FDEs, from the byte before the return target */
+#define AFTER_LABEL .Lmsgtrace_after:
+#define AFTER .Lmsgtrace_after
+#define AFTER_TAIL_LABEL .Lmsgtrace_after_tail:
+#define AFTER_TAIL .Lmsgtrace_after_tail
+#define STUB_NAME(x) .globl x; .hidden x; .type x,@function; x:
 /* ELF: initial-exec TLS variable msgtrace_tls at %fs:offset */
 .macro LOAD_SELF reg
 	movq msgtrace_tls@gottpoff(%rip), \reg
 	movq %fs:(\reg), \reg
 .endm
 #endif
+
+/* msgtrace_after_tail is 2 bytes below msgtrace_after (checked below): a return address in
+ * [AFTER_TAIL, AFTER] is one of the two return stubs. \reg = the return slot - AFTER_TAIL, then
+ * compared: flags "below or equal" when the slot holds a stub (a tail call from a traced method). */
+#define AFTER_TAIL_DIST 2
+.macro SLOT_IS_STUB reg
+	leaq AFTER_TAIL(%rip), \reg
+	negq \reg
+	addq (%rsp), \reg
+	cmpq $(AFTER_TAIL_DIST), \reg
+.endm
 
 /* rdtsc into rax as one 64-bit tick; clobbers rdx */
 .macro TICK
@@ -52,6 +73,24 @@
  * DW_CFA_expression (0x10), register, length 2, DW_OP_bregN (0x70 + N), offset. */
 #define CFI_SAVED_IN_RBX .cfi_escape 0x10, 0x03, 0x02, 0x73, E_SAVE; .cfi_escape 0x10, 0x10, 0x02, 0x73, E_RET
 #define CFI_RBX_IN_R10   .cfi_escape 0x10, 0x03, 0x02, 0x7a, E_SAVE
+
+/*
+ * CFI of the return stub msgtrace_after (see its comment). ELF: a signal frame whose caller's
+ * return address is the saved one minus 1, DW_CFA_val_expression (0x16), rip (0x10), length 5:
+ *   in the entry:    DW_OP_breg3 (0x73) E_RET, DW_OP_deref (0x06), DW_OP_lit1 (0x31), DW_OP_minus (0x1c)
+ *   in the red zone: DW_OP_breg7 (0x77) -8 (0x78), DW_OP_deref, DW_OP_lit1, DW_OP_minus
+ * Apple (and MSGTRACE_APPLE_CFI, which tests these rows on Linux): an ordinary frame, the
+ * return address itself.
+ */
+#if defined(__APPLE__) || defined(MSGTRACE_APPLE_CFI)
+#define CFI_AFTER_FRAME
+#define CFI_AFTER_RET_IN_RBX     .cfi_escape 0x10, 0x10, 0x02, 0x73, E_RET
+#define CFI_AFTER_RET_IN_REDZONE .cfi_offset rip, -8
+#else
+#define CFI_AFTER_FRAME          .cfi_signal_frame
+#define CFI_AFTER_RET_IN_RBX     .cfi_escape 0x16, 0x10, 0x05, 0x73, E_RET, 0x06, 0x31, 0x1c
+#define CFI_AFTER_RET_IN_REDZONE .cfi_escape 0x16, 0x10, 0x05, 0x77, 0x78, 0x06, 0x31, 0x1c
+#endif
 
 /*
  * CLOSE_ONE after: record the shadow entry at r10 as unwound (its call never returned: an
@@ -215,8 +254,12 @@ FUNC(\name)
 	CFI_SAVED_IN_RBX
 	addq $(ENTRY_SIZE), %r10
 	movq %r10, T_TOP(%r11)                  /* push */
-	leaq AFTER(%rip), %r10
-	movq %r10, (%rsp)                       /* the method returns into msgtrace_after */
+	leaq AFTER(%rip), %r10                  /* rax = the caller's return address */
+	leaq -AFTER_TAIL_DIST(%r10), %rdx
+	subq %rdx, %rax
+	cmpq $(AFTER_TAIL_DIST), %rax
+	cmovbeq %rdx, %r10                      /* a tail call from a traced method: the inner stub */
+	movq %r10, (%rsp)                       /* the method returns into msgtrace_after(_tail) */
 	movq E_RV0(%rbx), %rax
 	movq E_RV1(%rbx), %rdx
 	jmp *SYM(\orig)(%rip)
@@ -224,13 +267,12 @@ FUNC(\name)
 	.cfi_offset rip, -8
 
 6:	/* previous entry's frame is at or below ours: a tail call from a traced method (its return
-	 * slot still holds msgtrace_after) nests; anything else is a stale entry to close */
+	 * slot still holds a return stub) nests; anything else is a stale entry to close */
 	jb 65f
 	movq %rax, T_SCRATCH(%r11)
-	leaq AFTER(%rip), %rax
-	cmpq %rax, (%rsp)
+	SLOT_IS_STUB %rax
 	movq T_SCRATCH(%r11), %rax
-	je 2b
+	jbe 2b
 65:	movq $(1), T_BUSY(%r11)                   /* scratch in use: a signal handler passes through */
 	movq %rax, T_SCRATCH(%r11)
 	movq %rdx, T_SCRATCH+8(%r11)
@@ -243,9 +285,8 @@ FUNC(\name)
 	cmpq %rsp, E_SP-ENTRY_SIZE(%r10)
 	jb 66b
 	jne 68f
-	leaq AFTER(%rip), %rdx
-	cmpq %rdx, (%rsp)
-	jne 66b
+	SLOT_IS_STUB %rdx
+	ja 66b
 68:	movq T_SCRATCH(%r11), %rax
 	movq T_SCRATCH+8(%r11), %rdx
 	movq $(0), T_BUSY(%r11)
@@ -277,16 +318,54 @@ INTERPOSE msgtrace_objc_msgSendSuper2_stret, msgtrace_orig_objc_msgSendSuper2_st
  * return, rbx = the shadow entry. Return registers (rax rdx xmm0 xmm1 st0 st1) are kept: rax
  * and rdx are parked in the entry around rdtsc, the others are not touched and no C is called.
  */
-/* CFA = rsp + 0: unwinders set the caller's stack pointer to the CFA (LLVM libunwind, the
- * unwinder Apple ships, does so whatever other rule is given), and the caller's stack pointer
- * is exactly this one. This frame therefore shares its CFA with the method that returned
- * into it; libgcc's unwinder, which tells frames apart by CFA in its cleanup phase, aborts on
- * a C++ exception thrown through a traced call (README: limits). */
+/*
+ * Unwinding. CFA = rsp + 0: unwinders set the caller's stack pointer to the CFA (LLVM
+ * libunwind, the unwinder Apple ships, does so whatever other rule is given), and the caller's
+ * stack pointer is exactly this one, so the stub computes the same CFA as the method that
+ * returned into it. libgcc's unwinder names a frame by the CFA its callee's FDE computes,
+ * minus 1 when that callee is a signal frame, and in its cleanup phase takes the first frame
+ * with the handler's name for the handler: an ordinary stub would share its name with the
+ * traced send's caller, be taken for the handler, and libgcc aborts the program.
+ *
+ * ELF: msgtrace_after is a signal frame, so the caller's name is CFA - 1 and the stub's stays
+ * CFA. Unwinders look up a signal frame's caller at its exact return address (libgcc's
+ * personality routines too), so every row gives the caller's return address minus 1, inside
+ * the call instruction, where an ordinary callee's unwind would look: the caller's FDE and its
+ * call-site (cleanup, handler) entries are found. LLVM libunwind versions that still subtract
+ * 1 land inside the call instruction too.
+ *
+ * A traced method that tail-calls a traced send leaves msgtrace_after in the return slot: the
+ * nested entry's return address is a stub and several stubs share one CFA. Only the outermost
+ * may be a signal frame (its callee's name would otherwise equal the caller's), so the inner
+ * ones return into msgtrace_after_tail: an ordinary frame, the same code, 2 bytes earlier.
+ *
+ * Apple (and MSGTRACE_APPLE_CFI, which runs these rows on Linux): LLVM libunwind skips frames
+ * without a personality in its cleanup phase, so both stubs stay ordinary frames there.
+ *
+ * Each stub's FDE starts one byte before its label: unwinders look up an ordinary frame's
+ * caller at (return address - 1). msgtrace_after_tail falls through into msgtrace_after: the
+ * object has no .subsections_via_symbols, so Mach-O linkers keep the two together.
+ */
 	.p2align 4
-	.cfi_startproc
+STUB_NAME(msgtrace_after_tail)
+	.cfi_startproc                              /* msgtrace_after_tail: an ordinary frame */
 	.cfi_def_cfa %rsp, 0
-	CFI_SAVED_IN_RBX
-	nop                     /* unwinders look up (return address - 1): keep it in this FDE */
+	.cfi_escape 0x10, 0x03, 0x02, 0x73, E_SAVE  /* caller's rbx at [rbx + E_SAVE] */
+	.cfi_escape 0x10, 0x10, 0x02, 0x73, E_RET   /* its return address (a stub) at [rbx + E_RET] */
+	nop
+AFTER_TAIL_LABEL
+	nop                                         /* falls through into msgtrace_after */
+	.cfi_endproc
+#if !defined(__APPLE__)
+END(msgtrace_after_tail)
+#endif
+STUB_NAME(msgtrace_after)
+	.cfi_startproc                              /* msgtrace_after */
+	CFI_AFTER_FRAME
+	.cfi_def_cfa %rsp, 0
+	.cfi_escape 0x10, 0x03, 0x02, 0x73, E_SAVE  /* caller's rbx at [rbx + E_SAVE] */
+	CFI_AFTER_RET_IN_RBX                        /* its return address from [rbx + E_RET] */
+	nop
 AFTER_LABEL
 	movq %rax, E_RV0(%rbx)
 	movq %rdx, E_RV1(%rbx)
@@ -322,9 +401,10 @@ AFTER_LABEL
 	cmpq T_REC_END(%r11), %r10
 	jb 31b
 	incq T_DROPPED(%r11)                    /* no chunk (MSGTRACE_FULL=drop): drop and count */
-6:	movq E_RET(%rbx), %r10
+6:	.cfi_remember_state                     /* path 5 below keeps the rows above */
+	movq E_RET(%rbx), %r10
 	movq %r10, -8(%rsp)                     /* return address into the red zone */
-	.cfi_offset rip, -8
+	CFI_AFTER_RET_IN_REDZONE
 	movq %rbx, %r10                         /* r10 = entry */
 	CFI_RBX_IN_R10
 	movq E_RV0(%r10), %rax
@@ -333,6 +413,7 @@ AFTER_LABEL
 	.cfi_restore rbx
 	movq %r10, T_TOP(%r11)                  /* pop last: the entry stayed ours until here */
 	jmp *-8(%rsp)
+	.cfi_restore_state
 
 5:	movq %rdx, -16(%rsp)                    /* r10 = top; close down to our entry + 1 */
 51:	subq $(ENTRY_SIZE), %r10
@@ -345,6 +426,9 @@ AFTER_LABEL
 #if !defined(__APPLE__)
 END(msgtrace_after)
 #endif
+.if AFTER - AFTER_TAIL - AFTER_TAIL_DIST
+.error "msgtrace_after_tail must be AFTER_TAIL_DIST bytes below msgtrace_after"
+.endif
 
 #if !defined(__APPLE__)
 	.section .note.GNU-stack,"",@progbits

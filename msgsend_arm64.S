@@ -20,6 +20,7 @@
 #define FUNC(x) .globl SYM(x) SEP .private_extern SYM(x) SEP .p2align 4 SEP SYM(x):
 #define END(x)
 #define LOCAL(x) L##x
+#define STUB_NAME(x) .globl SYM(x) SEP .private_extern SYM(x) SEP SYM(x):
 /* darwin: our pthread key's slot in the TSD area that TPIDRRO_EL0 points at */
 .macro LOAD_SELF reg, tmp
 	mrs \reg, TPIDRRO_EL0
@@ -42,6 +43,7 @@
 #define FUNC(x) .globl x; .hidden x; .type x,%function; .p2align 4; x:
 #define END(x) .size x, .-x
 #define LOCAL(x) .L##x
+#define STUB_NAME(x) .globl x SEP .hidden x SEP .type x,%function SEP x:
 /* ELF: initial-exec TLS variable msgtrace_tls at TPIDR_EL0 + its offset */
 .macro LOAD_SELF reg, tmp
 	mrs \reg, TPIDR_EL0
@@ -63,6 +65,34 @@
  * DW_CFA_expression (0x10), register, length 2, DW_OP_bregN (0x70 + N), offset */
 #define CFI_SAVED_IN_X19 .cfi_escape 0x10, 19, 0x02, 0x83, E_SAVE SEP .cfi_escape 0x10, 30, 0x02, 0x83, E_RET
 #define CFI_X19_IN_X10   .cfi_escape 0x10, 19, 0x02, 0x7a, E_SAVE
+
+/*
+ * CFI of the return stub msgtrace_after (see its comment). ELF: a signal frame whose caller's
+ * return address is the saved one minus 1, DW_CFA_val_expression (0x16), x30, length 5 or 2:
+ *   in the entry: DW_OP_breg19 (0x83) E_RET, DW_OP_deref (0x06), DW_OP_lit1 (0x31), DW_OP_minus (0x1c)
+ *   in x30:       DW_OP_breg30 (0x8e) -1 (0x7f)
+ * Apple (and MSGTRACE_APPLE_CFI, which tests these rows on Linux): an ordinary frame, the
+ * return address itself.
+ */
+#if defined(__APPLE__) || defined(MSGTRACE_APPLE_CFI)
+#define CFI_AFTER_FRAME
+#define CFI_AFTER_RET_IN_X19 .cfi_escape 0x10, 30, 0x02, 0x83, E_RET
+#define CFI_AFTER_RET_IN_X30 .cfi_restore x30
+#else
+#define CFI_AFTER_FRAME      .cfi_signal_frame
+#define CFI_AFTER_RET_IN_X19 .cfi_escape 0x16, 30, 0x05, 0x83, E_RET, 0x06, 0x31, 0x1c
+#define CFI_AFTER_RET_IN_X30 .cfi_escape 0x16, 30, 0x02, 0x8e, 0x7f
+#endif
+
+/* msgtrace_after_tail is 8 bytes below msgtrace_after (checked below): a return address in
+ * [after_tail, after] is one of the two return stubs. \tmp = \ret - after_tail, compared:
+ * flags "lower or same" when \ret is a stub (a tail call from a traced method). */
+#define AFTER_TAIL_DIST 8
+.macro IS_STUB tmp, ret
+	adr \tmp, LOCAL(after_tail)
+	sub \tmp, \ret, \tmp
+	cmp \tmp, #AFTER_TAIL_DIST
+.endm
 
 /* CLOSE_ONE entry: record the entry at x10 as unwound (end tick x14); x9 = thread; x12 x13 x15
  * x16. A full chunk calls the slow path (every register kept); entry = 1 on the entry path,
@@ -234,18 +264,21 @@ FUNC(\name)
 	CFI_SAVED_IN_X19
 	add x10, x10, #ENTRY_SIZE
 	str x10, [x9, #T_TOP]                   /* push */
-	adr x30, LOCAL(after)            /* the method returns into msgtrace_after */
+	adr x12, LOCAL(after_tail)              /* x30 = the caller's return address */
+	sub x13, x30, x12
+	adr x30, LOCAL(after)                   /* the method returns into msgtrace_after, */
+	cmp x13, #AFTER_TAIL_DIST
+	csel x30, x12, x30, ls                  /* a tail call from a traced method: the inner stub */
 	LOAD_GLOBAL x16, \orig
 	br x16
 	.cfi_restore x19
 	.cfi_restore x30
 
-6:	/* a tail call from a traced method (lr = msgtrace_after at the same sp) nests; anything
+6:	/* a tail call from a traced method (lr = a return stub at the same sp) nests; anything
 	 * else at or below is a stale entry: close it as unwound */
 	b.lo 65f
-	adr x12, LOCAL(after)
-	cmp x30, x12
-	b.eq 2b
+	IS_STUB x12, x30
+	b.ls 2b
 65:	mrs x14, CNTVCT_EL0
 66:	sub x10, x10, #ENTRY_SIZE
 	CLOSE_ONE 1
@@ -257,9 +290,8 @@ FUNC(\name)
 	cmp x12, x13
 	b.lo 66b
 	b.ne 1b
-	adr x12, LOCAL(after)
-	cmp x30, x12
-	b.ne 66b
+	IS_STUB x12, x30
+	b.hi 66b
 	b 1b
 
 7:	ldr x12, [x9, #T_OVERFLOW]              /* too deep: untraced, counted */
@@ -294,19 +326,36 @@ INTERPOSE msgtrace_objc_msgSendSuper2, msgtrace_orig_objc_msgSendSuper2, 1
  * msgtrace_after: every traced method returns here with sp as the caller expects and x19 = the
  * shadow entry. x0-x8 and q0-q7 (every return register, Swift's included) are not touched.
  */
-/* CFA = sp + 0: unwinders set the caller's stack pointer to the CFA (LLVM libunwind, the
- * unwinder Apple ships, does so whatever other rule is given), and the caller's stack pointer
- * is exactly this one. This frame therefore shares its CFA with the method that returned
- * into it; libgcc's unwinder, which tells frames apart by CFA in its cleanup phase, aborts on
- * a C++ exception thrown through a traced call (README: limits). */
+/*
+ * Unwinding (see msgsend_amd64.S for the reasons): CFA = sp + 0, the caller's sp. ELF:
+ * msgtrace_after is a signal frame and every row gives the caller's return address minus 1;
+ * inner stubs of a tail-call run return into msgtrace_after_tail, an ordinary frame, the same
+ * code 8 bytes earlier. Apple (and MSGTRACE_APPLE_CFI): both ordinary frames. Each FDE starts
+ * one instruction before its label: unwinders look up an ordinary frame's caller at
+ * (return address - 1).
+ */
 	.p2align 4
-	.cfi_startproc
+/* names for debuggers and profilers, covering the stubs' whole FDEs; the return targets are
+ * local labels. Mach-O allows no global label inside a CFI region, and its linkers keep an FDE
+ * only for the symbol it starts at (__unwind_info then points each stub at its DWARF rows). */
+STUB_NAME(msgtrace_after_tail)
+	.cfi_startproc                          /* msgtrace_after_tail: an ordinary frame */
 	.cfi_def_cfa sp, 0
-	CFI_SAVED_IN_X19
-	nop                     /* unwinders look up (return address - 1): keep it in this FDE */
+	CFI_SAVED_IN_X19                        /* caller's x19 and return address (a stub) */
+	nop
+LOCAL(after_tail):
+	nop                                     /* falls through into msgtrace_after */
+	.cfi_endproc
 #if !defined(__APPLE__)
-FUNC(msgtrace_after)      /* ELF: a name for debuggers; Mach-O allows no global label in a CFI region */
+END(msgtrace_after_tail)
 #endif
+STUB_NAME(msgtrace_after)
+	.cfi_startproc                          /* msgtrace_after */
+	CFI_AFTER_FRAME
+	.cfi_def_cfa sp, 0
+	.cfi_escape 0x10, 19, 0x02, 0x83, E_SAVE  /* caller's x19 at [x19 + E_SAVE] */
+	CFI_AFTER_RET_IN_X19                    /* its return address from [x19 + E_RET] */
+	nop
 LOCAL(after):             /* local: ADR to a global needs a relocation Mach-O lacks */
 	mrs x14, CNTVCT_EL0                     /* end tick */
 	LOAD_SELF x9, x16
@@ -341,14 +390,16 @@ LOCAL(after):             /* local: ADR to a global needs a relocation Mach-O la
 	ldr x12, [x9, #T_DROPPED]               /* no chunk (MSGTRACE_FULL=drop): drop and count */
 	add x12, x12, #1
 	str x12, [x9, #T_DROPPED]
-6:	ldr x30, [x19, #E_RET]                  /* caller's return address */
-	.cfi_restore x30
+6:	.cfi_remember_state                     /* path 5 below keeps the rows above */
+	ldr x30, [x19, #E_RET]                  /* caller's return address */
+	CFI_AFTER_RET_IN_X30
 	mov x10, x19
 	CFI_X19_IN_X10
 	ldr x19, [x10, #E_SAVE]                 /* caller's x19 */
 	.cfi_restore x19
 	str x10, [x9, #T_TOP]                   /* pop last */
 	ret
+	.cfi_restore_state
 
 5:	sub x10, x10, #ENTRY_SIZE               /* close entries above ours */
 	CLOSE_ONE 0
@@ -360,6 +411,9 @@ LOCAL(after):             /* local: ADR to a global needs a relocation Mach-O la
 #if !defined(__APPLE__)
 END(msgtrace_after)
 #endif
+.if LOCAL(after) - LOCAL(after_tail) - AFTER_TAIL_DIST
+.error "msgtrace_after_tail must be AFTER_TAIL_DIST bytes below msgtrace_after"
+.endif
 
 #if !defined(__APPLE__)
 	.section .note.GNU-stack,"",%progbits

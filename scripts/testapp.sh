@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Builds the Linux end-to-end test app for ARCH (amd64|arm64) into OUTDIR: libtobjc.so (a small
 # Objective-C runtime), libtplugin.so (loaded later with dlopen) and testapp, a glibc dynamic
-# C++ program with RUNPATH $ORIGIN. Its C++ exceptions use LLVM's libunwind (statically linked),
-# the unwinder Apple platforms ship: libgcc's aborts on the interposer's frames (README, Limits).
-#   amd64: clang-19 with Debian's libc++/libc++abi/libunwind archives
-#   arm64: zig c++ for aarch64-linux-gnu (its own static libc++/libunwind), runs under qemu
+# C++ program with RUNPATH $ORIGIN. UNWINDER picks its C++ runtime and unwinder:
+#   libunwind (default): LLVM's libc++/libc++abi/libunwind, statically linked, the unwinder
+#     Apple platforms ship: clang-19 with Debian's archives on amd64, zig c++ for
+#     aarch64-linux-gnu on arm64
+#   libgcc: libstdc++ and libgcc_s, Linux's default (every GNUstep program's): g++ on amd64,
+#     aarch64-linux-gnu-g++ on arm64
+# arm64 programs run under qemu-aarch64 -L /usr/aarch64-linux-gnu.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
-arch=${1:?usage: testapp.sh amd64|arm64 OUTDIR}
-out=${2:?usage: testapp.sh amd64|arm64 OUTDIR}
+usage="usage: testapp.sh amd64|arm64 OUTDIR [libunwind|libgcc]"
+arch=${1:?$usage}
+out=${2:?$usage}
+unwinder=${3:-libunwind}
 src=$MSGTRACE_ROOT/testdata/objcapp
 mkdir -p "$out"
 flags=(-O1 -g -fno-omit-frame-pointer -I"$src")
@@ -26,6 +31,17 @@ arm64)
 	;;
 *)
 	echo "testapp.sh: unknown architecture $arch (amd64 or arm64)" >&2
+	exit 2
+	;;
+esac
+case $unwinder in
+libunwind) ;;
+libgcc)
+	cxx=(g++)
+	[ "$arch" = amd64 ] || cxx=(aarch64-linux-gnu-g++)
+	;;
+*)
+	echo "testapp.sh: unknown unwinder $unwinder (libunwind or libgcc)" >&2
 	exit 2
 	;;
 esac

@@ -60,6 +60,18 @@ func buildArch(t *testing.T, goarch, cc string) string {
 	return dir
 }
 
+// withLibgcc builds the test app again into a subdirectory, linked with libstdc++ and
+// libgcc_s (Linux's default unwinder) instead of LLVM's libunwind, traced by the same library.
+func withLibgcc(t *testing.T, b built) built {
+	t.Helper()
+	b.dir = filepath.Join(b.dir, "libgcc")
+	cmd := exec.Command("bash", filepath.Join(testfiles.Root(t), "scripts", "testapp.sh"), b.goarch, b.dir, "libgcc")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("testapp.sh %s libgcc: %v\n%s", b.goarch, err, out)
+	}
+	return b
+}
+
 // command runs a program of the built architecture with extra environment variables (passed
 // to the program; under qemu, LD_PRELOAD through -E and the rest through qemu's environment,
 // which the guest inherits).
@@ -232,6 +244,7 @@ func TestPreloadEndToEnd(t *testing.T) {
 			b := built{goarch: a.goarch, dir: buildArch(t, a.goarch, a.cc), run: a.run, envFlag: a.envFlag}
 			b.lib = filepath.Join(b.dir, "libmsgtrace.so")
 			t.Run("app", func(t *testing.T) { testApp(t, b) })
+			t.Run("app-libgcc", func(t *testing.T) { testApp(t, withLibgcc(t, b)) })
 			t.Run("dlopen", func(t *testing.T) { testDlopen(t, b) })
 			t.Run("badenv", func(t *testing.T) { testBadEnv(t, b) })
 			t.Run("filters", func(t *testing.T) { testFilters(t, b) })
