@@ -102,6 +102,7 @@ type callFilter struct {
 	tot      *Totals
 	p        selfTimer
 	c        Call
+	mark     Mark
 }
 
 func newCallFilter(opt Options, sink Sink, tot *Totals) *callFilter {

@@ -88,6 +88,7 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 				return tot, err
 			}
 		}
+		sf.w.buf = nil
 	}
 	return tot, sink.Close(tot)
 }
@@ -209,6 +210,7 @@ func indexStream(in Input) (*streamFile, error) {
 		sf.maxTick = max(sf.maxTick, sf.clockMax)
 	}
 	sf.w.ahead = 64 << 10 // pass 2 jumps from thread to thread
+	sf.w.buf = nil        // several streams: one buffer at a time
 	return sf, nil
 }
 
@@ -687,8 +689,8 @@ func (sf *streamFile) emitThread(st *streamThread, f *callFilter, tot *Totals) e
 			dur := sf.ns(e.End) - start
 			if e.Type == EventMark {
 				tot.Marks++
-				m := Mark{Kind: MarkKind(e.ID), StartNanos: start, DurNanos: dur, Count: e.Count, Thread: t}
-				if err := f.sink.Mark(&m); err != nil {
+				f.mark = Mark{Kind: MarkKind(e.ID), StartNanos: start, DurNanos: dur, Count: e.Count, Thread: t}
+				if err := f.sink.Mark(&f.mark); err != nil {
 					return err
 				}
 				continue
