@@ -792,3 +792,50 @@ func (c *clockMap) mono(t uint64) uint64 {
 	}
 	return a.mono - v
 }
+
+// FrameStats are what ScanFrames skipped.
+type FrameStats struct {
+	BadFrames, BadBytes, TornBytes uint64
+}
+
+// ScanFrames calls fn with every frame of a stream that checks, in file order (payload valid
+// during the call only), resyncing past bad frames and stopping at a torn tail as the reader
+// does. It is the low-level view for checking a writer's output frame by frame.
+func ScanFrames(in Input, fn func(kind uint8, off int64, payload []byte) error) (FrameStats, error) {
+	sf := &streamFile{w: window{r: in.R, size: in.Size, ahead: 1 << 20}, resyncBudget: 8*in.Size + 64<<20}
+	for {
+		kind, off, p, err := sf.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return FrameStats{}, err
+		}
+		if err := fn(kind, off, p); err != nil {
+			return FrameStats{}, err
+		}
+	}
+	return FrameStats{sf.badFrames, sf.badBytes, sf.tornBytes}, nil
+}
+
+// DecodeEvents decodes an events frame's payload: the thread, the header's previous end tick,
+// and the events with absolute ticks.
+func DecodeEvents(payload []byte) (tid, prevEnd uint64, evs []StreamEvent, err error) {
+	d := dec{b: payload}
+	tid, prevEnd = d.u64(), d.u64()
+	if d.bad {
+		return 0, 0, nil, errMalformed
+	}
+	it := eventIter{b: d.b, prev: prevEnd}
+	for {
+		var e StreamEvent
+		ok, err := it.next(&e)
+		if err != nil {
+			return tid, prevEnd, evs, err
+		}
+		if !ok {
+			return tid, prevEnd, evs, nil
+		}
+		evs = append(evs, e)
+	}
+}

@@ -726,3 +726,33 @@ func TestStreamMemory(t *testing.T) {
 		t.Errorf("allocated %d bytes for 1 M calls, %d for 100 k", big, small)
 	}
 }
+
+// TestScanFrames: the low-level view gives back every frame the writer wrote, and every
+// events frame decodes to the events written.
+func TestScanFrames(t *testing.T) {
+	g := gen(t, genOpts{seed: 9, pid: 1, threads: 3, perTh: 500, frameEvents: 64, line: line24MHz, marks: true})
+	var ends []int
+	var frames []genFrame
+	st, err := ScanFrames(Input{R: bytes.NewReader(g.b), Size: int64(len(g.b))}, func(kind uint8, off int64, p []byte) error {
+		ends = append(ends, int(off)+frameHeader+len(p))
+		if kind == FrameEvents {
+			tid, _, evs, err := DecodeEvents(p)
+			if err != nil {
+				return err
+			}
+			frames = append(frames, genFrame{int(off), int(off) + frameHeader + len(p), tid, evs})
+		}
+		return nil
+	})
+	if err != nil || st != (FrameStats{}) {
+		t.Fatal(err, st)
+	}
+	if !slices.Equal(ends, g.ends) {
+		t.Errorf("frames end at %v, want %v", ends, g.ends)
+	}
+	if !slices.EqualFunc(frames, g.frames, func(a, b genFrame) bool {
+		return a.off == b.off && a.end == b.end && a.tid == b.tid && slices.Equal(a.evs, b.evs)
+	}) {
+		t.Errorf("events frames differ")
+	}
+}
