@@ -41,6 +41,7 @@ test: fixtures corpus lint
 
 fuzz: fixtures
 	$(GO) test ./machobind -run '^$$' -fuzz '^FuzzDump$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1
+	$(GO) test ./tracer -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1
 
 bench: bench-dump bench-rebind bench-interposer bench-tracer bench-startup
 

@@ -756,3 +756,47 @@ func TestScanFrames(t *testing.T) {
 		t.Errorf("events frames differ")
 	}
 }
+
+// TestClockPiecewise: ticks become monotonic ns linearly between clock frames, with the nearest
+// pair's slope outside them, with the rate when there is one frame, 1:1 with none; frames that
+// go back in time are ignored; the result does not depend on the order of conversions.
+func TestClockPiecewise(t *testing.T) {
+	var c clockMap
+	c.add(100, 1000, 0, 0)
+	c.add(200, 2000, 0, 0) // 10 ns a tick
+	c.add(150, 5000, 0, 0) // back in time: ignored
+	c.add(300, 2500, 0, 0) // 5 ns a tick
+	c.add(400, 2400, 0, 0) // clock going backwards: ignored
+	want := map[uint64]uint64{0: 0, 50: 500, 100: 1000, 150: 1500, 199: 1990, 200: 2000, 250: 2250, 300: 2500, 340: 2700, 1 << 40: 2500 + ((1<<40)-300)*5}
+	keys := []uint64{1 << 40, 50, 250, 0, 200, 340, 100, 199, 150, 300, 250, 50}
+	for _, k := range keys {
+		if got := c.mono(k); got != want[k] {
+			t.Errorf("mono(%d) = %d, want %d", k, got, want[k])
+		}
+	}
+	var one clockMap
+	one.add(100, 1000, 3, 1)
+	if one.mono(110) != 1030 || one.mono(90) != 970 || one.mono(0) != 700 {
+		t.Errorf("one frame with a rate: %d %d %d", one.mono(110), one.mono(90), one.mono(0))
+	}
+	var none clockMap
+	if none.mono(12345) != 12345 {
+		t.Error("no clock frame")
+	}
+	// through a stream: a call across two segments of different slopes
+	var buf bytes.Buffer
+	w := NewStreamWriter(&buf)
+	w.Process(StreamProcess{PID: 1})
+	w.Clock(ClockSample{Tick: 100, MonoNanos: 1000})
+	w.Methods(StreamMethod{ID: 1, Class: "A", Selector: "b"})
+	w.Events(1, 0, []StreamEvent{{ID: 1, Start: 90, End: 100}, {ID: 1, Start: 150, End: 250}})
+	w.Clock(ClockSample{Tick: 200, MonoNanos: 2000})
+	w.Clock(ClockSample{Tick: 300, MonoNanos: 2500})
+	s, err := readStream(t, Options{MaxDepth: -1}, buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.calls) != 2 || s.calls[0].Start != 0 || s.calls[0].Dur != 100 || s.calls[1].Start != 600 || s.calls[1].Dur != 500+250 {
+		t.Errorf("calls %+v", s.calls)
+	}
+}
