@@ -26,7 +26,7 @@ type Call struct {
 	DurNanos   uint64
 	SelfNanos  uint64 // minus the kept calls nested in it
 	Depth      int    // on the thread's shadow stack
-	Flags      int    // FlagSuper, FlagTagged, FlagUnwound
+	Flags      int    // FlagSuper, FlagTagged, FlagUnwound, FlagOpen
 	Thread     *Thread
 }
 
