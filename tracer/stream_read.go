@@ -154,6 +154,7 @@ type streamFile struct {
 
 	clock            clockMap
 	methods          map[uint64]streamMethod
+	dense            []streamMethod // methods by id, when ids are dense
 	threads          []*streamThread
 	byTID            map[uint64]*streamThread
 	haveTicks        bool
@@ -208,6 +209,16 @@ func indexStream(in Input) (*streamFile, error) {
 	}
 	if sf.haveTicks {
 		sf.maxTick = max(sf.maxTick, sf.clockMax)
+	}
+	var maxID uint64
+	for id := range sf.methods {
+		maxID = max(maxID, id)
+	}
+	if maxID < uint64(4*len(sf.methods)+1024) { // ids are small and dense: a slice, not a map
+		sf.dense = make([]streamMethod, maxID+1)
+		for id, m := range sf.methods {
+			sf.dense[id] = m
+		}
 	}
 	sf.w.ahead = 64 << 10 // pass 2 jumps from thread to thread
 	sf.w.buf = nil        // several streams: one buffer at a time
@@ -622,6 +633,9 @@ func (sf *streamFile) ns(tick uint64) uint64 {
 
 // method names a method id.
 func (sf *streamFile) method(id uint64) (string, int) {
+	if id < uint64(len(sf.dense)) && sf.dense[id].name != "" {
+		return sf.dense[id].name, sf.dense[id].flags
+	}
 	if m, ok := sf.methods[id]; ok {
 		return m.name, m.flags
 	}
