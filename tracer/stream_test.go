@@ -498,13 +498,25 @@ func TestStreamResync(t *testing.T) {
 			t.Errorf("%s: totals %+v, want 1 bad frame of %d bytes", c.name, s.tot, victim.end-victim.off)
 		}
 	}
-	// garbage between two frames, and garbage at the end
-	b := slices.Concat(g.b[:victim.off], []byte("garbage MTSF garbage"), g.b[victim.off:], []byte("MTS"))
-	s, err := readStream(t, Options{MaxDepth: -1}, b)
+	// a short write: half a frame, then the frames written after it
+	half := victim.off + (victim.end-victim.off)/2
+	s, err := readStream(t, Options{MaxDepth: -1}, slices.Concat(g.b[:half], g.b[victim.end:]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wc, _ := g.want(func(genFrame) bool { return true })
+	wc, wm := g.want(func(f genFrame) bool { return f.off != victim.off })
+	sameCalls(t, "short write", s.calls, wc)
+	sameMarks(t, "short write", s.marks, wm)
+	if s.tot.BadFrames != 1 || s.tot.BadBytes != uint64(half-victim.off) || s.tot.TornBytes != 0 {
+		t.Errorf("short write: totals %+v", s.tot)
+	}
+	// garbage between two frames, and garbage at the end
+	b := slices.Concat(g.b[:victim.off], []byte("garbage MTSF garbage"), g.b[victim.off:], []byte("MTS"))
+	s, err = readStream(t, Options{MaxDepth: -1}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc, _ = g.want(func(genFrame) bool { return true })
 	sameCalls(t, "garbage", s.calls, wc)
 	if s.tot.BadFrames != 1 || s.tot.BadBytes != 20 || s.tot.TornBytes != 3 {
 		t.Errorf("garbage: totals %+v", s.tot)
