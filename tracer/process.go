@@ -79,11 +79,9 @@ func Process(r io.Reader, opt Options, sink Sink) (Totals, error) {
 func streamInput(r io.Reader, br *bufio.Reader) (Input, error) {
 	if ra, ok := r.(io.ReaderAt); ok {
 		if s, ok := r.(io.Seeker); ok {
-			size, err := s.Seek(0, io.SeekEnd)
-			if err != nil {
-				return Input{}, err
-			}
-			return Input{R: ra, Size: size}, nil
+			if size, err := s.Seek(0, io.SeekEnd); err == nil {
+				return Input{R: ra, Size: size}, nil
+			} // a pipe: read it whole
 		}
 	}
 	b, err := io.ReadAll(br)

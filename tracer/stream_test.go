@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -810,5 +812,34 @@ func TestClockPiecewise(t *testing.T) {
 	}
 	if len(s.calls) != 2 || s.calls[0].Start != 0 || s.calls[0].Dur != 100 || s.calls[1].Start != 600 || s.calls[1].Dur != 500+250 {
 		t.Errorf("calls %+v", s.calls)
+	}
+}
+
+// TestProcessSniffs: Process reads a stream from a file (random access), from a pipe (read
+// whole) and a raw dump, told apart by the magic.
+func TestProcessSniffs(t *testing.T) {
+	g := gen(t, genOpts{seed: 10, pid: 1, threads: 2, perTh: 100, frameEvents: 30, line: line24MHz})
+	want, _ := g.want(func(genFrame) bool { return true })
+	p := t.TempDir() + "/s.mtrace"
+	if err := os.WriteFile(p, g.b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { pw.Write(g.b); pw.Close() }()
+	defer pr.Close()
+	for name, r := range map[string]io.Reader{"file": f, "pipe": pr, "reader": bytes.NewBuffer(g.b)} {
+		s := &collectSink{}
+		if _, err := Process(r, Options{MaxDepth: -1}, s); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		sameCalls(t, name, s.calls, want)
 	}
 }
