@@ -709,11 +709,26 @@ func FuzzStream(f *testing.F) {
 	w.Open(1, 50, []OpenCall{{ID: 1, Start: 10, Depth: 0}, {ID: 1, Start: 20, Depth: 1}})
 	w.Events(1, 0, []StreamEvent{{ID: 1, Start: 20, End: 30, Depth: 1}})
 	f.Add(buf.Bytes())
+	f.Add([]byte("\x01\x2c\x01\x00\x00\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+		"\x03\x07\x01\x00\x01A\x01b\x05\x14\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04\x14\x05\x02"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, s := range []Sink{NewChromeSink(&bytes.Buffer{}), NewFoldedSink(&bytes.Buffer{}), NewPprofSink(&bytes.Buffer{}), &collectSink{}} {
-			ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s)
-			Process(bytes.NewReader(b), Options{MaxDepth: -1}, s)
+		// The bytes as they are (frames whose checksums mutations break), and read as
+		// {kind u8, length u8, payload} framed with good checksums (payloads the decoders see).
+		var framed bytes.Buffer
+		w := NewStreamWriter(&framed)
+		for r := b; len(r) >= 2; {
+			n := min(int(r[1]), len(r)-2)
+			w.Frame(r[0], r[2:2+n])
+			r = r[2+n:]
 		}
+		for _, in := range [][]byte{b, framed.Bytes()} {
+			for _, s := range []Sink{NewChromeSink(&bytes.Buffer{}), NewFoldedSink(&bytes.Buffer{}), &collectSink{}} {
+				ProcessStreams([]Input{{R: bytes.NewReader(in), Size: int64(len(in))}}, Options{MaxDepth: -1}, s)
+			}
+		}
+		// pprof (gzip makes it the slowest sink) once; Process sniffs raw and stream
+		Process(bytes.NewReader(framed.Bytes()), Options{MaxDepth: -1}, NewPprofSink(&bytes.Buffer{}))
+		Process(bytes.NewReader(b), Options{MaxDepth: -1}, &collectSink{})
 	})
 }
 
