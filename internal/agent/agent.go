@@ -25,6 +25,7 @@ type Agent struct {
 	flushes int    // successful flushes
 	written uint64 // records written by them
 	lastErr string
+	methods methodState // method capture (methods.go)
 }
 
 // New returns an agent with a configuration; nothing is installed yet.
@@ -72,11 +73,14 @@ func (a *Agent) Install() error {
 		return a.fail(fmt.Errorf("msgtrace: %w", err))
 	}
 	rt = scope(rt)
-	h, err := msgtrace.Install(machobind.NewRebinder(rt))
+	h, err := msgtrace.InstallCapture(machobind.NewRebinder(rt), a.cfg.captureSends())
 	if err != nil {
 		return a.fail(fmt.Errorf("msgtrace: installing: %w", err))
 	}
 	a.hook = h
+	if err := a.installMethods(rt); err != nil { // methods.go
+		return a.fail(err)
+	}
 	msgtrace.SetActive(!a.cfg.Paused)
 	return a.fail(nil)
 }
@@ -204,9 +208,11 @@ func (a *Agent) flush(path string) (Flushed, error) {
 	return res, nil
 }
 
-// Stop pauses recording and flushes to the configured output.
+// Stop pauses recording, gives instrumented methods their IMPs back where they are still ours,
+// and flushes to the configured output.
 func (a *Agent) Stop() (Flushed, error) {
 	a.Pause()
+	a.restoreMethods()
 	return a.Flush("")
 }
 

@@ -16,7 +16,7 @@ func TestFromEnvDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Out: "/var/tmp/x/msgtrace-42.json", Format: "json", MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB}
+	want := Config{Out: "/var/tmp/x/msgtrace-42.json", Format: "json", MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB, Methods: []string{"app"}}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}
@@ -27,13 +27,15 @@ func TestFromEnvValues(t *testing.T) {
 		"MSGTRACE_OUT": "/tmp/a.pb.gz", "MSGTRACE_MIN_US": "2.5", "MSGTRACE_MAX_DEPTH": "3",
 		"MSGTRACE_INCLUDE": "-[UIView *], +[NSObject new]", "MSGTRACE_EXCLUDE": "*[RAC* *]",
 		"MSGTRACE_THREADS": "main,worker-1", "MSGTRACE_START": "paused", "MSGTRACE_BUFFER_MB": "64",
+		"MSGTRACE_METHODS": "Calc*, libgnustep-base.so*", "MSGTRACE_CAPTURE": "Methods",
 	}), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Config{Out: "/tmp/a.pb.gz", Format: "pprof", MinUS: 2.5, MaxDepth: 3,
 		Include: []string{"-[UIView *]", "+[NSObject new]"}, Exclude: []string{"*[RAC* *]"},
-		Threads: "main,worker-1", Paused: true, BufferMB: 64}
+		Threads: "main,worker-1", Paused: true, BufferMB: 64,
+		Methods: []string{"Calc*", "libgnustep-base.so*"}, Capture: "methods"}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}
@@ -45,6 +47,10 @@ func TestFromEnvValues(t *testing.T) {
 	c, _ = FromEnv(env(map[string]string{"MSGTRACE_OUT": "/tmp/a.json", "MSGTRACE_FORMAT": "folded"}), 1)
 	if c.Format != "folded" {
 		t.Errorf("format %q", c.Format)
+	}
+	c, _ = FromEnv(env(map[string]string{"MSGTRACE_METHODS": " ALL "}), 1)
+	if !reflect.DeepEqual(c.Methods, []string{"all"}) {
+		t.Errorf("methods all: %q", c.Methods)
 	}
 	c, _ = FromEnv(env(map[string]string{"MSGTRACE_FORMAT": "RAW", "TMPDIR": "/t"}), 7)
 	if c.Format != "raw" || c.Out != "/t/msgtrace-7.raw" {
@@ -68,6 +74,9 @@ func TestFromEnvBad(t *testing.T) {
 		{"MSGTRACE_BUFFER_MB", "0"},
 		{"MSGTRACE_BUFFER_MB", "99999"},
 		{"MSGTRACE_BUFFER_MB", "8MB"},
+		{"MSGTRACE_METHODS", "[abc"},
+		{"MSGTRACE_METHODS", " , "},
+		{"MSGTRACE_CAPTURE", "calls"},
 	} {
 		_, err := FromEnv(env(map[string]string{c.name: c.value}), 1)
 		var ce *ConfigError

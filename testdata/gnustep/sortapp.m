@@ -1,0 +1,80 @@
+/* A Foundation program (gnustep-base, gcc's GNU runtime) whose methods Foundation calls back:
+ * -[NSMutableArray sortUsingSelector:] calls -[Num compare:] (inherited by SubNum: named by Num,
+ * the class whose implementation runs), inside an NSAutoreleasePool. With the argument "throw",
+ * an NSException raised in a traced method is caught two calls up. */
+#import <Foundation/Foundation.h>
+#include <stdio.h>
+#include <string.h>
+
+@interface Num : NSObject {
+	int v;
+}
+- (id)initWithValue:(int)x;
+- (int)value;
+- (NSComparisonResult)compare:(Num *)o;
+@end
+
+@implementation Num
+- (id)initWithValue:(int)x {
+	if ((self = [super init]))
+		v = x;
+	return self;
+}
+- (int)value {
+	return v;
+}
+- (NSComparisonResult)compare:(Num *)o {
+	int w = [o value];
+	return v < w ? NSOrderedAscending : v > w ? NSOrderedDescending : NSOrderedSame;
+}
+@end
+
+@interface SubNum : Num
+@end
+@implementation SubNum
+@end
+
+@interface Thrower : NSObject
+- (void)boom;
+- (void)middle;
+- (int)top;
+@end
+
+@implementation Thrower
+- (void)boom {
+	[NSException raise:@"Boom" format:@"raised in %s", "boom"];
+}
+- (void)middle {
+	[self boom];
+	printf("not reached\n");
+}
+- (int)top {
+	@try {
+		[self middle];
+	} @catch (NSException *e) {
+		printf("caught %s: %s\n", [[e name] UTF8String], [[e reason] UTF8String]);
+		return 1;
+	}
+	return 0;
+}
+@end
+
+int main(int argc, char **argv) {
+	NSAutoreleasePool *pool = [NSAutoreleasePool new];
+	if (argc > 1 && strcmp(argv[1], "throw") == 0) {
+		Thrower *t = [[Thrower new] autorelease];
+		int caught = [t top];
+		printf("after the exception: %s\n", caught ? "caught" : "missed");
+		[pool drain];
+		return caught ? 0 : 1;
+	}
+	NSMutableArray *a = [NSMutableArray array];
+	for (int i = 0; i < 20; i++)
+		[a addObject:[[[SubNum alloc] initWithValue:(i * 7) % 20] autorelease]];
+	[a sortUsingSelector:@selector(compare:)];
+	for (NSUInteger i = 0; i < [a count]; i++)
+		printf("%d ", [(Num *)[a objectAtIndex:i] value]);
+	printf("\n");
+	[pool drain];
+	return 0;
+}
