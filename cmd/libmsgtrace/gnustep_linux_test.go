@@ -98,12 +98,19 @@ func TestGNUstepMethods(t *testing.T) {
 		for _, c := range calls {
 			// Foundation (a system library) is not instrumented by default; the inherited
 			// -compare: is named by the class that implements it
-			if !strings.HasPrefix(c.Name, "-[Num ") && !strings.HasPrefix(c.Name, "+[Num ") {
+			if !strings.HasPrefix(c.Name, "-[Num ") && !strings.HasPrefix(c.Name, "-[Counter ") {
 				t.Errorf("unexpected call %s", c.Name)
 			}
 			if c.Name == "-[Num compare:]" && (len(c.children) != 1 || c.children[0].Name != "-[Num value]") {
 				t.Errorf("-[Num compare:] calls %d methods, want one -[Num value]", len(c.children))
 			}
+		}
+		// -init sent inside Foundation (+new), and an IMP called directly: each traced once
+		if n, _ := tr.count("main thread", "-[Counter init]"); n != 1 {
+			t.Errorf("%d -[Counter init] (sent by +[NSObject new]), want 1", n)
+		}
+		if n, _ := tr.count("main thread", "-[Counter bump]"); n != 2 {
+			t.Errorf("%d -[Counter bump] (an IMP called directly, then a send), want 2", n)
 		}
 	})
 
@@ -118,6 +125,13 @@ func TestGNUstepMethods(t *testing.T) {
 		sorted := tr.find("main thread", "-[NSMutableArray sortUsingSelector:] > -[GSMutableArray sortUsingFunction:context:] > -[Num compare:]")
 		if len(sorted) != compares || compares == 0 {
 			t.Errorf("%d -[Num compare:] under -[NSMutableArray sortUsingSelector:], want %d", len(sorted), compares)
+		}
+		// [super init] goes through objc_msg_lookup_super: traced, once
+		if n := len(tr.find("main thread", "-[Num initWithValue:] > -[NSObject init]")); n != 20 {
+			t.Errorf("%d -[NSObject init] under -[Num initWithValue:] ([super init]), want 20", n)
+		}
+		if n := len(tr.find("main thread", "-[Counter init] > -[NSObject init]")); n != 1 {
+			t.Errorf("%d -[Counter init] > -[NSObject init] (+new is never instrumented), want 1", n)
 		}
 		if n, _ := tr.count("main thread", "-[NSAutoreleasePool drain]"); n == 0 {
 			t.Error("no -[NSAutoreleasePool drain]")

@@ -34,6 +34,23 @@
 @implementation SubNum
 @end
 
+/* -init sent from inside Foundation (+[NSObject new]): no call site of ours */
+@interface Counter : NSObject {
+	int n;
+}
+- (int)bump;
+@end
+@implementation Counter
+- (id)init {
+	if ((self = [super init]))
+		n = 100;
+	return self;
+}
+- (int)bump {
+	return ++n;
+}
+@end
+
 @interface Thrower : NSObject
 - (void)boom;
 - (void)middle;
@@ -72,6 +89,10 @@ int main(int argc, char **argv) {
 	for (int i = 0; i < 20; i++)
 		[a addObject:[[[SubNum alloc] initWithValue:(i * 7) % 20] autorelease]];
 	[a sortUsingSelector:@selector(compare:)];
+	Counter *c = [[Counter new] autorelease];
+	/* an IMP called directly, as code that caches IMPs does */
+	int (*bump)(id, SEL) = (int (*)(id, SEL))[c methodForSelector:@selector(bump)];
+	printf("counter %d %d\n", bump(c, @selector(bump)), [c bump]);
 	for (NSUInteger i = 0; i < [a count]; i++)
 		printf("%d ", [(Num *)[a objectAtIndex:i] value]);
 	printf("\n");
