@@ -310,6 +310,15 @@ func TestABITortureMethods(t *testing.T) {
 	})
 }
 
+// TestMethodsAndSends: a send the interposer records that lands in an instrumented method is
+// one call named by the implementing class; a traced method tail-calling an instrumented one
+// nests it; stopped, trampolines only forward (testdata/interposer/methods.c).
+func TestMethodsAndSends(t *testing.T) {
+	forTargets(t, func(t *testing.T, tg target) {
+		runC(t, tg, tg.buildC(t, "methods", readFile(t, "testdata/interposer/methods.c"), "trampoline_"+tg.arch+".S"))
+	})
+}
+
 func runC(t *testing.T, tg target, bin string) string {
 	t.Helper()
 	out, err := tg.command(bin).CombinedOutput()
