@@ -436,6 +436,16 @@ func TestBenchProgram(t *testing.T) {
 	}
 }
 
+// TestBenchMethodsProgram runs the trampoline benchmark program with a small N so that it keeps
+// building and its own check (every recorded call counted) keeps passing.
+func TestBenchMethodsProgram(t *testing.T) {
+	bin := buildC(t, "bench_methods", readFile(t, "testdata/interposer/bench_methods.c"), "-DN=20000", "trampoline_amd64.S")
+	out, err := exec.Command(bin).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "trampoline, recording") {
+		t.Fatalf("bench_methods: %v\n%s", err, out)
+	}
+}
+
 // TestAssemblesForDarwin builds the interposers and their runtime for every Apple target
 // (clang-19 for the assembly, zig's macOS headers for the C) and checks the objects are Mach-O
 // for the right CPU: what runs on Linux here is the same source that ships.
@@ -454,9 +464,15 @@ func TestAssemblesForDarwin(t *testing.T) {
 			if out, err := exec.Command("clang-19", "-target", c.target, "-c", "-I.", "-o", objs[0], c.asm).CombinedOutput(); err != nil {
 				t.Fatalf("clang-19: %v\n%s", err, out)
 			}
+			// the method trampolines' pool (one ADDEND relocation per trampoline on arm64)
+			objs = append(objs, filepath.Join(dir, "trampoline.o"))
+			tramp := strings.Replace(c.asm, "msgsend_", "trampoline_", 1)
+			if out, err := exec.Command("clang-19", "-target", c.target, "-c", "-I.", "-o", objs[1], tramp).CombinedOutput(); err != nil {
+				t.Fatalf("clang-19 %s: %v\n%s", tramp, err, out)
+			}
 			if c.zigTarget != "" {
 				objs = append(objs, filepath.Join(dir, "rt.o"))
-				if out, err := exec.Command(zig, "cc", "-target", c.zigTarget, "-c", "-I.", "-o", objs[1], "rt.c").CombinedOutput(); err != nil {
+				if out, err := exec.Command(zig, "cc", "-target", c.zigTarget, "-c", "-I.", "-o", objs[len(objs)-1], "rt.c").CombinedOutput(); err != nil {
 					t.Fatalf("zig cc: %v\n%s", err, out)
 				}
 			}
