@@ -71,10 +71,16 @@ func TestGNUstepMethods(t *testing.T) {
 		return strings.Fields(string(out))
 	}
 	args := append(append([]string{"-std=gnu11"}, flags("--objc-flags")...), "-o", "sortapp", filepath.Join(root, "testdata", "gnustep", "sortapp.m"))
-	cc := exec.Command("gcc", append(args, flags("--base-libs")...)...)
+	cc := exec.Command("gcc", append(append(args, flags("--base-libs")...), "-ldl")...)
 	cc.Dir = g.dir
 	if out, err := cc.CombinedOutput(); err != nil {
 		t.Fatalf("gcc sortapp.m: %v\n%s", err, out)
+	}
+	args = append(append([]string{"-std=gnu11", "-shared"}, flags("--objc-flags")...), "-o", "plugin.so", filepath.Join(root, "testdata", "gnustep", "plugin.m"))
+	cc = exec.Command("gcc", append(args, flags("--base-libs")...)...)
+	cc.Dir = g.dir
+	if out, err := cc.CombinedOutput(); err != nil {
+		t.Fatalf("gcc plugin.m: %v\n%s", err, out)
 	}
 	app := filepath.Join(g.dir, "sortapp")
 	plain, _, err := g.run(t, false, "home", nil, nil, app)
@@ -140,6 +146,40 @@ func TestGNUstepMethods(t *testing.T) {
 			t.Errorf("%d calls without their caller", tr.orphans)
 		}
 	})
+
+	// modes of sortapp whose traced output must equal the untraced one, and what they trace
+	for _, c := range []struct {
+		mode  string
+		args  []string
+		calls map[string]int
+	}{
+		// msgtrace_stop() gives -bump its IMP back (the program prints where its IMP is); the
+		// call after the stop is not traced
+		{"stop", []string{"stop"}, map[string]int{"-[Counter init]": 1, "-[Counter bump]": 1}},
+		// a class registered inside dlopen, by the object's own constructor
+		{"dlopen", []string{"plugin", filepath.Join(g.dir, "plugin.so")}, map[string]int{"-[Plugin answer]": 1}},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			want, _, err := g.run(t, false, "home", nil, nil, app, c.args...)
+			if err != nil {
+				t.Fatalf("sortapp %s: %v", c.mode, err)
+			}
+			out := filepath.Join(g.dir, c.mode+".json")
+			so, se, err := g.run(t, true, "home", map[string]string{"MSGTRACE_OUT": out}, nil, app, c.args...)
+			if err != nil || so != want {
+				t.Fatalf("traced: %v\nstdout %q, want %q\nstderr:\n%s", err, so, want, se)
+			}
+			tr := readTrace(t, out)
+			if len(tr.threads["main thread"]) != len(c.calls) {
+				t.Errorf("%d calls, want %d", len(tr.threads["main thread"]), len(c.calls))
+			}
+			for name, n := range c.calls {
+				if got, _ := tr.count("main thread", name); got != n {
+					t.Errorf("%d %s, want %d", got, name, n)
+				}
+			}
+		})
+	}
 
 	t.Run("sends-only", func(t *testing.T) {
 		// gcc's runtime has no objc_msgSend: capturing sends alone sees nothing

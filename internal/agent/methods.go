@@ -43,16 +43,28 @@ func (a *Agent) installMethods(rt machobind.Runtime) error {
 	m.stats = msgtrace.InstallMethods(selectClasses(msgtrace.Classes(), sel))
 	m.took = time.Since(start)
 	if rs := msgtrace.ModuleRebindings(func(classes []uintptr) {
-		st := msgtrace.InstallMethods(selectClasses(classes, sel))
 		m.mu.Lock()
-		addStats(&m.stats, st)
-		m.mu.Unlock()
+		defer m.mu.Unlock()
+		if !m.restored {
+			addStats(&m.stats, msgtrace.InstallMethods(selectClasses(classes, sel)))
+		}
 	}); len(rs) > 0 {
 		h, err := machobind.NewRebinder(rt).Rebind(rs...)
 		if err != nil {
 			return fmt.Errorf("msgtrace: watching for classes registered later: %w", err)
 		}
 		m.hook = h
+		// An object dlopened later ran its module constructors inside dlopen, before its slots
+		// were rebound: when dlopen returns, the classes it registered are instrumented.
+		if err := rt.WatchImages(func(machobind.Loaded) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if !m.restored {
+				addStats(&m.stats, msgtrace.InstallMethods(selectClasses(msgtrace.Classes(), sel)))
+			}
+		}); err != nil {
+			return fmt.Errorf("msgtrace: watching for objects loaded later: %w", err)
+		}
 	}
 	if os.Getenv("MSGTRACE_VERBOSE") != "" {
 		fmt.Fprintf(os.Stderr, "msgtrace: methods: %d instrumented in %d classes in %v (%d never instrumented, %d past the pool of %d)\n",

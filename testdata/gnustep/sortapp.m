@@ -2,7 +2,9 @@
  * -[NSMutableArray sortUsingSelector:] calls -[Num compare:] (inherited by SubNum: named by Num,
  * the class whose implementation runs), inside an NSAutoreleasePool. With the argument "throw",
  * an NSException raised in a traced method is caught two calls up. */
+#define _GNU_SOURCE /* Dl_info */
 #import <Foundation/Foundation.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -84,6 +86,31 @@ int main(int argc, char **argv) {
 		printf("after the exception: %s\n", caught ? "caught" : "missed");
 		[pool drain];
 		return caught ? 0 : 1;
+	}
+	if (argc > 1 && strcmp(argv[1], "stop") == 0) {
+		/* msgtrace_stop() when the library is preloaded: the method gets its IMP back */
+		Counter *c = [[Counter new] autorelease];
+		[c bump];
+		int (*stop)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "msgtrace_stop");
+		if (stop && stop() != 0)
+			printf("msgtrace_stop failed\n");
+		Dl_info info;
+		IMP imp = [c methodForSelector:@selector(bump)];
+		int ours = dladdr((void *)imp, &info) && info.dli_fname && strstr(info.dli_fname, "sortapp");
+		printf("bump implemented in %s; %d\n", ours ? "sortapp" : info.dli_fname, [c bump]);
+		[pool drain];
+		return 0;
+	}
+	if (argc > 2 && strcmp(argv[1], "plugin") == 0) {
+		/* classes of an object loaded later register from its constructors, inside dlopen */
+		if (!dlopen(argv[2], RTLD_NOW)) {
+			printf("dlopen: %s\n", dlerror());
+			return 1;
+		}
+		id p = [[objc_getClass("Plugin") new] autorelease];
+		printf("plugin answers %d\n", (int)(intptr_t)[p performSelector:@selector(answer)]);
+		[pool drain];
+		return 0;
 	}
 	NSMutableArray *a = [NSMutableArray array];
 	for (int i = 0; i < 20; i++)
