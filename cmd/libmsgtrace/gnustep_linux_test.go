@@ -216,6 +216,44 @@ func TestGNUstepMethods(t *testing.T) {
 		}
 	})
 
+	t.Run("gui", func(t *testing.T) {
+		// a GNUstep GUI application from Debian, under Xvfb, traced until its run loop is first
+		// idle (firstidle.m, preloaded too, exits then), through `machobind run`
+		for _, tool := range []string{"xvfb-run", "EdenMath"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				t.Fatalf("%s missing: run make setup (xvfb, edenmath.app)", tool)
+			}
+		}
+		args := append(append([]string{"-std=gnu11", "-shared"}, flags("--objc-flags")...), "-o", "firstidle.so", filepath.Join(root, "testdata", "gnustep", "firstidle.m"))
+		cc := exec.Command("gcc", append(args, flags("--base-libs")...)...)
+		cc.Dir = g.dir
+		if out, err := cc.CombinedOutput(); err != nil {
+			t.Fatalf("gcc firstidle.m: %v\n%s", err, out)
+		}
+		mb := filepath.Join(g.dir, "machobind")
+		build := exec.Command("go", "build", "-o", mb, "./cmd/machobind")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build machobind: %v\n%s", err, out)
+		}
+		out := filepath.Join(g.dir, "gui.json")
+		// the application's own classes (its image is EdenMath) and AppKit's application class
+		run := exec.Command("xvfb-run", "-a", mb, "run", "--lib", g.lib, "--out", out, "--", "EdenMath")
+		run.Dir = g.dir
+		run.Env = append(os.Environ(), "HOME="+filepath.Join(g.dir, "home-gui"), "LD_PRELOAD="+filepath.Join(g.dir, "firstidle.so"),
+			"MSGTRACE_METHODS=EdenMath,NSApplication")
+		b, err := run.CombinedOutput()
+		if err != nil || !strings.Contains(string(b), "firstidle: launched and idle") || !strings.Contains(string(b), "top 10 methods by self time") {
+			t.Fatalf("EdenMath under xvfb-run and machobind run: %v\n%s", err, b)
+		}
+		tr := readTrace(t, out)
+		for _, name := range []string{"-[NSApplication finishLaunching]", "-[EMController awakeFromNib]"} {
+			if n, _ := tr.count("main thread", name); n != 1 {
+				t.Errorf("%d %s, want 1", n, name)
+			}
+		}
+	})
+
 	t.Run("tools", func(t *testing.T) {
 		// real input: a property list gnustep-base ships
 		plist := "/usr/share/GNUstep/Libraries/gnustep-base/Versions/1.28/Resources/NSTimeZones/abbreviations.plist"
