@@ -42,10 +42,17 @@ func variants() []variant {
 // dlopen is rebound too, and reports what it loaded when it returns). Each original is handed
 // to its interposer before any slot points at it, and the class and tagged-pointer masks are
 // read from the Objective-C runtime first (see Masks). Recording starts with SetActive(true).
-func Install(r *machobind.Rebinder) (*machobind.Hook, error) {
+func Install(r *machobind.Rebinder) (*machobind.Hook, error) { return InstallCapture(r, true) }
+
+// InstallCapture is Install, leaving objc_msgSend and its variants alone when sends is false
+// (MSGTRACE_CAPTURE=methods): only the platform's own rebindings (Linux: dlopen, _exit) are made.
+func InstallCapture(r *machobind.Rebinder, sends bool) (*machobind.Hook, error) {
 	applyRuntimeMasks(runtimeSymbol)
 	var rs []machobind.Rebinding
 	for _, v := range variants() {
+		if !sends {
+			break
+		}
 		v := v
 		rs = append(rs, machobind.Rebinding{
 			Name:        v.name,

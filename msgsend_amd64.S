@@ -15,6 +15,7 @@
  * its rbx at [rbx + E_SAVE].
  */
 #include "rt.h"
+#include "trampoline.h"
 
 #if defined(__APPLE__)
 #define SYM(x) _##x
@@ -202,10 +203,17 @@ END(\name)
  * INTERPOSE name, orig, recv, sel, super
  *   recv: register with the receiver (super = 0) or the objc_super pointer (super = 1)
  *   sel:  register with the selector
+ *   super = 2: the method entry (trampoline_amd64.S): r11 = the trampoline's data
+ *   {MD_ORIG, MD_CLS, MD_SEL}, kept at -16(%rsp) in the red zone; the call is named by MD_CLS
+ *   (the implementing class) and goes to MD_ORIG; recv, sel and orig are unused.
+ * E_RV1 of an entry in flight says who owns it: 0 a send (no method claimed it yet), 1 a method.
  */
 .macro INTERPOSE name, orig, recv, sel, super
 FUNC(\name)
 	.cfi_startproc
+.if \super == 2
+	movq %r11, -16(%rsp)                    /* method: data pointer into the red zone */
+.endif
 .if \super == 0
 	testq \recv, \recv
 	jz 9f                                   /* nil receiver: untraced */
@@ -226,7 +234,14 @@ FUNC(\name)
 	jbe 6f
 2:	movq %rax, E_RV0(%r10)                  /* park rax (al: vector args) and rdx (arg) */
 	movq %rdx, E_RV1(%r10)
+.if \super == 2
+	movq -16(%rsp), %rax                    /* rax = data: selector and implementing class */
+	movq MD_SEL(%rax), %rdx
+	movq %rdx, E_SEL(%r10)
+	movq MD_CLS(%rax), %rax
+.else
 	movq \sel, E_SEL(%r10)
+.endif
 .if \super == 0
 	testq SYM(msgtrace_tag_mask)(%rip), \recv
 	jnz 3f
@@ -235,7 +250,7 @@ FUNC(\name)
 	jmp 4f
 3:	movq \recv, %rax                        /* tagged pointer: keep the receiver itself */
 	btsq $(FLAG_SHIFT + 1), %rax
-.else
+.elseif \super == 1
 	movq 8(\recv), %rax                     /* objc_super.super_class */
 	btsq $(FLAG_SHIFT), %rax
 .endif
@@ -262,7 +277,14 @@ FUNC(\name)
 	movq %r10, (%rsp)                       /* the method returns into msgtrace_after(_tail) */
 	movq E_RV0(%rbx), %rax
 	movq E_RV1(%rbx), %rdx
+.if \super == 2
+	movq $(1), E_RV1(%rbx)                  /* owned by a method */
+	movq -16(%rsp), %r10
+	jmp *MD_ORIG(%r10)
+.else
+	movq $(0), E_RV1(%rbx)                  /* a send: a method may claim it */
 	jmp *SYM(\orig)(%rip)
+.endif
 	.cfi_restore rbx
 	.cfi_offset rip, -8
 
@@ -272,13 +294,42 @@ FUNC(\name)
 	movq %rax, T_SCRATCH(%r11)
 	SLOT_IS_STUB %rax
 	movq T_SCRATCH(%r11), %rax
+.if \super == 2
+	ja 65f                                  /* not a return stub: a stale entry */
+	/* same frame, returning into a return stub: the interposer recorded the send that landed
+	 * here (an unclaimed entry of the same selector: name it by the implementing class, one
+	 * call), or a traced method tail-called this one (nests) */
+	cmpq $(0), E_RV1-ENTRY_SIZE(%r10)
+	jne 2b                                  /* owned by a method: a tail call */
+	movq %rax, -24(%rsp)
+	movq -16(%rsp), %rax
+	movq MD_SEL(%rax), %rax
+	cmpq %rax, E_SEL-ENTRY_SIZE(%r10)
+	movq -24(%rsp), %rax
+	jne 2b                                  /* another selector: a tail call */
+	movq E_CLS-ENTRY_SIZE(%r10), %rax       /* class word = depth | implementing class */
+	shrq $(DEPTH_SHIFT), %rax
+	andl $(0xfff), %eax
+	shlq $(DEPTH_SHIFT), %rax
+	movq -16(%rsp), %r11
+	orq MD_CLS(%r11), %rax
+	movq %rax, E_CLS-ENTRY_SIZE(%r10)
+	movq $(1), E_RV1-ENTRY_SIZE(%r10)       /* claimed */
+	movq -24(%rsp), %rax
+	jmp *MD_ORIG(%r11)
+.else
 	jbe 2b
+.endif
 65:	movq $(1), T_BUSY(%r11)                   /* scratch in use: a signal handler passes through */
 	movq %rax, T_SCRATCH(%r11)
 	movq %rdx, T_SCRATCH+8(%r11)
 	TICK
 66:	subq $(ENTRY_SIZE), %r10                  /* r10 = stale entry */
+.if \super == 2
+	CLOSE_ONE 1                             /* the method entry's data is in the red zone */
+.else
 	CLOSE_ONE 0
+.endif
 	movq %r10, T_TOP(%r11)
 	cmpq T_BASE(%r11), %r10
 	je 68f
@@ -295,10 +346,25 @@ FUNC(\name)
 7:	incq T_OVERFLOW(%r11)                   /* too deep: this call goes untraced */
 	jmp 9f
 
-8:	call SYM(msgtrace_slow_register)        /* first traced call of this thread: every */
-	jmp 1b                                  /* register kept, whatever C does */
+8:	/* first traced call of this thread: C with every register kept (msgtrace_slow_register);
+	 * a method entry keeps its data at -16(rsp): step over the red zone first */
+.if \super == 2
+	leaq -128(%rsp), %rsp
+	.cfi_adjust_cfa_offset 128
+.endif
+	call SYM(msgtrace_slow_register)
+.if \super == 2
+	leaq 128(%rsp), %rsp
+	.cfi_adjust_cfa_offset -128
+.endif
+	jmp 1b
 
+.if \super == 2
+9:	movq -16(%rsp), %r11                    /* untraced: straight to the original */
+	jmp *MD_ORIG(%r11)
+.else
 9:	jmp *SYM(\orig)(%rip)                   /* untraced: straight to the original */
+.endif
 	.cfi_endproc
 END(\name)
 .endm
@@ -312,6 +378,8 @@ INTERPOSE msgtrace_objc_msgSend_fp2ret,      msgtrace_orig_objc_msgSend_fp2ret, 
 INTERPOSE msgtrace_objc_msgSend_stret,       msgtrace_orig_objc_msgSend_stret,       %rsi, %rdx, 0
 INTERPOSE msgtrace_objc_msgSendSuper2,       msgtrace_orig_objc_msgSendSuper2,       %rdi, %rsi, 1
 INTERPOSE msgtrace_objc_msgSendSuper2_stret, msgtrace_orig_objc_msgSendSuper2_stret, %rsi, %rdx, 1
+/* the shared entry of the method trampolines (trampoline_amd64.S) */
+INTERPOSE msgtrace_method_entry,             msgtrace_orig_objc_msgSend,             %rdi, %rsi, 2
 
 /*
  * msgtrace_after: every traced method returns here, rsp = the caller's stack pointer after the

@@ -12,6 +12,7 @@
  * x14 = tick on the close paths.
  */
 #include "rt.h"
+#include "trampoline.h"
 
 #if defined(__APPLE__)
 /* Apple's arm64 assembler reads ';' as a comment: statements on one line are split by %% */
@@ -215,7 +216,10 @@ END(\name)
 .endm
 
 /* INTERPOSE name, orig, super: receiver (super = 0) or objc_super pointer (super = 1) in x0,
- * selector in x1 */
+ * selector in x1. super = 2: the method entry (trampoline_arm64.S): x17 = the trampoline's data
+ * {MD_ORIG, MD_CLS, MD_SEL} (kept in x17 throughout), the call is named by MD_CLS (the
+ * implementing class) and goes to MD_ORIG; orig is unused.
+ * E_RV1 of an entry in flight says who owns it: 0 a send (no method claimed it yet), 1 a method. */
 .macro INTERPOSE name, orig, super
 FUNC(\name)
 	.cfi_startproc
@@ -238,7 +242,13 @@ FUNC(\name)
 	mov x13, sp
 	cmp x12, x13
 	b.ls 6f                                 /* previous entry's frame at or below ours */
+.if \super == 2
+2:	ldr x12, [x17, #MD_SEL]                 /* method: selector and implementing class */
+	str x12, [x10, #E_SEL]
+	ldr x12, [x17, #MD_CLS]
+.else
 2:	str x1, [x10, #E_SEL]
+.endif
 .if \super == 0
 	LOAD_GLOBAL x13, msgtrace_tag_mask
 	tst x0, x13
@@ -248,7 +258,7 @@ FUNC(\name)
 	and x12, x12, x13
 	b 4f
 3:	orr x12, x0, #(F_TAGGED << FLAG_SHIFT)  /* tagged pointer: keep the receiver */
-.else
+.elseif \super == 1
 	ldr x12, [x0, #8]                       /* objc_super.super_class */
 	orr x12, x12, #(F_SUPER << FLAG_SHIFT)
 .endif
@@ -269,7 +279,14 @@ FUNC(\name)
 	adr x30, LOCAL(after)                   /* the method returns into msgtrace_after, */
 	cmp x13, #AFTER_TAIL_DIST
 	csel x30, x12, x30, ls                  /* a tail call from a traced method: the inner stub */
+.if \super == 2
+	mov x16, #1
+	str x16, [x19, #E_RV1]                  /* owned by a method */
+	ldr x16, [x17, #MD_ORIG]
+.else
+	str xzr, [x19, #E_RV1]                  /* a send: a method may claim it */
 	LOAD_GLOBAL x16, \orig
+.endif
 	br x16
 	.cfi_restore x19
 	.cfi_restore x30
@@ -278,7 +295,29 @@ FUNC(\name)
 	 * else at or below is a stale entry: close it as unwound */
 	b.lo 65f
 	IS_STUB x12, x30
+.if \super == 2
+	b.hi 65f                                /* not a return stub: a stale entry */
+	/* same frame, returning into a return stub: the interposer recorded the send that landed
+	 * here (an unclaimed entry of the same selector: name it by the implementing class, one
+	 * call), or a traced method tail-called this one (nests) */
+	ldr x12, [x10, #(E_RV1 - ENTRY_SIZE)]
+	cbnz x12, 2b                            /* owned by a method: a tail call */
+	ldr x12, [x10, #(E_SEL - ENTRY_SIZE)]
+	ldr x13, [x17, #MD_SEL]
+	cmp x12, x13
+	b.ne 2b                                 /* another selector: a tail call */
+	ldr x12, [x10, #(E_CLS - ENTRY_SIZE)]   /* class word = depth | implementing class */
+	ubfx x12, x12, #DEPTH_SHIFT, #12
+	ldr x13, [x17, #MD_CLS]
+	orr x12, x13, x12, lsl #DEPTH_SHIFT
+	str x12, [x10, #(E_CLS - ENTRY_SIZE)]
+	mov x12, #1
+	str x12, [x10, #(E_RV1 - ENTRY_SIZE)]   /* claimed */
+	ldr x16, [x17, #MD_ORIG]
+	br x16
+.else
 	b.ls 2b
+.endif
 65:	mrs x14, CNTVCT_EL0
 66:	sub x10, x10, #ENTRY_SIZE
 	CLOSE_ONE 1
@@ -310,7 +349,11 @@ FUNC(\name)
 	.cfi_restore x30
 	b 1b
 
+.if \super == 2
+9:	ldr x16, [x17, #MD_ORIG]                /* untraced: straight to the original */
+.else
 9:	LOAD_GLOBAL x16, \orig                  /* untraced: straight to the original */
+.endif
 	br x16
 	.cfi_endproc
 END(\name)
@@ -321,6 +364,8 @@ SLOWCALL msgtrace_slow_register, msgtrace_register_thread
 SLOWCALL msgtrace_slow_chunk, msgtrace_chunk_full
 INTERPOSE msgtrace_objc_msgSend,       msgtrace_orig_objc_msgSend,       0
 INTERPOSE msgtrace_objc_msgSendSuper2, msgtrace_orig_objc_msgSendSuper2, 1
+/* the shared entry of the method trampolines (trampoline_arm64.S) */
+INTERPOSE msgtrace_method_entry,       msgtrace_orig_objc_msgSend,       2
 
 /*
  * msgtrace_after: every traced method returns here with sp as the caller expects and x19 = the

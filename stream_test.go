@@ -3,6 +3,7 @@ package msgtrace
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,9 +26,24 @@ func TestStreamRealRun(t *testing.T) {
 	if got := selftest.Run(); got != 14 {
 		t.Fatalf("workload returned %d through the interposers, want 14", got)
 	}
+	// mid-run: the file as it is now (flushed, not closed) reads cut at every byte
+	if err := FlushStream(); err != nil {
+		t.Fatal(err)
+	}
+	mid, err := os.ReadFile(StreamPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cut := 0; cut <= len(mid); cut++ {
+		tot, err := tracer.ProcessStreams([]tracer.Input{{R: bytes.NewReader(mid[:cut]), Size: int64(cut)}}, tracer.Options{MaxDepth: -1}, tracer.NewChromeSink(io.Discard))
+		if err != nil || tot.BadFrames != 0 {
+			t.Fatalf("mid-run file cut at %d of %d: %v %+v", cut, len(mid), err, tot)
+		}
+	}
 	if err := CloseStream(); err != nil {
 		t.Fatal(err)
 	}
+	crossCheckFrames(t, StreamPath())
 	want := filepath.Join(filepath.Dir(path), "run-"+strconv.Itoa(os.Getpid())+".mtrace")
 	if StreamPath() != want {
 		t.Fatalf("stream at %q, want %q", StreamPath(), want)
@@ -114,4 +130,34 @@ func TestStreamRealRun(t *testing.T) {
 		t.Errorf("counters %+v", c)
 	}
 	t.Logf("%d events, %d stream bytes", len(f.TraceEvents), st.Size())
+}
+
+// crossCheckFrames re-encodes every events frame the C drain wrote with the Go reference
+// writer (tracer.StreamWriter): the bytes must be the same.
+func crossCheckFrames(t *testing.T, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := 0
+	st, err := tracer.ScanFrames(tracer.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
+		if kind != tracer.FrameEvents {
+			return nil
+		}
+		frames++
+		tid, prev, evs, err := tracer.DecodeEvents(p)
+		if err != nil {
+			t.Errorf("events frame at %d: %v", off, err)
+			return nil
+		}
+		var buf bytes.Buffer
+		tracer.NewStreamWriter(&buf).Events(tid, prev, evs)
+		if !bytes.Equal(buf.Bytes()[16:], p) {
+			t.Errorf("events frame at %d: the Go writer encodes %d bytes, the drain wrote %d", off, buf.Len()-16, len(p))
+		}
+		return nil
+	})
+	if err != nil || st != (tracer.FrameStats{}) || frames == 0 {
+		t.Fatalf("frames of %s: %v %+v, %d events frames", path, err, st, frames)
+	}
 }

@@ -105,11 +105,17 @@ static int failures;
 `
 
 // generateTorture writes a C program with n generated cases: each a method with a random
-// signature, called directly and through the interposer, results compared bit for bit.
-func generateTorture(n int, seed uint64, arch string) string {
+// signature, called directly and through the interposer, results compared bit for bit. With
+// methods, each method is instrumented with trampoline i (implementing class implcls) and called
+// directly, through its trampoline, and through the interposer whose dispatcher lands in the
+// trampoline (one record, named by implcls); every record is checked.
+func generateTorture(n int, seed uint64, arch string, viaMethods bool) string {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var b strings.Builder
 	b.WriteString(tortureHeader)
+	if viaMethods {
+		b.WriteString(tortureMethodsHeader)
+	}
 	var methods, calls strings.Builder
 	for i := 0; i < n; i++ {
 		ret := tortureReturns[i%len(tortureReturns)]
@@ -150,15 +156,21 @@ func generateTorture(n int, seed uint64, arch string) string {
 		}
 		fnType := fmt.Sprintf("%s (*)(%s)", ret.name, strings.Join(ptypes, ", "))
 		callArgs := strings.Join(append([]string{"obj", fmt.Sprintf("(void *)%d", 1000+i)}, args...), ", ")
-		name := fmt.Sprintf("case %d (%s, %d args)", i, ret.name, nargs)
-		if ret.name == "void" {
-			fmt.Fprintf(&calls, "\tsink = 0; m%d(%s); { uint64_t a = sink; sink = 0; ((%s)msgtrace_%s)(%s); uint64_t b = sink; CHECK(%q, a == b); }\n",
-				i, callArgs, fnType, ret.via, callArgs, name)
-		} else {
-			fmt.Fprintf(&calls, "\t{ %s a = m%d(%s); %s b = ((%s)msgtrace_%s)(%s); CHECK(%q, %s); }\n",
-				ret.name, i, callArgs, ret.name, fnType, ret.via, callArgs, name, ret.cmp)
+		callees := []string{"msgtrace_" + ret.via}
+		if viaMethods {
+			callees = []string{fmt.Sprintf("TRAMP(%d)", i), "msgtrace_" + ret.via}
 		}
-		fmt.Fprintf(&calls, "\texpected++;\n")
+		for _, callee := range callees {
+			name := fmt.Sprintf("case %d (%s, %d args) via %s", i, ret.name, nargs, callee)
+			if ret.name == "void" {
+				fmt.Fprintf(&calls, "\tsink = 0; m%d(%s); { uint64_t a = sink; sink = 0; ((%s)%s)(%s); uint64_t b = sink; CHECK(%q, a == b); }\n",
+					i, callArgs, fnType, callee, callArgs, name)
+			} else {
+				fmt.Fprintf(&calls, "\t{ %s a = m%d(%s); %s b = ((%s)%s)(%s); CHECK(%q, %s); }\n",
+					ret.name, i, callArgs, ret.name, fnType, callee, callArgs, name, ret.cmp)
+			}
+			fmt.Fprintf(&calls, "\texpected++;\n")
+		}
 	}
 	b.WriteString("static volatile uint64_t sink;\n")
 	b.WriteString(methods.String())
@@ -176,6 +188,10 @@ func generateTorture(n int, seed uint64, arch string) string {
 		fmt.Fprintf(&b, "\tmethods[%d] = (struct method){(void *)%d, (void *)m%d};\n", i, 1000+i, i)
 	}
 	fmt.Fprintf(&b, "\tmethods[%d] = (struct method){(void *)999, (void *)mva};\n", n)
+	if viaMethods {
+		// trampoline i stands in for method i (the variadic one is n) in the dispatch table
+		fmt.Fprintf(&b, "\tfor (int i = 0; i <= %d; i++) { msgtrace_tramp_data[i] = (struct mt_tramp_data){methods[i].imp, &implcls, methods[i].sel, 0}; methods[i].imp = TRAMP(i); }\n", n)
+	}
 	b.WriteString(`	msgtrace_orig_objc_msgSend = msgtrace_orig_objc_msgSend_fpret = msgtrace_orig_objc_msgSend_fp2ret = (void *)test_msgSend;
 	msgtrace_orig_objc_msgSend_stret = (void *)test_msgSend_stret;
 	msgtrace_orig_objc_msgSendSuper2 = (void *)test_msgSendSuper2;
@@ -188,7 +204,17 @@ func generateTorture(n int, seed uint64, arch string) string {
 	  CHECK("variadic", memcmp(&a, &b, 8) == 0); expected++; }
 	CHECK("callee-saved registers", callee_saved_probe((void *)msgtrace_objc_msgSend, obj, (void *)1000) == 0); expected++;
 	CHECK("nil receiver", ((int64_t (*)(void *, void *))msgtrace_objc_msgSend)(0, (void *)1001) == 0);
-	struct mt_counters c; msgtrace_counters(&c);
+`)
+	if viaMethods {
+		fmt.Fprintf(&b, `	{ double a = mva(obj, (void *)999, 7, (int64_t)1, 2.5, (int64_t)3, 4.25, (int64_t)5, 6.125, (int64_t)7);
+	  double b = ((double (*)(struct object *, void *, int, ...))TRAMP(%d))(obj, (void *)999, 7, (int64_t)1, 2.5, (int64_t)3, 4.25, (int64_t)5, 6.125, (int64_t)7);
+	  CHECK("variadic via trampoline", memcmp(&a, &b, 8) == 0); expected++; }
+	CHECK("callee-saved registers via trampoline", callee_saved_probe(TRAMP(0), obj, (void *)1000) == 0); expected++;
+	msgtrace_visit(check_records, 0);
+	CHECK("every record named by the implementing class, once", named == expected);
+`, n)
+	}
+	b.WriteString(`	struct mt_counters c; msgtrace_counters(&c);
 	CHECK("every interposed call recorded", c.recorded == expected && c.dropped == 0 && c.overflow == 0);
 	printf("%s %llu cases, %llu recorded\n", failures ? "FAILED" : "OK", (unsigned long long)expected, (unsigned long long)c.recorded);
 	return failures != 0;
@@ -196,6 +222,22 @@ func generateTorture(n int, seed uint64, arch string) string {
 `)
 	return b.String()
 }
+
+// tortureMethodsHeader: what the methods variant of the torture program adds.
+const tortureMethodsHeader = `#include "trampoline.h"
+#define TRAMP(i) ((void *)(msgtrace_tramp_text + (i) * MT_STRIDE))
+static struct class implcls;
+static uint64_t named;
+static void check_records(void *ctx, uint64_t tid, const struct mt_record *r, uint64_t n, uint64_t dropped, uint64_t overflow) {
+	(void)ctx, (void)tid, (void)dropped, (void)overflow;
+	for (uint64_t i = 0; i < n; i++) {
+		int ok = (r[i].cls & ((1ULL << CLS_BITS) - 1)) == (uint64_t)&implcls && (r[i].cls >> FLAG_SHIFT) == 0 &&
+			(r[i].sel == 999 || (r[i].sel >= 1000 && r[i].sel < 2000));
+		if (!ok) printf("FAIL record %llu: cls %#llx sel %llu\n", (unsigned long long)i, (unsigned long long)r[i].cls, (unsigned long long)r[i].sel);
+		named += ok;
+	}
+}
+`
 
 // target is an architecture the interposer tests run on: amd64 natively, arm64 under
 // qemu-aarch64 (static binaries from the aarch64 cross gcc).
@@ -245,12 +287,35 @@ func forTargets(t *testing.T, fn func(t *testing.T, tg target)) {
 // TestABITorture runs 400 generated signatures directly and through the interposer.
 func TestABITorture(t *testing.T) {
 	forTargets(t, func(t *testing.T, tg target) {
-		bin := tg.buildC(t, "torture", generateTorture(400, 7, tg.arch))
+		bin := tg.buildC(t, "torture", generateTorture(400, 7, tg.arch, false))
 		out, err := tg.command(bin).CombinedOutput()
 		if err != nil || !strings.HasPrefix(string(out), "OK") {
 			t.Fatalf("torture: %v\n%s", err, out)
 		}
 		t.Log(strings.TrimSpace(string(out)))
+	})
+}
+
+// TestABITortureMethods runs 150 generated signatures through the method trampolines: directly
+// (trampoline alone) and through the interposer landing in the trampoline (recorded once, named
+// by the implementing class); callee-saved registers poisoned and checked.
+func TestABITortureMethods(t *testing.T) {
+	forTargets(t, func(t *testing.T, tg target) {
+		bin := tg.buildC(t, "torture_methods", generateTorture(150, 11, tg.arch, true), "trampoline_"+tg.arch+".S")
+		out, err := tg.command(bin).CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "OK") {
+			t.Fatalf("torture: %v\n%s", err, out)
+		}
+		t.Log(strings.TrimSpace(string(out)))
+	})
+}
+
+// TestMethodsAndSends: a send the interposer records that lands in an instrumented method is
+// one call named by the implementing class; a traced method tail-calling an instrumented one
+// nests it; stopped, trampolines only forward (testdata/interposer/methods.c).
+func TestMethodsAndSends(t *testing.T) {
+	forTargets(t, func(t *testing.T, tg target) {
+		runC(t, tg, tg.buildC(t, "methods", readFile(t, "testdata/interposer/methods.c"), "trampoline_"+tg.arch+".S"))
 	})
 }
 
@@ -435,6 +500,16 @@ func TestBenchProgram(t *testing.T) {
 	}
 }
 
+// TestBenchMethodsProgram runs the trampoline benchmark program with a small N so that it keeps
+// building and its own check (every recorded call counted) keeps passing.
+func TestBenchMethodsProgram(t *testing.T) {
+	bin := buildC(t, "bench_methods", readFile(t, "testdata/interposer/bench_methods.c"), "-DN=20000", "trampoline_amd64.S")
+	out, err := exec.Command(bin).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "trampoline, recording") {
+		t.Fatalf("bench_methods: %v\n%s", err, out)
+	}
+}
+
 // TestAssemblesForDarwin builds the interposers and their runtime for every Apple target
 // (clang-19 for the assembly, zig's macOS headers for the C) and checks the objects are Mach-O
 // for the right CPU: what runs on Linux here is the same source that ships.
@@ -453,9 +528,15 @@ func TestAssemblesForDarwin(t *testing.T) {
 			if out, err := exec.Command("clang-19", "-target", c.target, "-c", "-I.", "-o", objs[0], c.asm).CombinedOutput(); err != nil {
 				t.Fatalf("clang-19: %v\n%s", err, out)
 			}
+			// the method trampolines' pool (one ADDEND relocation per trampoline on arm64)
+			objs = append(objs, filepath.Join(dir, "trampoline.o"))
+			tramp := strings.Replace(c.asm, "msgsend_", "trampoline_", 1)
+			if out, err := exec.Command("clang-19", "-target", c.target, "-c", "-I.", "-o", objs[1], tramp).CombinedOutput(); err != nil {
+				t.Fatalf("clang-19 %s: %v\n%s", tramp, err, out)
+			}
 			if c.zigTarget != "" {
 				objs = append(objs, filepath.Join(dir, "rt.o"))
-				if out, err := exec.Command(zig, "cc", "-target", c.zigTarget, "-c", "-I.", "-o", objs[1], "rt.c").CombinedOutput(); err != nil {
+				if out, err := exec.Command(zig, "cc", "-target", c.zigTarget, "-c", "-I.", "-o", objs[len(objs)-1], "rt.c").CombinedOutput(); err != nil {
 					t.Fatalf("zig cc: %v\n%s", err, out)
 				}
 			}

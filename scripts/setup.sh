@@ -8,6 +8,8 @@ source "$(dirname "$0")/env.sh"
 
 pkgs=(clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch gobjc time gdb
 	libc++-19-dev libc++abi-19-dev libunwind-19-dev libclang-rt-19-dev)
+# GNUstep (gcc's GNU runtime): Foundation programs and tools traced through method trampolines
+pkgs+=(gnustep-base-runtime libgnustep-base-dev gnustep-make xvfb xauth edenmath.app)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

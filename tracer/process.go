@@ -26,7 +26,7 @@ type Call struct {
 	DurNanos   uint64
 	SelfNanos  uint64 // minus the kept calls nested in it
 	Depth      int    // on the thread's shadow stack
-	Flags      int    // FlagSuper, FlagTagged, FlagUnwound
+	Flags      int    // FlagSuper, FlagTagged, FlagUnwound, FlagOpen
 	Thread     *Thread
 }
 
@@ -79,11 +79,9 @@ func Process(r io.Reader, opt Options, sink Sink) (Totals, error) {
 func streamInput(r io.Reader, br *bufio.Reader) (Input, error) {
 	if ra, ok := r.(io.ReaderAt); ok {
 		if s, ok := r.(io.Seeker); ok {
-			size, err := s.Seek(0, io.SeekEnd)
-			if err != nil {
-				return Input{}, err
-			}
-			return Input{R: ra, Size: size}, nil
+			if size, err := s.Seek(0, io.SeekEnd); err == nil {
+				return Input{R: ra, Size: size}, nil
+			} // a pipe: read it whole
 		}
 	}
 	b, err := io.ReadAll(br)
@@ -102,6 +100,7 @@ type callFilter struct {
 	tot      *Totals
 	p        selfTimer
 	c        Call
+	mark     Mark
 }
 
 func newCallFilter(opt Options, sink Sink, tot *Totals) *callFilter {

@@ -15,7 +15,8 @@ package tracer
 // A reader that meets a frame whose magic, length or checksum is wrong counts it and resyncs
 // at the next offset where a frame checks. A frame that runs past the end of the file is a
 // torn tail (the writer was killed mid-write, or is still writing): everything before it is
-// read.
+// read. (Reader note: if a frame that checks follows it, its length was damaged instead: it is
+// a bad frame, skipped.)
 //
 // Frame kinds and payloads:
 //
@@ -51,10 +52,14 @@ package tracer
 //	             before the snapshot; the mark spans them).
 //	open    (6)  tid u64, tick u64 (when taken), then the calls open on the thread at that tick,
 //	             outermost first: id uvarint, age uvarint (tick minus the call's start tick),
-//	             depth uvarint. The latest open frame of a thread is what it had open then; at
-//	             the end of the trace, each of its calls that no later call record matches (same
-//	             start tick and depth) was still running: it is shown from its start to the end
-//	             of the trace with FlagOpen.
+//	             depth uvarint. The latest open frame of a thread (the one with the greatest
+//	             tick) is what it had open then; at the end of the trace, each of its calls that
+//	             no later call record matches (same start tick and depth) was still running: it
+//	             is shown from its start to the end of the trace with FlagOpen. A call record at
+//	             the same depth or shallower that ends after the open frame's tick also closes
+//	             it (it returned before that call could end), which covers an open call whose
+//	             own record was lost. The end of the trace is the latest tick of the process's
+//	             stream: an event's end, an open or a clock frame's tick.
 //	end     (7)  counters, uvarints: calls recorded, calls lost, calls past the shadow stack,
 //	             waits, ticks waited, bytes that could not be written. Last frame of a stream
 //	             closed cleanly; a stream without it ended with its process (a kill, a crash)

@@ -88,6 +88,7 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 				return tot, err
 			}
 		}
+		sf.w.buf = nil
 	}
 	return tot, sink.Close(tot)
 }
@@ -153,6 +154,7 @@ type streamFile struct {
 
 	clock            clockMap
 	methods          map[uint64]streamMethod
+	dense            []streamMethod // methods by id, when ids are dense
 	threads          []*streamThread
 	byTID            map[uint64]*streamThread
 	haveTicks        bool
@@ -208,7 +210,18 @@ func indexStream(in Input) (*streamFile, error) {
 	if sf.haveTicks {
 		sf.maxTick = max(sf.maxTick, sf.clockMax)
 	}
+	var maxID uint64
+	for id := range sf.methods {
+		maxID = max(maxID, id)
+	}
+	if maxID < uint64(4*len(sf.methods)+1024) { // ids are small and dense: a slice, not a map
+		sf.dense = make([]streamMethod, maxID+1)
+		for id, m := range sf.methods {
+			sf.dense[id] = m
+		}
+	}
 	sf.w.ahead = 64 << 10 // pass 2 jumps from thread to thread
+	sf.w.buf = nil        // several streams: one buffer at a time
 	return sf, nil
 }
 
@@ -620,6 +633,9 @@ func (sf *streamFile) ns(tick uint64) uint64 {
 
 // method names a method id.
 func (sf *streamFile) method(id uint64) (string, int) {
+	if id < uint64(len(sf.dense)) && sf.dense[id].name != "" {
+		return sf.dense[id].name, sf.dense[id].flags
+	}
 	if m, ok := sf.methods[id]; ok {
 		return m.name, m.flags
 	}
@@ -687,8 +703,8 @@ func (sf *streamFile) emitThread(st *streamThread, f *callFilter, tot *Totals) e
 			dur := sf.ns(e.End) - start
 			if e.Type == EventMark {
 				tot.Marks++
-				m := Mark{Kind: MarkKind(e.ID), StartNanos: start, DurNanos: dur, Count: e.Count, Thread: t}
-				if err := f.sink.Mark(&m); err != nil {
+				f.mark = Mark{Kind: MarkKind(e.ID), StartNanos: start, DurNanos: dur, Count: e.Count, Thread: t}
+				if err := f.sink.Mark(&f.mark); err != nil {
 					return err
 				}
 				continue
@@ -789,4 +805,51 @@ func (c *clockMap) mono(t uint64) uint64 {
 		return 0
 	}
 	return a.mono - v
+}
+
+// FrameStats are what ScanFrames skipped.
+type FrameStats struct {
+	BadFrames, BadBytes, TornBytes uint64
+}
+
+// ScanFrames calls fn with every frame of a stream that checks, in file order (payload valid
+// during the call only), resyncing past bad frames and stopping at a torn tail as the reader
+// does. It is the low-level view for checking a writer's output frame by frame.
+func ScanFrames(in Input, fn func(kind uint8, off int64, payload []byte) error) (FrameStats, error) {
+	sf := &streamFile{w: window{r: in.R, size: in.Size, ahead: 1 << 20}, resyncBudget: 8*in.Size + 64<<20}
+	for {
+		kind, off, p, err := sf.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return FrameStats{}, err
+		}
+		if err := fn(kind, off, p); err != nil {
+			return FrameStats{}, err
+		}
+	}
+	return FrameStats{sf.badFrames, sf.badBytes, sf.tornBytes}, nil
+}
+
+// DecodeEvents decodes an events frame's payload: the thread, the header's previous end tick,
+// and the events with absolute ticks.
+func DecodeEvents(payload []byte) (tid, prevEnd uint64, evs []StreamEvent, err error) {
+	d := dec{b: payload}
+	tid, prevEnd = d.u64(), d.u64()
+	if d.bad {
+		return 0, 0, nil, errMalformed
+	}
+	it := eventIter{b: d.b, prev: prevEnd}
+	for {
+		var e StreamEvent
+		ok, err := it.next(&e)
+		if err != nil {
+			return tid, prevEnd, evs, err
+		}
+		if !ok {
+			return tid, prevEnd, evs, nil
+		}
+		evs = append(evs, e)
+	}
 }

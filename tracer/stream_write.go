@@ -28,11 +28,11 @@ const (
 
 // StreamProcess is a process frame.
 type StreamProcess struct {
-	PID, PPID      uint64
-	Path, Name     string
-	Arch, OS       string
-	Mode           uint64 // 0 stream, 1 ring snapshot
-	Version, Extra uint32 // written as is; 0 means StreamVersion
+	PID, PPID         uint64
+	Path, Name        string
+	Arch, OS          string
+	Mode              uint64 // 0 stream, 1 ring snapshot
+	Version, Reserved uint32 // written as is; Version 0 means StreamVersion
 }
 
 // ClockSample is a clock frame: a tick and the clocks read with it.
@@ -123,7 +123,7 @@ func (sw *StreamWriter) Process(p StreamProcess) error {
 		v = StreamVersion
 	}
 	b := binary.LittleEndian.AppendUint32(sw.b[:0], v)
-	b = binary.LittleEndian.AppendUint32(b, p.Extra)
+	b = binary.LittleEndian.AppendUint32(b, p.Reserved)
 	b = appendU64(appendU64(b, p.PID), p.PPID)
 	b = appendString(appendString(b, p.Path), p.Name)
 	b = appendString(appendString(b, p.Arch), p.OS)

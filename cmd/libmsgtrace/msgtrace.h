@@ -25,7 +25,9 @@ extern "C" {
  * every loaded image and in images loaded later, and starts recording. */
 int msgtrace_start(void);
 
-/* Stops recording and flushes to MSGTRACE_OUT. The hooks stay: later calls pass through. */
+/* Stops recording and flushes to MSGTRACE_OUT. The send hooks stay: later calls pass through;
+ * instrumented methods get their IMPs back where the IMP is still ours (trampolines stay,
+ * forwarding untraced, for code that cached them). */
 int msgtrace_stop(void);
 
 /* Pause / resume recording; paused, an interposed call costs a load, a compare and a jump. */

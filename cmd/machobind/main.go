@@ -2,7 +2,7 @@
 // converts msgtrace's raw traces.
 //
 //	machobind dump [--arch A] [--symbol NAME] [--json] FILE
-//	machobind trace RAW -o OUT [--format json|pprof|folded] [filters]
+//	machobind trace RAW|STREAM... -o OUT [--format json|pprof|folded|svg] [filters]
 //	machobind run [--out FILE] [--pprof FILE] [--folded FILE] [filters] -- APP [ARGS...]
 //
 // Exit status: 0 on success, 1 when the input cannot be read (one line on stderr), 2 on bad
@@ -27,10 +27,10 @@ commands:
   dump [--arch A] [--symbol NAME] [--json] FILE
         show a Mach-O file's header, dylibs, segments, fixup style and every
         symbol-pointer slot (what rebinding a symbol would touch)
-  trace RAW -o OUT [--format json|pprof|folded|svg] [--min-us N] [--max-depth N]
+  trace RAW|STREAM... -o OUT [--format json|pprof|folded|svg] [--min-us N] [--max-depth N]
         [--include PAT]... [--exclude PAT]... [--threads all|main|NAME,ID,...]
-        convert a raw trace dump to Chrome trace JSON (Perfetto), pprof, folded stacks
-        or an SVG flame graph
+        convert a raw trace dump, or streams (several: one per process, merged onto one
+        timeline), to Chrome trace JSON (Perfetto), pprof, folded stacks or an SVG flame graph
   run [--out trace.json] [--pprof FILE] [--folded FILE] [--flame FILE.svg] [--streams DIR] [--lib LIB]
         [--top N] [filters as for trace] -- APP [ARGS...]
         run APP with the msgtrace library preloaded (LD_PRELOAD / DYLD_INSERT_LIBRARIES),
@@ -68,7 +68,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 	case "dump":
 		return dump(args[1:], stdout)
 	case "trace":
-		return trace(args[1:], stdout)
+		return trace(args[1:], stdout, stderr)
 	case "run":
 		return runTraced(args[1:], stdout, stderr)
 	case "help", "-h", "--help":

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,5 +174,91 @@ func TestDump32BitAndUnsupported(t *testing.T) {
 	code, out, stderr = runCLI("dump", fat)
 	if code != 0 || !strings.Contains(out, "slice i386") || !strings.Contains(out, "slice x86_64") || strings.Count(out, "pointers: 2") != 2 {
 		t.Errorf("dump %s: exit %d, stderr %q, output:\n%s", fat, code, stderr, out)
+	}
+}
+
+// writeStream writes a stream of one process with one call on its main thread, cut short of
+// its end frame when killed.
+func writeStream(t *testing.T, path string, pid uint64, program string, mono uint64, killed bool) {
+	var b bytes.Buffer
+	w := tracer.NewStreamWriter(&b)
+	w.Process(tracer.StreamProcess{PID: pid, Name: program})
+	w.Clock(tracer.ClockSample{Tick: 0, MonoNanos: mono, RateNum: 1, RateDen: 1})
+	w.Methods(tracer.StreamMethod{ID: 1, Class: "View", Selector: "layout"})
+	w.Thread(tracer.StreamThread{TID: pid + 1, Flags: tracer.ThreadMain})
+	w.Events(pid+1, 0, []tracer.StreamEvent{{ID: 1, Start: 10, End: 5010}})
+	if killed {
+		w.Open(pid+1, 6000, []tracer.OpenCall{{ID: 1, Start: 5500}})
+		w.Clock(tracer.ClockSample{Tick: 9000, MonoNanos: mono + 9000, RateNum: 1, RateDen: 1})
+		b.WriteString("MTSF\x05") // a frame cut short
+	} else {
+		w.End(tracer.StreamCounters{Calls: 1})
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTraceStreams: several streams (one per process) merge into one Chrome trace with a
+// process track each; a killed process's running call is shown open and its torn tail
+// reported; raw dumps do not merge.
+func TestTraceStreams(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "trace-100.mtrace"), filepath.Join(dir, "trace-200.mtrace")
+	writeStream(t, a, 100, "parent", 1_000_000, false)
+	writeStream(t, b, 200, "child", 1_002_000, true)
+	out := filepath.Join(dir, "out.json")
+	code, _, stderr := runCLI("trace", a, b, "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "5 bytes of incomplete frames") || !strings.Contains(stderr, "1 of 2 streams did not end cleanly") || !strings.Contains(stderr, "1 calls still running") {
+		t.Errorf("stderr: %s", stderr)
+	}
+	var f struct {
+		TraceEvents []struct {
+			Ph, Name string
+			Ts, Dur  float64
+			Pid      uint64
+			Args     map[string]any
+		}
+	}
+	raw, _ := os.ReadFile(out)
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatalf("%v\n%s", err, raw)
+	}
+	got := map[string]bool{}
+	for _, e := range f.TraceEvents {
+		switch e.Ph {
+		case "M":
+			if e.Name == "process_name" {
+				got[fmt.Sprintf("%d=%s", e.Pid, e.Args["name"])] = true
+			}
+		case "X":
+			got[fmt.Sprintf("%d %s %.3f %.3f", e.Pid, e.Name, e.Ts, e.Dur)] = true
+		}
+	}
+	for _, w := range []string{"100=parent", "200=child", "100 -[View layout] 0.000 5.000", "200 -[View layout] 2.000 5.000", "200 -[View layout] 7.490 3.500"} {
+		if !got[w] {
+			t.Errorf("no %q in %v", w, got)
+		}
+	}
+	if code, _, stderr := runCLI("trace", a, writeRaw(t, dir), "-o", out); code != 2 || !strings.Contains(stderr, "merge") {
+		t.Errorf("raw with a stream: exit %d: %s", code, stderr)
+	}
+}
+
+// TestProgress: the progress line, when enabled, says how far the conversion is; it is
+// disabled when stderr is not a terminal.
+func TestProgress(t *testing.T) {
+	var buf bytes.Buffer
+	if p := newProgress(&buf, "x", 10); p.enabled {
+		t.Fatal("progress enabled on a buffer")
+	}
+	p := &progress{w: &buf, label: "big.mtrace", total: 4e6, enabled: true}
+	p.add(1e6)
+	p.finish()
+	if s := buf.String(); !strings.Contains(s, "converting big.mtrace:  25% (1.0 of 4.0 MB read)") || !strings.HasSuffix(s, "\r\x1b[K") {
+		t.Errorf("%q", s)
 	}
 }

@@ -22,7 +22,7 @@ func (p *patterns) Set(v string) error {
 	return nil
 }
 
-func trace(args []string, stdout io.Writer) error {
+func trace(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	out := fs.String("o", "", "output file (required; - for standard output)")
@@ -37,8 +37,8 @@ func trace(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageError{fmt.Sprintf("trace takes one RAW file, got %d", len(pos))}
+	if len(pos) == 0 {
+		return usageError{"trace takes one raw dump, or one or more streams (one per process)"}
 	}
 	if *out == "" {
 		return usageError{"trace needs -o OUT"}
@@ -49,11 +49,11 @@ func trace(args []string, stdout io.Writer) error {
 	if err := tracer.ValidateThreads(*threads); err != nil {
 		return usageError{err.Error()}
 	}
-	in, err := os.Open(pos[0])
+	in, err := openTraces(pos)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer in.close()
 	var w io.Writer = stdout
 	var f *os.File
 	if *out != "-" {
@@ -76,7 +76,10 @@ func trace(args []string, stdout io.Writer) error {
 		return usageError{fmt.Sprintf("unknown format %q (json, pprof, folded, svg)", *format)}
 	}
 	opt := tracer.Options{MinNanos: *minUS * 1000, MaxDepth: *maxDepth, Include: inc, Exclude: exc, Threads: *threads}
-	_, perr := tracer.Process(in, opt, sink)
+	tot, perr := in.process(opt, sink, stderr)
+	if perr == nil {
+		reportStreams(stderr, tot)
+	}
 	if f != nil {
 		if cerr := f.Close(); perr == nil {
 			perr = cerr
@@ -86,4 +89,86 @@ func trace(args []string, stdout io.Writer) error {
 		}
 	}
 	return perr
+}
+
+// traces are the input files of a conversion: one raw dump, or streams.
+type traces struct {
+	files []*os.File
+	sizes []int64
+	raw   bool
+}
+
+// openTraces opens the inputs and tells their format by the magic.
+func openTraces(paths []string) (*traces, error) {
+	t := &traces{}
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.close()
+			return nil, err
+		}
+		t.files = append(t.files, f)
+		st, err := f.Stat()
+		if err != nil {
+			t.close()
+			return nil, err
+		}
+		t.sizes = append(t.sizes, st.Size())
+		var m [len(tracer.StreamMagic)]byte
+		n, _ := f.ReadAt(m[:], 0)
+		if string(m[:n]) != tracer.StreamMagic {
+			t.raw = true
+		}
+	}
+	if t.raw && len(paths) > 1 {
+		t.close()
+		return nil, usageError{"only streams (MTSF) merge: give a raw dump on its own"}
+	}
+	return t, nil
+}
+
+func (t *traces) close() {
+	for _, f := range t.files {
+		f.Close()
+	}
+}
+
+// process converts, showing progress on a terminal.
+func (t *traces) process(opt tracer.Options, sink tracer.Sink, stderr io.Writer) (tracer.Totals, error) {
+	var total int64
+	for _, s := range t.sizes {
+		total += s
+	}
+	label := t.files[0].Name()
+	if len(t.files) > 1 {
+		label = fmt.Sprintf("%d streams", len(t.files))
+	}
+	if t.raw {
+		p := newProgress(stderr, label, total)
+		defer p.finish()
+		return tracer.Process(countingReader{t.files[0], p}, opt, sink)
+	}
+	p := newProgress(stderr, label, 2*total) // streams are read twice
+	defer p.finish()
+	ins := make([]tracer.Input, len(t.files))
+	for i, f := range t.files {
+		ins[i] = tracer.Input{R: countingReaderAt{f, p}, Size: t.sizes[i], Name: f.Name()}
+	}
+	return tracer.ProcessStreams(ins, opt, sink)
+}
+
+// reportStreams says on stderr what a stream's reader skipped or completed.
+func reportStreams(stderr io.Writer, t tracer.Totals) {
+	if t.BadFrames > 0 {
+		fmt.Fprintf(stderr, "machobind: %d damaged frames skipped (%d bytes)\n", t.BadFrames, t.BadBytes)
+	}
+	if t.TornBytes > 0 {
+		fmt.Fprintf(stderr, "machobind: %d bytes of incomplete frames at the end (a cut, a kill mid-write, or still being written)\n", t.TornBytes)
+	}
+	if t.Unended > 0 {
+		fmt.Fprintf(stderr, "machobind: %d of %d streams did not end cleanly (killed, crashed or still running); %d calls still running shown open\n", t.Unended, t.Processes, t.Open)
+	}
+	if t.Unwritten > 0 {
+		fmt.Fprintf(stderr, "machobind: the tracer could not write %d bytes\n", t.Unwritten)
+	}
 }

@@ -22,6 +22,7 @@ type Agent struct {
 	written uint64 // calls in the stream at the last flush
 	closed  bool
 	lastErr string
+	methods methodState // method capture (methods.go)
 }
 
 // New returns an agent with a configuration; nothing is installed yet.
@@ -75,11 +76,14 @@ func (a *Agent) Install() error {
 		return a.fail(fmt.Errorf("msgtrace: %w", err))
 	}
 	rt = scope(rt)
-	h, err := msgtrace.Install(machobind.NewRebinder(rt))
+	h, err := msgtrace.InstallCapture(machobind.NewRebinder(rt), a.cfg.captureSends())
 	if err != nil {
 		return a.fail(fmt.Errorf("msgtrace: installing: %w", err))
 	}
 	a.hook = h
+	if err := a.installMethods(rt); err != nil { // methods.go
+		return a.fail(err)
+	}
 	msgtrace.SetActive(!a.cfg.Paused)
 	return a.fail(nil)
 }
@@ -229,9 +233,11 @@ func (a *Agent) flush(path string, final bool) (Flushed, error) {
 	return res, nil
 }
 
-// Stop pauses recording and flushes to the configured output.
+// Stop pauses recording, gives instrumented methods their IMPs back where they are still ours,
+// and flushes to the configured output.
 func (a *Agent) Stop() (Flushed, error) {
 	a.Pause()
+	a.restoreMethods()
 	return a.Flush("")
 }
 

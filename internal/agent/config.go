@@ -6,6 +6,7 @@ package agent
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,6 +33,8 @@ type Config struct {
 	Ring     bool     // MSGTRACE_MODE=ring: the flight recorder
 	// KeepStream (MSGTRACE_KEEP_STREAM=1) keeps the stream file next to a converted output.
 	KeepStream bool
+	Methods    []string // MSGTRACE_METHODS: app (default), all, or a comma list of image and class patterns
+	Capture    string   // MSGTRACE_CAPTURE: sends, methods or both; "" = both where objc_msgSend exists, else methods
 }
 
 // Default values.
@@ -69,7 +72,7 @@ func formatOf(path string) string {
 // FromEnv reads the configuration through getenv (os.Getenv in the library). The first bad
 // value is the error.
 func FromEnv(getenv func(string) string, pid int) (Config, error) {
-	c := Config{MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB}
+	c := Config{MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB, Methods: []string{"app"}}
 	c.Format = strings.ToLower(strings.TrimSpace(getenv("MSGTRACE_FORMAT")))
 	if c.Format != "" && extension[c.Format] == "" {
 		return c, &ConfigError{"MSGTRACE_FORMAT", getenv("MSGTRACE_FORMAT"), "must be one of " + strings.Join(Formats, ", ")}
@@ -153,7 +156,44 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 		}
 		c.BufferMB = n
 	}
+	if c.Methods, err = methodsList(getenv("MSGTRACE_METHODS")); err != nil {
+		return c, err
+	}
+	switch v := strings.ToLower(strings.TrimSpace(getenv("MSGTRACE_CAPTURE"))); v {
+	case "", "sends", "methods", "both":
+		c.Capture = v
+	default:
+		return c, &ConfigError{"MSGTRACE_CAPTURE", getenv("MSGTRACE_CAPTURE"), "must be sends, methods or both"}
+	}
 	return c, nil
+}
+
+// methodsList reads MSGTRACE_METHODS: "app" (the default: classes of the main program and of
+// objects outside the system library directories), "all", or a comma list of glob patterns,
+// each matched against class names and the base names of the objects that define them.
+func methodsList(raw string) ([]string, error) {
+	v := strings.TrimSpace(raw)
+	switch strings.ToLower(v) {
+	case "", "app":
+		return []string{"app"}, nil
+	case "all":
+		return []string{"all"}, nil
+	}
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, &ConfigError{"MSGTRACE_METHODS", raw, fmt.Sprintf("bad pattern %q: %v", p, err)}
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, &ConfigError{"MSGTRACE_METHODS", raw, "must be app, all, or a comma list of class and image patterns"}
+	}
+	return out, nil
 }
 
 // patternList splits a comma list of method patterns and checks each.

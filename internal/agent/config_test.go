@@ -16,7 +16,7 @@ func TestFromEnvDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Out: "/var/tmp/x/msgtrace-%p.json", Format: "json", MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB}
+	want := Config{Out: "/var/tmp/x/msgtrace-%p.json", Format: "json", MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB, Methods: []string{"app"}}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}
@@ -28,13 +28,15 @@ func TestFromEnvValues(t *testing.T) {
 		"MSGTRACE_INCLUDE": "-[UIView *], +[NSObject new]", "MSGTRACE_EXCLUDE": "*[RAC* *]",
 		"MSGTRACE_THREADS": "main,worker-1", "MSGTRACE_START": "paused", "MSGTRACE_BUFFER_MB": "64",
 		"MSGTRACE_FULL": "drop", "MSGTRACE_KEEP_STREAM": "1",
+		"MSGTRACE_METHODS": "Calc*, libgnustep-base.so*", "MSGTRACE_CAPTURE": "Methods",
 	}), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Config{Out: "/tmp/a.pb.gz", Format: "pprof", MinUS: 2.5, MaxDepth: 3,
 		Include: []string{"-[UIView *]", "+[NSObject new]"}, Exclude: []string{"*[RAC* *]"},
-		Threads: "main,worker-1", Paused: true, BufferMB: 64, Drop: true, KeepStream: true}
+		Threads: "main,worker-1", Paused: true, BufferMB: 64, Drop: true, KeepStream: true,
+		Methods: []string{"Calc*", "libgnustep-base.so*"}, Capture: "methods"}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}
@@ -54,6 +56,10 @@ func TestFromEnvValues(t *testing.T) {
 	c, _ = FromEnv(env(map[string]string{"MSGTRACE_OUT": "/t/run-%p-%h.json"}), 7)
 	if c.Format != "json" || c.StreamPattern() != "/t/run-%p-%h.json.mtrace" {
 		t.Errorf("pattern: %+v", c)
+	}
+	c, _ = FromEnv(env(map[string]string{"MSGTRACE_METHODS": " ALL "}), 1)
+	if !reflect.DeepEqual(c.Methods, []string{"all"}) {
+		t.Errorf("methods all: %q", c.Methods)
 	}
 }
 
@@ -79,6 +85,9 @@ func TestFromEnvBad(t *testing.T) {
 		{"MSGTRACE_FULL", "block"},
 		{"MSGTRACE_MODE", "circular"},
 		{"MSGTRACE_KEEP_STREAM", "yes"},
+		{"MSGTRACE_METHODS", "[abc"},
+		{"MSGTRACE_METHODS", " , "},
+		{"MSGTRACE_CAPTURE", "calls"},
 	} {
 		_, err := FromEnv(env(map[string]string{c.name: c.value}), 1)
 		var ce *ConfigError

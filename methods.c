@@ -1,0 +1,299 @@
+/*
+ * msgtrace method capture: puts the trampolines of the pool (trampoline_*.S) into methods and
+ * takes them out again. The Objective-C runtime is found in the process (dlsym), never linked.
+ *
+ * gcc's GNU runtime (libobjc.so.4): a method's IMP is written straight into its struct
+ * objc_method under __objc_runtime_mutex, then dispatch tables are refreshed once per class
+ * subtree. Not method_setImplementation (it walks every class per call, and writes into
+ * __objc_uninstalled_dtable, the table every never-messaged class shares) nor
+ * class_replaceMethod (on a subclass it replaces the superclass's method).
+ * Apple's runtime: class_replaceMethod on the defining class (flushes only its subtree).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "methods.h"
+#include "trampoline.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int kind; /* MT_RT_* once resolved */
+static int (*getClassList)(void **, int);
+static void **(*copyMethodList)(void *, unsigned *);
+static void *(*methodGetName)(void *);
+static void *(*methodGetImp)(void *);
+static const char *(*selGetName)(void *);
+static const char *(*classGetName)(void *);
+static void *(*classGetSuper)(void *);
+static int (*classIsMeta)(void *);
+static void *(*lookUpClass)(const char *);
+/* GNU */
+static void **gnuMutex, **gnuUninstalled;
+static int (*mutexLock)(void *), (*mutexUnlock)(void *);
+static void (*updateDtable)(void *);
+/* Apple */
+static void *(*replaceMethod)(void *, void *, void *, const char *);
+static const char *(*methodTypes)(void *);
+static void *(*objectGetClass)(void *);
+static void *forward1, *forward2;
+
+#define SYMBOL(var, name) (*(void **)&(var) = dlsym(RTLD_DEFAULT, name))
+
+int msgtrace_methods_runtime(void) {
+	if (kind)
+		return kind;
+	if (!SYMBOL(getClassList, "objc_getClassList") || !SYMBOL(copyMethodList, "class_copyMethodList") ||
+	    !SYMBOL(methodGetName, "method_getName") || !SYMBOL(methodGetImp, "method_getImplementation") ||
+	    !SYMBOL(selGetName, "sel_getName") || !SYMBOL(classGetName, "class_getName") ||
+	    !SYMBOL(classGetSuper, "class_getSuperclass") || !SYMBOL(classIsMeta, "class_isMetaClass") ||
+	    !SYMBOL(lookUpClass, "objc_lookUpClass"))
+		return kind = MT_RT_NONE;
+#if defined(__APPLE__)
+	if (!SYMBOL(replaceMethod, "class_replaceMethod") || !SYMBOL(methodTypes, "method_getTypeEncoding") ||
+	    !SYMBOL(objectGetClass, "object_getClass"))
+		return kind = MT_RT_NONE;
+	forward1 = dlsym(RTLD_DEFAULT, "_objc_msgForward");
+	forward2 = dlsym(RTLD_DEFAULT, "_objc_msgForward_stret");
+	return kind = MT_RT_APPLE;
+#else
+	/* gcc's runtime, recognised by its private symbols (GNUstep's libobjc2 has other layouts) */
+	if (!SYMBOL(gnuMutex, "__objc_runtime_mutex") || !SYMBOL(gnuUninstalled, "__objc_uninstalled_dtable") ||
+	    !SYMBOL(mutexLock, "objc_mutex_lock") || !SYMBOL(mutexUnlock, "objc_mutex_unlock") ||
+	    !SYMBOL(updateDtable, "__objc_update_dispatch_table_for_class") || !dlsym(RTLD_DEFAULT, "objc_msg_lookup"))
+		return kind = MT_RT_NONE;
+	return kind = MT_RT_GNU;
+#endif
+}
+
+size_t msgtrace_class_list(void **out, size_t max) {
+	if (msgtrace_methods_runtime() == MT_RT_NONE)
+		return 0;
+	int n = getClassList((void **)out, (int)(max > 0x7fffffff ? 0x7fffffff : max));
+	return n < 0 ? 0 : (size_t)n;
+}
+
+const char *msgtrace_class_name(void *cls) {
+	return msgtrace_methods_runtime() == MT_RT_NONE || !cls ? "" : classGetName(cls);
+}
+
+const char *msgtrace_image_of(const void *p) {
+	Dl_info info;
+	if (!dladdr(p, &info) || !info.dli_fname)
+		return "";
+	return info.dli_fname;
+}
+
+int msgtrace_in_shared_cache(const char *path) {
+#if defined(__APPLE__)
+	static int (*contains)(const char *);
+	if (!contains && !SYMBOL(contains, "_dyld_shared_cache_contains_path"))
+		return 0;
+	return contains(path);
+#else
+	(void)path;
+	return 0;
+#endif
+}
+
+/* The methods never instrumented: replacing them changes the runtime's own fast paths,
+ * object lifecycle, forwarding or resolution. */
+static const char *const never[] = {
+    "retain", "release", "autorelease", "retainCount", "_tryRetain", "_isDeallocating",
+    "allowsWeakReference", "retainWeakReference", "alloc", "allocWithZone:", "new", "self",
+    "class", "isKindOfClass:", "respondsToSelector:", "dealloc", ".cxx_construct",
+    ".cxx_destruct", "load", "initialize", "forwardInvocation:", "forwardingTargetForSelector:",
+    "methodSignatureForSelector:", "instanceMethodSignatureForSelector:", "resolveInstanceMethod:",
+    "resolveClassMethod:", "doesNotRecognizeSelector:", "forward::", "performv::",
+};
+
+int msgtrace_never_instrument(const char *sel) {
+	for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
+		if (strcmp(sel, never[i]) == 0)
+			return 1;
+	return 0;
+}
+
+static size_t used; /* trampolines handed out (never freed), under the caller's lock */
+
+static int is_trampoline(const void *imp) {
+	const char *p = imp;
+	return p >= msgtrace_tramp_text && p < msgtrace_tramp_text + (size_t)MT_POOL * MT_STRIDE;
+}
+
+/* GNU: struct objc_method {SEL name; const char *types; IMP imp;}, struct objc_class has its
+ * dispatch table in word 8 (after isa, super, name, version, info, size, ivars, methods). */
+#define GNU_IMP(m) (((void **)(m))[2])
+#define GNU_DTABLE(c) (((void **)(c))[8])
+
+static int cmp_ptr(const void *a, const void *b) {
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int instrument_class(void *cls, struct mt_methods_stats *st) {
+	unsigned n = 0;
+	void **ms = copyMethodList(cls, &n);
+	int changed = 0;
+	for (unsigned i = 0; i < n; i++) {
+		void *m = ms[i], *sel = methodGetName(m), *imp = methodGetImp(m);
+		const char *name = sel ? selGetName(sel) : NULL;
+		if (!imp || !name || is_trampoline(imp))
+			continue;
+		if (msgtrace_never_instrument(name) || (forward1 && imp == forward1) || (forward2 && imp == forward2)) {
+			st->never++;
+			continue;
+		}
+		if (kind == MT_RT_GNU && GNU_IMP(m) != imp) { /* not the layout we know: hands off */
+			st->foreign++;
+			continue;
+		}
+		if (used == MT_POOL) {
+			st->full++;
+			continue;
+		}
+		struct mt_tramp_data *d = &msgtrace_tramp_data[used];
+		void *tramp = msgtrace_tramp_text + used * MT_STRIDE;
+		used++;
+		/* publish the data, then a barrier, then the IMP */
+		d->orig = imp, d->cls = cls, d->sel = sel, d->method = m;
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+#if defined(__APPLE__)
+		void *old = replaceMethod(cls, sel, tramp, methodTypes(m));
+		if (old && old != imp)
+			__atomic_store_n(&d->orig, old, __ATOMIC_RELEASE); /* swizzled meanwhile */
+#else
+		__atomic_store_n(&GNU_IMP(m), tramp, __ATOMIC_RELEASE);
+#endif
+		st->instrumented++;
+		changed = 1;
+	}
+	free(ms);
+	return changed;
+}
+
+/* GNU: refresh the dispatch tables of the changed classes. A class never messaged shares
+ * __objc_uninstalled_dtable and reads the method lists when first messaged: only its
+ * prepared table (a class inside +initialize) is redone, which is what the runtime's update
+ * does for it. An installed table is rebuilt with its subclasses' by the runtime, so only the
+ * topmost changed classes of each hierarchy (classes and metaclasses apart) are passed. */
+static void gnu_refresh(void **changed, size_t n) {
+	qsort(changed, n, sizeof *changed, cmp_ptr);
+	for (size_t i = 0; i < n; i++) {
+		void *c = changed[i];
+		if (GNU_DTABLE(c) == *gnuUninstalled) {
+			updateDtable(c);
+			continue;
+		}
+		int meta = classIsMeta(c), covered = 0;
+		for (void *s = classGetSuper(c); s && classIsMeta(s) == meta; s = classGetSuper(s))
+			if (bsearch(&s, changed, n, sizeof *changed, cmp_ptr)) {
+				covered = 1;
+				break;
+			}
+		if (!covered)
+			updateDtable(c);
+	}
+}
+
+static void lock(void) {
+	if (kind == MT_RT_GNU)
+		mutexLock(*gnuMutex);
+}
+static void unlock(void) {
+	if (kind == MT_RT_GNU)
+		mutexUnlock(*gnuMutex);
+}
+
+void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats *st) {
+	if (msgtrace_methods_runtime() == MT_RT_NONE)
+		return;
+	void **changed = malloc(2 * n * sizeof *changed + 1);
+	size_t nc = 0;
+	lock();
+	for (size_t i = 0; i < n; i++) {
+		void *cls = classes[i];
+		void *meta = kind == MT_RT_GNU ? *(void **)cls : objectGetClass(cls);
+		st->classes++;
+		if (instrument_class(cls, st) && changed)
+			changed[nc++] = cls;
+		if (meta && instrument_class(meta, st) && changed)
+			changed[nc++] = meta;
+	}
+	if (kind == MT_RT_GNU && changed)
+		gnu_refresh(changed, nc);
+	st->pool_used = used;
+	unlock();
+	free(changed);
+}
+
+void msgtrace_methods_restore(struct mt_methods_stats *st) {
+	if (msgtrace_methods_runtime() == MT_RT_NONE)
+		return;
+	lock();
+	void **changed = malloc(used * sizeof *changed + 1);
+	size_t nc = 0;
+	for (size_t i = 0; i < used; i++) {
+		struct mt_tramp_data *d = &msgtrace_tramp_data[i];
+		void *tramp = msgtrace_tramp_text + i * MT_STRIDE;
+		if (!d->method)
+			continue;
+		/* only where the IMP is still ours: the app may have swizzled since */
+		if (methodGetImp(d->method) == tramp) {
+#if defined(__APPLE__)
+			replaceMethod(d->cls, d->sel, d->orig, methodTypes(d->method));
+#else
+			__atomic_store_n(&GNU_IMP(d->method), d->orig, __ATOMIC_RELEASE);
+			if (changed && (nc == 0 || changed[nc - 1] != d->cls))
+				changed[nc++] = d->cls;
+#endif
+			st->instrumented++;
+		} else {
+			st->foreign++;
+		}
+		d->method = NULL; /* the trampoline stays, forwarding to the original */
+	}
+	if (kind == MT_RT_GNU && changed) {
+		/* dedupe before the refresh's binary search */
+		qsort(changed, nc, sizeof *changed, cmp_ptr);
+		size_t k = 0;
+		for (size_t i = 0; i < nc; i++)
+			if (k == 0 || changed[k - 1] != changed[i])
+				changed[k++] = changed[i];
+		gnu_refresh(changed, k);
+	}
+	st->pool_used = used;
+	unlock();
+	free(changed);
+}
+
+/* GNU: struct objc_module {version, size, name, symtab}; struct objc_symtab {sel_ref_cnt,
+ * refs, unsigned short cls_def_cnt, cat_def_cnt, defs[]}: classes, then categories
+ * {category_name, class_name, ...}. */
+size_t msgtrace_module_classes(void *module, void **out, size_t max) {
+	if (msgtrace_methods_runtime() != MT_RT_GNU || !module)
+		return 0;
+	char *symtab = ((char **)module)[3];
+	if (!symtab)
+		return 0;
+	unsigned short ncls = *(unsigned short *)(symtab + 16), ncat = *(unsigned short *)(symtab + 18);
+	void **defs = (void **)(symtab + 24);
+	size_t k = 0;
+	for (unsigned i = 0; i < ncls && k < max; i++)
+		out[k++] = defs[i];
+	for (unsigned i = 0; i < ncat && k < max; i++) {
+		const char *cname = ((const char **)defs[ncls + i])[1];
+		void *c = cname ? lookUpClass(cname) : NULL;
+		if (c)
+			out[k++] = c;
+	}
+	return k;
+}
+
+void (*msgtrace_orig___objc_exec_class)(void *);
+
+void msgtrace___objc_exec_class(void *module) {
+	msgtrace_orig___objc_exec_class(module);
+	msgtraceModuleLoaded(module);
+}

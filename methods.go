@@ -1,0 +1,177 @@
+package msgtrace
+
+/*
+#cgo linux LDFLAGS: -ldl
+#include <stdlib.h>
+#include "methods.h"
+#include "trampoline.h"
+*/
+import "C"
+
+import (
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/msgtrace/msgtrace/machobind"
+)
+
+// MethodRuntime is the Objective-C runtime methods can be instrumented in.
+type MethodRuntime int
+
+// The runtimes method capture knows.
+const (
+	RuntimeNone  MethodRuntime = C.MT_RT_NONE  // none loaded, or one whose internals we do not know
+	RuntimeGNU   MethodRuntime = C.MT_RT_GNU   // gcc's GNU runtime (libobjc.so.4): objc_msg_lookup
+	RuntimeApple MethodRuntime = C.MT_RT_APPLE // Apple's objc4
+)
+
+// TrampolinePool is how many methods can be instrumented in one process: the trampolines are
+// assembled into the library, never generated. Methods past it stay untraced and are counted
+// (MethodStats.Full).
+const TrampolinePool = C.MT_POOL
+
+// MethodStats counts what an install (or a restore) did.
+type MethodStats struct {
+	Classes      int // classes visited, each with its metaclass
+	Instrumented int // methods now calling through a trampoline (restore: given back)
+	Never        int // left alone: the never-instrument list and forwarding IMPs
+	Full         int // left untraced because the pool was used up
+	Foreign      int // left alone: unknown method layout (install), IMP no longer ours (restore)
+	PoolUsed     int // trampolines handed out so far in this process
+}
+
+func (s *MethodStats) add(c C.struct_mt_methods_stats) {
+	s.Classes += int(c.classes)
+	s.Instrumented += int(c.instrumented)
+	s.Never += int(c.never)
+	s.Full += int(c.full)
+	s.Foreign += int(c.foreign)
+	s.PoolUsed = int(c.pool_used)
+}
+
+// methodsMu serializes installs, restores and module callbacks.
+var methodsMu sync.Mutex
+
+// MethodsRuntime reports which runtime this process has, resolving it the first time.
+func MethodsRuntime() MethodRuntime { return MethodRuntime(C.msgtrace_methods_runtime()) }
+
+// Classes lists every class the runtime has registered (objc_getClassList).
+func Classes() []uintptr {
+	n := int(C.msgtrace_class_list(nil, 0))
+	if n == 0 {
+		return nil
+	}
+	buf := make([]unsafe.Pointer, n+64)
+	n = min(int(C.msgtrace_class_list(&buf[0], C.size_t(len(buf)))), len(buf))
+	out := make([]uintptr, n)
+	for i, p := range buf[:n] {
+		out[i] = uintptr(p)
+	}
+	return out
+}
+
+// ClassName is the runtime's name of a class.
+func ClassName(cls uintptr) string {
+	return C.GoString(C.msgtrace_class_name(*(*unsafe.Pointer)(unsafe.Pointer(&cls))))
+}
+
+// ImageOf is the path of the loaded object that holds an address ("" when none does; the main
+// program may be reported by its path or as "").
+func ImageOf(p uintptr) string {
+	return C.GoString(C.msgtrace_image_of(*(*unsafe.Pointer)(unsafe.Pointer(&p))))
+}
+
+// InSharedCache reports whether an image path is in dyld's shared cache (always false off
+// Apple platforms).
+func InSharedCache(path string) bool {
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	return C.msgtrace_in_shared_cache(cs) != 0
+}
+
+// NeverInstrumented reports whether a selector is on the list of methods never given a
+// trampoline (lifecycle, the runtime's fast paths, forwarding and resolution).
+func NeverInstrumented(sel string) bool {
+	cs := C.CString(sel)
+	defer C.free(unsafe.Pointer(cs))
+	return C.msgtrace_never_instrument(cs) != 0
+}
+
+// InstallMethods puts a trampoline into every method each class and its metaclass define,
+// but those never instrumented and those already ours. Each trampoline's data is published
+// before the IMP that leads to it.
+func InstallMethods(classes []uintptr) MethodStats {
+	methodsMu.Lock()
+	defer methodsMu.Unlock()
+	return installMethods(classes)
+}
+
+func installMethods(classes []uintptr) MethodStats {
+	var st MethodStats
+	if len(classes) == 0 {
+		var c C.struct_mt_methods_stats
+		C.msgtrace_methods_install(nil, 0, &c)
+		st.add(c)
+		return st
+	}
+	buf := C.malloc(C.size_t(len(classes)) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	defer C.free(buf)
+	cs := unsafe.Slice((*uintptr)(buf), len(classes))
+	copy(cs, classes)
+	var c C.struct_mt_methods_stats
+	C.msgtrace_methods_install((*unsafe.Pointer)(buf), C.size_t(len(classes)), &c)
+	st.add(c)
+	return st
+}
+
+// RestoreMethods gives every instrumented method its original IMP back where the IMP is still
+// a trampoline of ours (the app may have swizzled since). Trampolines are never freed: code
+// that cached one keeps calling the original through it, untraced once tracing stops.
+func RestoreMethods() MethodStats {
+	methodsMu.Lock()
+	defer methodsMu.Unlock()
+	var c C.struct_mt_methods_stats
+	C.msgtrace_methods_restore(&c)
+	var st MethodStats
+	st.add(c)
+	return st
+}
+
+// moduleHook is called with the classes of each module the GNU runtime registers later.
+var moduleHook atomic.Pointer[func([]uintptr)]
+
+// ModuleRebindings are the rebindings that report classes registered after install: on gcc's
+// runtime, classes register from module constructors (__objc_exec_class), which may run after
+// ours (the main program's always do); fn gets each module's classes and the classes its
+// categories extend, after the runtime registered them. Nil where there is nothing to rebind.
+func ModuleRebindings(fn func(classes []uintptr)) []machobind.Rebinding {
+	if MethodsRuntime() != RuntimeGNU {
+		return nil
+	}
+	moduleHook.Store(&fn)
+	return []machobind.Rebinding{{Name: "__objc_exec_class", Replacement: uintptr(unsafe.Pointer(C.msgtrace___objc_exec_class)),
+		Publish: func(orig uintptr) {
+			*(*uintptr)(unsafe.Pointer(&C.msgtrace_orig___objc_exec_class)) = orig
+		}}}
+}
+
+// msgtraceModuleLoaded is called by the rebound __objc_exec_class after the original.
+//
+//export msgtraceModuleLoaded
+func msgtraceModuleLoaded(module unsafe.Pointer) {
+	fn := moduleHook.Load()
+	if fn == nil {
+		return
+	}
+	var buf [1024]unsafe.Pointer
+	n := int(C.msgtrace_module_classes(module, &buf[0], C.size_t(len(buf))))
+	if n == 0 {
+		return
+	}
+	cls := make([]uintptr, n)
+	for i := range cls {
+		cls[i] = uintptr(buf[i])
+	}
+	(*fn)(cls)
+}

@@ -1,0 +1,37 @@
+/* msgtrace method capture (methods.c): trampolines into methods, through the Objective-C
+ * runtime found in the process. */
+#ifndef MSGTRACE_METHODS_H
+#define MSGTRACE_METHODS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define MT_RT_NONE 1  /* no runtime we can instrument */
+#define MT_RT_GNU 2   /* gcc's GNU runtime (libobjc.so.4) */
+#define MT_RT_APPLE 3 /* Apple's objc4 */
+
+struct mt_methods_stats {
+	uint64_t classes;      /* classes visited (each with its metaclass) */
+	uint64_t instrumented; /* methods given a trampoline (restore: given back) */
+	uint64_t never;        /* left alone: the never-instrument list, forwarding IMPs */
+	uint64_t full;         /* left untraced: the pool was used up */
+	uint64_t foreign;      /* left alone: unknown layout (install), no longer ours (restore) */
+	uint64_t pool_used;    /* trampolines handed out so far */
+};
+
+int msgtrace_methods_runtime(void);
+size_t msgtrace_class_list(void **out, size_t max);
+const char *msgtrace_class_name(void *cls);
+const char *msgtrace_image_of(const void *p);
+int msgtrace_in_shared_cache(const char *path); /* Apple: dyld's shared cache holds it */
+int msgtrace_never_instrument(const char *sel);
+/* Instruments the methods each class (and its metaclass) defines; adds to *st. */
+void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats *st);
+/* Gives every method we instrumented its original IMP back where the IMP is still ours. */
+void msgtrace_methods_restore(struct mt_methods_stats *st);
+/* GNU: the classes a module defines and the loaded classes its categories extend. */
+size_t msgtrace_module_classes(void *module, void **out, size_t max);
+/* GNU: __objc_exec_class as the rebound slots see it: the original, then msgtraceModuleLoaded. */
+extern void (*msgtrace_orig___objc_exec_class)(void *) __attribute__((visibility("hidden")));
+void msgtrace___objc_exec_class(void *module);
+extern void msgtraceModuleLoaded(void *module); /* Go (methods.go) */
+#endif

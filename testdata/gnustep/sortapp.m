@@ -1,0 +1,128 @@
+/* A Foundation program (gnustep-base, gcc's GNU runtime) whose methods Foundation calls back:
+ * -[NSMutableArray sortUsingSelector:] calls -[Num compare:] (inherited by SubNum: named by Num,
+ * the class whose implementation runs), inside an NSAutoreleasePool. With the argument "throw",
+ * an NSException raised in a traced method is caught two calls up. */
+#define _GNU_SOURCE /* Dl_info */
+#import <Foundation/Foundation.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+@interface Num : NSObject {
+	int v;
+}
+- (id)initWithValue:(int)x;
+- (int)value;
+- (NSComparisonResult)compare:(Num *)o;
+@end
+
+@implementation Num
+- (id)initWithValue:(int)x {
+	if ((self = [super init]))
+		v = x;
+	return self;
+}
+- (int)value {
+	return v;
+}
+- (NSComparisonResult)compare:(Num *)o {
+	int w = [o value];
+	return v < w ? NSOrderedAscending : v > w ? NSOrderedDescending : NSOrderedSame;
+}
+@end
+
+@interface SubNum : Num
+@end
+@implementation SubNum
+@end
+
+/* -init sent from inside Foundation (+[NSObject new]): no call site of ours */
+@interface Counter : NSObject {
+	int n;
+}
+- (int)bump;
+@end
+@implementation Counter
+- (id)init {
+	if ((self = [super init]))
+		n = 100;
+	return self;
+}
+- (int)bump {
+	return ++n;
+}
+@end
+
+@interface Thrower : NSObject
+- (void)boom;
+- (void)middle;
+- (int)top;
+@end
+
+@implementation Thrower
+- (void)boom {
+	[NSException raise:@"Boom" format:@"raised in %s", "boom"];
+}
+- (void)middle {
+	[self boom];
+	printf("not reached\n");
+}
+- (int)top {
+	@try {
+		[self middle];
+	} @catch (NSException *e) {
+		printf("caught %s: %s\n", [[e name] UTF8String], [[e reason] UTF8String]);
+		return 1;
+	}
+	return 0;
+}
+@end
+
+int main(int argc, char **argv) {
+	NSAutoreleasePool *pool = [NSAutoreleasePool new];
+	if (argc > 1 && strcmp(argv[1], "throw") == 0) {
+		Thrower *t = [[Thrower new] autorelease];
+		int caught = [t top];
+		printf("after the exception: %s\n", caught ? "caught" : "missed");
+		[pool drain];
+		return caught ? 0 : 1;
+	}
+	if (argc > 1 && strcmp(argv[1], "stop") == 0) {
+		/* msgtrace_stop() when the library is preloaded: the method gets its IMP back */
+		Counter *c = [[Counter new] autorelease];
+		[c bump];
+		int (*stop)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "msgtrace_stop");
+		if (stop && stop() != 0)
+			printf("msgtrace_stop failed\n");
+		Dl_info info;
+		IMP imp = [c methodForSelector:@selector(bump)];
+		int ours = dladdr((void *)imp, &info) && info.dli_fname && strstr(info.dli_fname, "sortapp");
+		printf("bump implemented in %s; %d\n", ours ? "sortapp" : info.dli_fname, [c bump]);
+		[pool drain];
+		return 0;
+	}
+	if (argc > 2 && strcmp(argv[1], "plugin") == 0) {
+		/* classes of an object loaded later register from its constructors, inside dlopen */
+		if (!dlopen(argv[2], RTLD_NOW)) {
+			printf("dlopen: %s\n", dlerror());
+			return 1;
+		}
+		id p = [[objc_getClass("Plugin") new] autorelease];
+		printf("plugin answers %d\n", (int)(intptr_t)[p performSelector:@selector(answer)]);
+		[pool drain];
+		return 0;
+	}
+	NSMutableArray *a = [NSMutableArray array];
+	for (int i = 0; i < 20; i++)
+		[a addObject:[[[SubNum alloc] initWithValue:(i * 7) % 20] autorelease]];
+	[a sortUsingSelector:@selector(compare:)];
+	Counter *c = [[Counter new] autorelease];
+	/* an IMP called directly, as code that caches IMPs does */
+	int (*bump)(id, SEL) = (int (*)(id, SEL))[c methodForSelector:@selector(bump)];
+	printf("counter %d %d\n", bump(c, @selector(bump)), [c bump]);
+	for (NSUInteger i = 0; i < [a count]; i++)
+		printf("%d ", [(Num *)[a objectAtIndex:i] value]);
+	printf("\n");
+	[pool drain];
+	return 0;
+}

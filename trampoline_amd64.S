@@ -1,0 +1,56 @@
+/*
+ * msgtrace method trampolines for x86_64: MT_POOL of them, MT_STRIDE bytes apart, and their
+ * data in .bss at the same stride (trampoline.h). Trampoline i:
+ *   r11 = &msgtrace_tramp_data[i] (rip-relative: the same displacement from every trampoline)
+ *   jmp msgtrace_method_entry      (shared recording path, msgsend_amd64.S)
+ * Every argument register (rdi rsi rdx rcx r8 r9 rax xmm0-7), rsp and the stack are untouched:
+ * any signature passes through, and no return address ever points here.
+ */
+#include "trampoline.h"
+
+#if defined(__APPLE__)
+#define SYM(x) _##x
+#else
+#define SYM(x) x
+#endif
+
+	.text
+	.globl SYM(msgtrace_tramp_text)
+#if defined(__APPLE__)
+	.private_extern SYM(msgtrace_tramp_text)
+#else
+	.hidden SYM(msgtrace_tramp_text)
+	.type SYM(msgtrace_tramp_text),@function
+#endif
+	.p2align 5
+SYM(msgtrace_tramp_text):
+	/* one FDE for the pool: at every instruction the CFA is rsp + 8 and the return address is
+	 * the caller's, at [rsp] */
+	.cfi_startproc
+	.set mt_i, 0
+	.rept MT_POOL
+	leaq SYM(msgtrace_tramp_data) + mt_i * MT_STRIDE(%rip), %r11
+	jmp SYM(msgtrace_method_entry)
+	.p2align 5, 0xcc
+	.set mt_i, mt_i + 1
+	.endr
+	.cfi_endproc
+#if !defined(__APPLE__)
+	.size SYM(msgtrace_tramp_text), .-SYM(msgtrace_tramp_text)
+#endif
+
+#if defined(__APPLE__)
+	.globl SYM(msgtrace_tramp_data)
+	.private_extern SYM(msgtrace_tramp_data)
+	.zerofill __DATA,__bss,SYM(msgtrace_tramp_data),MT_POOL * MT_STRIDE,5
+#else
+	.bss
+	.globl msgtrace_tramp_data
+	.hidden msgtrace_tramp_data
+	.type msgtrace_tramp_data,@object
+	.p2align 5
+msgtrace_tramp_data:
+	.zero MT_POOL * MT_STRIDE
+	.size msgtrace_tramp_data, MT_POOL * MT_STRIDE
+	.section .note.GNU-stack,"",@progbits
+#endif
