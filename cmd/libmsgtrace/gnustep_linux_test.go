@@ -187,8 +187,8 @@ func TestGNUstepMethods(t *testing.T) {
 		if _, se, err := g.run(t, true, "home", map[string]string{"MSGTRACE_OUT": out, "MSGTRACE_CAPTURE": "sends"}, nil, app); err != nil {
 			t.Fatalf("%v\n%s", err, se)
 		}
-		if tr := readTrace(t, out); len(tr.threads) != 0 {
-			t.Errorf("MSGTRACE_CAPTURE=sends traced %d threads", len(tr.threads))
+		if _, err := os.Stat(out); err == nil { // nothing recorded: no file
+			t.Errorf("MSGTRACE_CAPTURE=sends wrote %s", out)
 		}
 	})
 
@@ -202,7 +202,7 @@ func TestGNUstepMethods(t *testing.T) {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGABRT {
-				t.Skip("libgcc's unwinder aborts on an NSException raised through a traced method: issue 12 (branch unwind) fixes it")
+				t.Fatal("libgcc's unwinder aborted on an NSException raised through a traced method")
 			}
 		}
 		if err != nil || so != want {
