@@ -7,10 +7,28 @@ import (
 	"unicode/utf8"
 )
 
-// ChromeSink writes Chrome trace event JSON as a stream: complete ("X") events with ts/dur in
-// microseconds to the nanosecond, the real pid and tid, self time and depth in args, thread
-// and process names as metadata, and the drop counters in otherData. Memory does not grow
-// with the number of events.
+// ChromeSink writes Chrome trace event JSON as a stream, built to read the same in Perfetto,
+// chrome://tracing and speedscope:
+//
+//   - each thread in pre-order (PreOrder), times in microseconds written exactly to the
+//     nanosecond (three decimals of integer nanoseconds; Perfetto rounds them back exactly);
+//   - a call that lasted is a begin ("B") and an end ("E") event. Nothing varies per call on the
+//     "B" (speedscope keys frames by name + JSON(args), so a method stays one frame); the "E"
+//     carries the call's self and total time. That also makes every "E" differ from every "B",
+//     which is what makes speedscope, at equal times, end a call before it begins a touching
+//     sibling of the same name (it takes a "B" first only when the two look the same); Perfetto
+//     takes every "E" first at equal times. No viewer adds ts and dur, so no float sum can move
+//     an end past the next begin;
+//   - a call that took no time (under one tick: common with Apple silicon's 24 MHz counter) is
+//     a thread-scoped instant ("i"): a zero-length begin/end pair cannot be ordered right by
+//     both viewers at the tick where its parent ends;
+//   - a call still open at the end of the trace has a "B" and no "E" (Perfetto: "did not end");
+//     a call an exception unwound has "unwound": true on its "E"; a mark (calls lost, a wait for
+//     buffer space) is a thread-scoped instant named "[lost N]", "[wait]", ... in category
+//     "msgtrace", and every loss also steps a "lost calls" counter;
+//   - the program's name as the process name, thread names, displayTimeUnit "ns".
+//
+// Memory is what PreOrder holds: one outermost call tree at a time.
 type ChromeSink struct {
 	w       *bufio.Writer
 	buf     []byte
@@ -18,12 +36,17 @@ type ChromeSink struct {
 	tid     uint64
 	first   bool
 	started bool
-	Process string // process name for the metadata; "" for "pid N"
+	lost    uint64 // losses so far on this thread, for the counter
+	label   string
+	Meta    Meta // program name (the process name) and path
+	pre     Sink
 }
 
 // NewChromeSink writes to w.
 func NewChromeSink(w io.Writer) *ChromeSink {
-	return &ChromeSink{w: bufio.NewWriterSize(w, 1<<16), first: true}
+	s := &ChromeSink{w: bufio.NewWriterSize(w, 1<<16), first: true}
+	s.pre = PreOrder(chromeTree{s})
+	return s
 }
 
 // appendMicros writes integer nanoseconds as microseconds with three decimals, exactly, so
@@ -34,12 +57,18 @@ func appendMicros(b []byte, ns uint64) []byte {
 	return append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
 }
 
+func (s *ChromeSink) start() error {
+	if s.started {
+		return nil
+	}
+	s.started = true
+	_, err := s.w.WriteString(`{"displayTimeUnit":"ns","traceEvents":[` + "\n")
+	return err
+}
+
 func (s *ChromeSink) event(b []byte) error {
-	if !s.started {
-		s.started = true
-		if _, err := s.w.WriteString(`{"displayTimeUnit":"ns","traceEvents":[` + "\n"); err != nil {
-			return err
-		}
+	if err := s.start(); err != nil {
+		return err
 	}
 	if !s.first {
 		s.w.WriteString(",\n")
@@ -49,7 +78,7 @@ func (s *ChromeSink) event(b []byte) error {
 	return err
 }
 
-func (s *ChromeSink) meta(name string, tid uint64, value string) error {
+func (s *ChromeSink) meta(name string, tid uint64, key string, value []byte) error {
 	b := s.buf[:0]
 	b = append(b, `{"ph":"M","name":"`...)
 	b = append(b, name...)
@@ -57,72 +86,48 @@ func (s *ChromeSink) meta(name string, tid uint64, value string) error {
 	b = strconv.AppendUint(b, s.pid, 10)
 	b = append(b, `,"tid":`...)
 	b = strconv.AppendUint(b, tid, 10)
-	b = append(b, `,"args":{"name":`...)
-	b = appendJSONString(b, value)
+	b = append(b, `,"args":{"`...)
+	b = append(b, key...)
+	b = append(b, `":`...)
+	b = append(b, value...)
 	b = append(b, `}}`...)
 	s.buf = b
 	return s.event(b)
 }
 
-// BeginThread writes the thread's (and, the first time, the process's) name.
-func (s *ChromeSink) BeginThread(h *Header, t *Thread) error {
-	if !s.started {
-		s.pid = h.PID
-		p := s.Process
-		if p == "" {
-			p = "pid " + strconv.FormatUint(h.PID, 10)
-		}
-		if err := s.meta("process_name", 0, p); err != nil {
-			return err
-		}
-	}
-	s.tid = t.TID
-	name := t.Name
-	switch {
-	case t.Main:
-		name = "main thread"
-	case name == "":
-		name = "thread " + strconv.FormatUint(t.TID, 10)
-	}
-	return s.meta("thread_name", t.TID, name)
-}
-
-// Call writes one complete event.
-func (s *ChromeSink) Call(c *Call) error {
-	b := s.buf[:0]
-	b = append(b, `{"ph":"X","cat":"objc","name":`...)
-	b = appendJSONString(b, c.Name)
+// head appends the fields every event has: phase, name, time, pid and tid.
+func (s *ChromeSink) head(b []byte, ph byte, name string, ns uint64) []byte {
+	b = append(b, `{"ph":"`...)
+	b = append(b, ph)
+	b = append(b, `","name":`...)
+	b = appendJSONString(b, name)
 	b = append(b, `,"ts":`...)
-	b = appendMicros(b, c.StartNanos)
-	b = append(b, `,"dur":`...)
-	b = appendMicros(b, c.DurNanos)
+	b = appendMicros(b, ns)
 	b = append(b, `,"pid":`...)
 	b = strconv.AppendUint(b, s.pid, 10)
 	b = append(b, `,"tid":`...)
-	b = strconv.AppendUint(b, s.tid, 10)
-	b = append(b, `,"args":{"self_us":`...)
-	b = appendMicros(b, c.SelfNanos)
-	b = append(b, `,"depth":`...)
-	b = strconv.AppendInt(b, int64(c.Depth), 10)
-	if c.Flags&FlagUnwound != 0 {
-		b = append(b, `,"unwound":true`...)
-	}
-	b = append(b, `}}`...)
-	s.buf = b
-	return s.event(b)
+	return strconv.AppendUint(b, s.tid, 10)
 }
 
-// Skip does nothing: a dropped call simply has no event.
-func (s *ChromeSink) Skip(int) error { return nil }
+// BeginThread writes the thread's (and, the first time, the process's) name.
+func (s *ChromeSink) BeginThread(h *Header, t *Thread) error { return s.pre.BeginThread(h, t) }
 
-// EndThread does nothing.
-func (s *ChromeSink) EndThread() error { return nil }
+// Call takes one call in the order calls ended.
+func (s *ChromeSink) Call(c *Call) error { return s.pre.Call(c) }
+
+// Skip takes a dropped call.
+func (s *ChromeSink) Skip(d int) error { return s.pre.Skip(d) }
+
+// Mark takes a mark.
+func (s *ChromeSink) Mark(m *Mark) error { return s.pre.Mark(m) }
+
+// EndThread writes what is left of the thread.
+func (s *ChromeSink) EndThread() error { return s.pre.EndThread() }
 
 // Close ends the JSON with the counters and flushes.
 func (s *ChromeSink) Close(t Totals) error {
-	if !s.started {
-		s.started = true
-		s.w.WriteString(`{"displayTimeUnit":"ns","traceEvents":[` + "\n")
+	if err := s.start(); err != nil {
+		return err
 	}
 	b := s.buf[:0]
 	b = append(b, "\n],\"otherData\":{\"calls\":"...)
@@ -139,6 +144,94 @@ func (s *ChromeSink) Close(t Totals) error {
 	}
 	return s.w.Flush()
 }
+
+// chromeTree is the ChromeSink's pre-order side.
+type chromeTree struct{ s *ChromeSink }
+
+func (c chromeTree) BeginThread(h *Header, t *Thread) error {
+	s := c.s
+	if !s.started {
+		s.pid = h.PID
+		if err := s.meta("process_name", 0, "name", appendJSONString(nil, s.Meta.process(h))); err != nil {
+			return err
+		}
+	}
+	s.tid, s.lost, s.label = t.TID, 0, threadLabel(t)
+	if err := s.meta("thread_name", t.TID, "name", appendJSONString(nil, s.label)); err != nil {
+		return err
+	}
+	if t.Main {
+		return s.meta("thread_sort_index", t.TID, "sort_index", []byte("-1"))
+	}
+	return nil
+}
+
+func (c chromeTree) Enter(call *Call, _ int) error {
+	s := c.s
+	if call.DurNanos == 0 && call.Flags&FlagOpen == 0 {
+		b := s.head(s.buf[:0], 'i', call.Name, call.StartNanos)
+		b = append(b, `,"s":"t","cat":"objc","args":{"self_ns":0,"dur_ns":0`...)
+		if call.Flags&FlagUnwound != 0 {
+			b = append(b, `,"unwound":true`...)
+		}
+		b = append(b, `}}`...)
+		s.buf = b
+		return s.event(b)
+	}
+	b := s.head(s.buf[:0], 'B', call.Name, call.StartNanos)
+	b = append(b, `,"cat":"objc"}`...)
+	s.buf = b
+	return s.event(b)
+}
+
+func (c chromeTree) Exit(call *Call, _ int) error {
+	s := c.s
+	if call.Flags&FlagOpen != 0 || call.DurNanos == 0 {
+		return nil // open: no end, a slice that did not end; no time: an instant
+	}
+	b := s.head(s.buf[:0], 'E', call.Name, call.StartNanos+call.DurNanos)
+	b = append(b, `,"args":{"self_ns":`...)
+	b = strconv.AppendUint(b, call.SelfNanos, 10)
+	b = append(b, `,"dur_ns":`...)
+	b = strconv.AppendUint(b, call.DurNanos, 10)
+	if call.Flags&FlagUnwound != 0 {
+		b = append(b, `,"unwound":true`...)
+	}
+	b = append(b, `}}`...)
+	s.buf = b
+	return s.event(b)
+}
+
+func (c chromeTree) Mark(m *Mark, _ int) error {
+	s := c.s
+	b := s.head(s.buf[:0], 'i', markLabel(m), m.StartNanos)
+	b = append(b, `,"s":"t","cat":"msgtrace","args":{"kind":"`...)
+	b = append(b, m.Kind.String()...)
+	b = append(b, `","count":`...)
+	b = strconv.AppendUint(b, m.Count, 10)
+	b = append(b, `,"dur_ns":`...)
+	b = strconv.AppendUint(b, m.DurNanos, 10)
+	b = append(b, `}}`...)
+	s.buf = b
+	if err := s.event(b); err != nil {
+		return err
+	}
+	if m.Count == 0 {
+		return nil
+	}
+	s.lost += m.Count
+	b = s.head(s.buf[:0], 'C', "lost calls", m.StartNanos)
+	b = append(b, `,"args":{`...)
+	b = appendJSONString(b, s.label)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, s.lost, 10)
+	b = append(b, `}}`...)
+	s.buf = b
+	return s.event(b)
+}
+
+func (c chromeTree) EndThread() error     { return nil }
+func (c chromeTree) Close(t Totals) error { return nil }
 
 // appendJSONString appends s as a JSON string (strconv.AppendQuote's \x escapes are not JSON).
 // Runs of plain bytes are copied at once; control characters are escaped and invalid UTF-8
@@ -175,6 +268,3 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
-
-// Mark is not shown yet.
-func (s *ChromeSink) Mark(*Mark) error { return nil }

@@ -70,6 +70,7 @@ func Process(r io.Reader, opt Options, sink Sink) (Totals, error) {
 			return tot, err
 		}
 		var p selfTimer
+		var last uint64 // the thread's last end, where its loss counters are shown
 		c := Call{Thread: t}
 		for {
 			rec, err := rd.NextRecord()
@@ -90,6 +91,7 @@ func Process(r io.Reader, opt Options, sink Sink) (Totals, error) {
 			end := uint64(rd.Header.Nanos(rec.End))
 			depth := rec.Depth()
 			dur := end - start
+			last = max(last, end)
 			if float64(dur) < opt.MinNanos || (opt.MaxDepth >= 0 && depth > opt.MaxDepth) ||
 				(len(inc) > 0 && !matchAny(inc, name)) || matchAny(exc, name) {
 				p.skip(depth)
@@ -103,6 +105,15 @@ func Process(r io.Reader, opt Options, sink Sink) (Totals, error) {
 			c.SelfNanos = dur - min(dur, p.call(depth, dur))
 			if err := sink.Call(&c); err != nil {
 				return tot, err
+			}
+		}
+		// A raw dump counts losses per thread without saying when: shown at the thread's end.
+		for _, m := range []Mark{{Kind: MarkLost, Count: t.Dropped}, {Kind: MarkOverflow, Count: t.Overflow}} {
+			if m.Count > 0 {
+				m.StartNanos, m.Thread = last, t
+				if err := sink.Mark(&m); err != nil {
+					return tot, err
+				}
 			}
 		}
 		if err := sink.EndThread(); err != nil {

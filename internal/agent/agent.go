@@ -177,15 +177,10 @@ func (a *Agent) flush(path string) (Flushed, error) {
 		_, err = io.Copy(tmp, &raw)
 	} else {
 		var sink tracer.Sink
-		switch a.cfg.Format {
-		case "pprof":
-			sink = tracer.NewPprofSink(tmp)
-		case "folded":
-			sink = tracer.NewFoldedSink(tmp)
-		default:
-			sink = tracer.NewChromeSink(tmp)
+		exe, _ := os.Executable()
+		if sink, err = tracer.NewSink(a.cfg.Format, tmp, tracer.Meta{Path: exe}); err == nil {
+			res.Totals, err = tracer.Process(&raw, a.cfg.options(), sink)
 		}
-		res.Totals, err = tracer.Process(&raw, a.cfg.options(), sink)
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr

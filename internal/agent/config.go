@@ -14,12 +14,12 @@ import (
 )
 
 // Formats are the values MSGTRACE_FORMAT accepts.
-var Formats = []string{"json", "pprof", "folded", "raw"}
+var Formats = append(append([]string(nil), tracer.Formats...), "raw")
 
 // Config is what the MSGTRACE_* variables set.
 type Config struct {
 	Out      string   // MSGTRACE_OUT: where the trace is written at exit
-	Format   string   // MSGTRACE_FORMAT: json (Chrome trace events), pprof, folded or raw
+	Format   string   // MSGTRACE_FORMAT: json (Chrome trace events), perfetto, speedscope, pprof, folded, svg or raw
 	MinUS    float64  // MSGTRACE_MIN_US: calls shorter than this are left out
 	MaxDepth int      // MSGTRACE_MAX_DEPTH: calls deeper than this are left out; -1: no limit
 	Include  []string // MSGTRACE_INCLUDE: comma list of method patterns to keep
@@ -46,20 +46,21 @@ func (e *ConfigError) Error() string {
 }
 
 // extension is the file name extension each format is written with by default.
-var extension = map[string]string{"json": ".json", "pprof": ".pb.gz", "folded": ".folded", "raw": ".raw"}
+func extension(format string) string {
+	if format == "raw" {
+		return ".raw"
+	}
+	return tracer.Extension(format)
+}
 
-// formatOf infers a format from an output file name: .pb.gz/.pprof/.pb are pprof, .folded
-// folded, .raw raw, anything else JSON.
+// formatOf infers a format from an output file name: .raw raw, otherwise as tracer.FormatOf
+// (.pftrace Perfetto, .speedscope.json speedscope, .pb.gz/.pprof/.pb pprof, .folded folded,
+// .svg a flame graph, anything else JSON).
 func formatOf(path string) string {
-	switch {
-	case strings.HasSuffix(path, ".pb.gz"), strings.HasSuffix(path, ".pprof"), strings.HasSuffix(path, ".pb"):
-		return "pprof"
-	case strings.HasSuffix(path, ".folded"):
-		return "folded"
-	case strings.HasSuffix(path, ".raw"):
+	if strings.HasSuffix(path, ".raw") {
 		return "raw"
 	}
-	return "json"
+	return tracer.FormatOf(path)
 }
 
 // FromEnv reads the configuration through getenv (os.Getenv in the library). The first bad
@@ -67,7 +68,7 @@ func formatOf(path string) string {
 func FromEnv(getenv func(string) string, pid int) (Config, error) {
 	c := Config{MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB}
 	c.Format = strings.ToLower(strings.TrimSpace(getenv("MSGTRACE_FORMAT")))
-	if c.Format != "" && extension[c.Format] == "" {
+	if c.Format != "" && extension(c.Format) == "" {
 		return c, &ConfigError{"MSGTRACE_FORMAT", getenv("MSGTRACE_FORMAT"), "must be one of " + strings.Join(Formats, ", ")}
 	}
 	c.Out = getenv("MSGTRACE_OUT")
@@ -82,7 +83,7 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 		if dir == "" {
 			dir = os.TempDir()
 		}
-		c.Out = filepath.Join(dir, "msgtrace-"+strconv.Itoa(pid)+extension[c.Format])
+		c.Out = filepath.Join(dir, "msgtrace-"+strconv.Itoa(pid)+extension(c.Format))
 	}
 	if v := getenv("MSGTRACE_MIN_US"); v != "" {
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
