@@ -49,11 +49,17 @@ func TestWriteRawRealRun(t *testing.T) {
 			}
 			continue
 		}
+		if e.Ph == "E" { // a call is its begin ("B") and end ("E"), or an instant ("i") if it took no time
+			durs[e.Name] = append(durs[e.Name], e.Args["dur_ns"].(float64)/1000)
+			continue
+		}
 		if e.Name == "-[View layout]" {
 			layoutTid = e.Tid
 		}
 		count[e.Name]++
-		durs[e.Name] = append(durs[e.Name], e.Dur)
+		if e.Ph == "i" {
+			durs[e.Name] = append(durs[e.Name], 0)
+		}
 	}
 	// [self measure:] inside -[View layout] run for a Button is named by the receiver's class;
 	// the super call by the class whose method ran
@@ -81,7 +87,7 @@ func TestWriteRawRealRun(t *testing.T) {
 	// thread (tid == pid) is named as such, any other by its pthread name
 	wantName := threadName[layoutTid] != ""
 	if layoutTid == uint64(os.Getpid()) {
-		wantName = threadName[layoutTid] == "main thread"
+		wantName = threadName[layoutTid] == "main"
 	}
 	if !wantName || threadName[uint64(0)] != "" {
 		t.Errorf("thread of the workload (tid %d, pid %d) named %q", layoutTid, os.Getpid(), threadName[layoutTid])

@@ -79,14 +79,14 @@ func NewSink(format string, w io.Writer, m Meta) (Sink, error) {
 	return nil, fmt.Errorf("unknown format %q (%s)", format, strings.Join(Formats, ", "))
 }
 
-// threadLabel is how a thread is named in every output: its own name (a GCD queue label or
-// pthread name) if it has one, "main" for the main thread, else "thread TID".
+// threadLabel is how a thread is named in every output: "main" for the main thread, else its
+// own name (a GCD queue label or pthread name) if it has one, else "thread TID".
 func threadLabel(t *Thread) string {
 	switch {
-	case t.Name != "":
-		return t.Name
 	case t.Main:
 		return "main"
+	case t.Name != "":
+		return t.Name
 	}
 	return "thread " + strconv.FormatUint(t.TID, 10)
 }
