@@ -186,16 +186,7 @@ func TestViewersInBrowser(t *testing.T) {
 	}()
 
 	threads := synthTrace(11, 40000, 3000, "", "worker", "com.apple.root.default-qos")
-	// edge cases on a fourth thread: an unwound call, a hang (two calls still open at the end),
-	// and calls lost (the thread's dropped counter)
-	edge := synthThread{th: Thread{TID: 2000, Name: "hang", Dropped: 5}}
-	edge.roots = []*synthCall{
-		{name: 0, start: 10, end: 100, kids: []*synthCall{{name: 2, start: 20, end: 40, flags: FlagUnwound}}},
-		{name: 0, start: 100, end: 400, flags: FlagOpen, kids: []*synthCall{
-			{name: 3, start: 110, end: 130},
-			{name: 1, start: 150, end: 400, flags: FlagOpen},
-		}},
-	}
+	edge := synthEdge()
 	raw := writeSynth(t, append(threads, edge))
 	if err := os.WriteFile(filepath.Join(dir, "trace.raw"), raw, 0o644); err != nil {
 		t.Fatal(err)

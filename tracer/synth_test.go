@@ -164,3 +164,17 @@ func synthExpect(st synthThread) (map[string]methodTimes, uint64) {
 	}
 	return m, total
 }
+
+// synthEdge is a thread with the edge cases: an unwound call, a hang (two calls still open at
+// the end of the trace), and 5 calls lost (the thread's dropped counter).
+func synthEdge() synthThread {
+	edge := synthThread{th: Thread{TID: 2000, Name: "hang", Dropped: 5}}
+	edge.roots = []*synthCall{
+		{name: 0, start: 10, end: 100, kids: []*synthCall{{name: 2, start: 20, end: 40, flags: FlagUnwound}}},
+		{name: 0, start: 100, end: 400, flags: FlagOpen, kids: []*synthCall{
+			{name: 3, start: 110, end: 130},
+			{name: 1, start: 150, end: 400, flags: FlagOpen},
+		}},
+	}
+	return edge
+}
