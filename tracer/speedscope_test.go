@@ -106,6 +106,7 @@ func TestFoldedThreads(t *testing.T) {
 		"hang;-[App run];-[Worker fib:];[running] " + itoa(n(150, 400)),
 		"hang;-[App run];-[Worker step];[unwound] " + itoa(n(20, 40)),
 		"hang;-[App run];[running] " + itoa(n(100, 400)-n(110, 130)-n(150, 400)),
+		"hang;[lost 5] 0",
 	}, "\n") + "\n"
 	if out.String() != want {
 		t.Errorf("folded:\n%s\nwant:\n%s", out.String(), want)

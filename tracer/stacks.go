@@ -147,7 +147,8 @@ func (a *stackTrie) stack(n int32, out []string) []string {
 // FoldedSink writes folded stacks, one line per distinct (thread, stack): the thread's name as
 // the root frame, then the calls, outermost first, separated by ';', a space and the stack's
 // self time in nanoseconds ("main;-[App run];-[Worker fib:] 1200"). Lines are sorted; stacks
-// with no self time are left out. flamegraph.pl, speedscope and inferno read it.
+// with no self time are left out, except losses ("[lost 5] 0": calls lost in no measured time).
+// flamegraph.pl, speedscope and inferno read it.
 type FoldedSink struct {
 	Sink
 	agg *stackTrie
@@ -173,7 +174,7 @@ func (f foldedTree) Close(Totals) error {
 	var st []string
 	for i := range a.nodes {
 		n := int32(i)
-		if a.nodes[n].self == 0 || a.isRoot(n) {
+		if a.isRoot(n) || a.nodes[n].self == 0 && (a.nodes[n].count == 0 || a.names[a.nodes[n].name][0] != '[') {
 			continue
 		}
 		st = a.stack(n, st)

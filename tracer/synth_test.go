@@ -3,8 +3,28 @@ package tracer
 import (
 	"bytes"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 )
+
+// TestWriteTouchingTrace writes a synthetic raw trace of $MSGTRACE_BENCH_CALLS calls (touching
+// siblings, zero-tick calls, four threads) to $MSGTRACE_BENCH_OUT, for scripts/bench-viewers.sh;
+// skipped without it.
+func TestWriteTouchingTrace(t *testing.T) {
+	out := os.Getenv("MSGTRACE_BENCH_OUT")
+	if out == "" {
+		t.Skip("MSGTRACE_BENCH_OUT not set")
+	}
+	n, err := strconv.Atoi(os.Getenv("MSGTRACE_BENCH_CALLS"))
+	if err != nil || n < 1 {
+		n = 1000000
+	}
+	raw := writeSynth(t, synthTrace(42, n, 20000, "", "worker", "com.apple.root.default-qos", "com.apple.network"))
+	if err := os.WriteFile(out, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // synthCall is a call of a synthetic trace, times in ticks.
 type synthCall struct {

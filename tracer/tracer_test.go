@@ -190,7 +190,7 @@ func TestFolded(t *testing.T) {
 	if _, err := Process(bytes.NewReader(testTrace(t)), Options{MaxDepth: -1, Exclude: []string{"-[Bar step:]"}}, NewFoldedSink(&out)); err != nil {
 		t.Fatal(err)
 	}
-	want := "main;+[Foo run] 10000\nmain;-[Foo run] 95000\nmain;-[Foo run];-[Bar tiny] 5000\n"
+	want := "main;+[Foo run] 10000\nmain;-[Foo run] 95000\nmain;-[Foo run];-[Bar tiny] 5000\nmain;[lost 3] 0\nmain;[overflow 1] 0\n"
 	if out.String() != want {
 		t.Fatalf("folded:\n%s\nwant:\n%s", out.String(), want)
 	}
