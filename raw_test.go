@@ -42,6 +42,7 @@ func TestWriteRawRealRun(t *testing.T) {
 	threadName := map[uint64]string{}
 	var layoutTid uint64
 	durs := map[string][]float64{}
+	open := map[uint64][]float64{} // begin times of the calls open per thread
 	for _, e := range f.TraceEvents {
 		if e.Ph == "M" {
 			if e.Name == "thread_name" {
@@ -50,8 +51,13 @@ func TestWriteRawRealRun(t *testing.T) {
 			continue
 		}
 		if e.Ph == "E" { // a call is its begin ("B") and end ("E"), or an instant ("i") if it took no time
-			durs[e.Name] = append(durs[e.Name], e.Args["dur_ns"].(float64)/1000)
+			st := open[e.Tid]
+			durs[e.Name] = append(durs[e.Name], e.Ts-st[len(st)-1])
+			open[e.Tid] = st[:len(st)-1]
 			continue
+		}
+		if e.Ph == "B" {
+			open[e.Tid] = append(open[e.Tid], e.Ts)
 		}
 		if e.Name == "-[View layout]" {
 			layoutTid = e.Tid

@@ -162,10 +162,11 @@ func checkSpeedscope(t *testing.T, r viewerResult, want []browserExpect, nameOf 
 	return ok
 }
 
-// TestViewersInBrowser loads every output of traces full of touching calls (siblings that end
+// TestViewersInBrowser loads outputs of traces full of touching calls (siblings that end
 // at the tick the next begins, children at their parent's tick, calls of no ticks, equal-bounds
 // recursion, as a 24 MHz counter makes them) into speedscope 1.25.0, served locally and driven
-// in Debian's headless Chromium, through speedscope's own import path, and checks what a person
+// in Debian's headless Chromium, through speedscope's own import path (a .speedscope.json of
+// 1,000,000 calls, Chrome JSON of 40,000), and checks what a person
 // sees: one profile per thread, named after it, with the thread's total; one row per method in
 // the sandwich table with its self and total time. The SVG flame graph is opened in Chromium
 // too, and every method must be found by its search. Screenshots of every view are kept when a
@@ -185,41 +186,48 @@ func TestViewersInBrowser(t *testing.T) {
 		}
 	}()
 
-	threads := synthTrace(11, 40000, 3000, "", "worker", "com.apple.root.default-qos")
+	// a trace of 1,000,000 calls for speedscope's own format, one of 40,000 for the JSON (whose
+	// import in speedscope is slower) and the SVG
+	big := synthTrace(11, 1000000, 20000, "", "worker", "com.apple.root.default-qos")
+	small := synthTrace(12, 40000, 3000, "", "worker", "com.apple.root.default-qos")
 	edge := synthEdge()
-	raw := writeSynth(t, append(threads, edge))
-	if err := os.WriteFile(filepath.Join(dir, "trace.raw"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	formats := map[string]string{"json": "trace.json", "speedscope": "trace.speedscope.json", "svg": "trace.svg"}
-	for format, file := range formats {
-		f, err := os.Create(filepath.Join(dir, file))
+	for _, o := range []struct {
+		threads []synthThread
+		format  string
+		file    string
+		opt     Options
+	}{
+		{append(big, edge), "speedscope", "trace.speedscope.json", Options{MaxDepth: -1}},
+		{small, "json", "trace.json", Options{MaxDepth: -1}},
+		{append(small, edge), "svg", "trace.svg", Options{MaxDepth: -1}},
+	} {
+		f, err := os.Create(filepath.Join(dir, o.file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		sink, _ := NewSink(format, f, Meta{Program: "touching"})
-		if format != "json" {
-			_, err = Process(bytes.NewReader(raw), Options{MaxDepth: -1}, sink)
-		} else {
-			// the JSON without the hang thread: speedscope ends a call left open at the last
-			// event of its thread, not at the end of the trace (the .speedscope.json is exact)
-			_, err = Process(bytes.NewReader(raw), Options{MaxDepth: -1, Threads: "main,worker,com.apple.root.default-qos"}, sink)
-		}
-		if err != nil {
+		sink, _ := NewSink(o.format, f, Meta{Program: "touching"})
+		if _, err = Process(bytes.NewReader(writeSynth(t, o.threads)), o.opt, sink); err != nil {
 			t.Fatal(err)
 		}
 		f.Close()
 	}
+	// (speedscope ends a call left open in Chrome JSON at the last event of its thread, not at
+	// the end of the trace, so the hang thread is checked in the .speedscope.json, which is exact)
 
-	var want []browserExpect
-	names := map[string]bool{}
-	for _, st := range threads {
-		m, total := synthExpect(st)
-		want = append(want, browserExpect{threadLabel(&st.th), total, m})
-		for n := range m {
-			names[n] = true
+	expect := func(threads []synthThread) ([]browserExpect, map[string]bool) {
+		var want []browserExpect
+		names := map[string]bool{}
+		for _, st := range threads {
+			m, total := synthExpect(st)
+			want = append(want, browserExpect{threadLabel(&st.th), total, m})
+			for n := range m {
+				names[n] = true
+			}
 		}
+		return want, names
 	}
+	want, _ := expect(big)
+	wantSmall, names := expect(small)
 	// the hang thread as its .speedscope.json shows it (see SpeedscopeSink): the open
 	// -[Worker fib:] spends its time on "[running]"; the open -[App run] has a "[running]" frame
 	// from its last child's end, which is the end of the trace: zero long
@@ -240,7 +248,7 @@ func TestViewersInBrowser(t *testing.T) {
 	sort.Strings(sorted)
 
 	res := runViewers(t, web, dir, []viewerCase{
-		{File: "trace.speedscope.json", Viewer: "speedscope"},
+		{File: "trace.speedscope.json", Viewer: "speedscope", TimeoutMs: 300000},
 		{File: "trace.json", Viewer: "speedscope"},
 		{File: "trace.svg", Viewer: "svg", Names: append(sorted, "[running]", "[unwound]")},
 	})
@@ -252,7 +260,7 @@ func TestViewersInBrowser(t *testing.T) {
 		}
 		return e.name
 	})
-	ok = checkSpeedscope(t, res["trace.json"], want, func(e browserExpect) string {
+	ok = checkSpeedscope(t, res["trace.json"], wantSmall, func(e browserExpect) string {
 		tid := map[string]int{"main": 1000, "worker": 1001, "com.apple.root.default-qos": 1002}[e.name]
 		return fmt.Sprintf("touching (pid 777), %s (tid %d)", e.name, tid)
 	}) && ok

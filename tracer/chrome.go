@@ -13,10 +13,12 @@ import (
 //   - each thread in pre-order (PreOrder), times in microseconds written exactly to the
 //     nanosecond (three decimals of integer nanoseconds; Perfetto rounds them back exactly);
 //   - a call that lasted is a begin ("B") and an end ("E") event. Nothing varies per call on the
-//     "B" (speedscope keys frames by name + JSON(args), so a method stays one frame); the "E"
-//     carries the call's self and total time. That also makes every "E" differ from every "B",
-//     which is what makes speedscope, at equal times, end a call before it begins a touching
-//     sibling of the same name (it takes a "B" first only when the two look the same); Perfetto
+//     "B" (speedscope keys frames by name + JSON(args), so a method stays one frame). An "E"
+//     followed at its time by a "B" of the same name (a touching sibling, or any later call of
+//     that method starting at that tick) carries the call's self and total time as args: that
+//     makes it differ from the "B", which is what makes speedscope end the call before it begins
+//     the other (at equal times it takes a "B" first only when the two look the same). Other ends
+//     carry nothing, as speedscope warns on every end that differs from its begin. Perfetto
 //     takes every "E" first at equal times. No viewer adds ts and dur, so no float sum can move
 //     an end past the next begin;
 //   - a call that took no time (under one tick: common with Apple silicon's 24 MHz counter) is
@@ -40,6 +42,16 @@ type ChromeSink struct {
 	label   string
 	Meta    Meta // program name (the process name) and path
 	pre     Sink
+	group   []chromeItem // events at one time, held until time moves on
+	groupTs uint64
+}
+
+// chromeItem is an event held in a ChromeSink's group: a begin ('B'), an end ('E'), a call of
+// no time ('i') or a mark ('m').
+type chromeItem struct {
+	kind byte
+	c    Call
+	m    Mark
 }
 
 // NewChromeSink writes to w.
@@ -150,6 +162,9 @@ type chromeTree struct{ s *ChromeSink }
 
 func (c chromeTree) BeginThread(h *Header, t *Thread) error {
 	s := c.s
+	if err := s.flushGroup(); err != nil {
+		return err
+	}
 	if !s.started {
 		s.pid = h.PID
 		if err := s.meta("process_name", 0, "name", appendJSONString(nil, s.Meta.process(h))); err != nil {
@@ -166,34 +181,57 @@ func (c chromeTree) BeginThread(h *Header, t *Thread) error {
 	return nil
 }
 
-func (c chromeTree) Enter(call *Call, _ int) error {
-	s := c.s
-	if call.DurNanos == 0 && call.Flags&FlagOpen == 0 {
-		b := s.head(s.buf[:0], 'i', call.Name, call.StartNanos)
-		b = append(b, `,"s":"t","cat":"objc","args":{"self_ns":0,"dur_ns":0`...)
-		if call.Flags&FlagUnwound != 0 {
-			b = append(b, `,"unwound":true`...)
+// hold adds an event at time ts to the group, writing the group first if ts is later.
+func (s *ChromeSink) hold(it chromeItem, ts uint64) error {
+	if len(s.group) > 0 && ts != s.groupTs {
+		if err := s.flushGroup(); err != nil {
+			return err
 		}
-		b = append(b, `}}`...)
-		s.buf = b
-		return s.event(b)
 	}
-	b := s.head(s.buf[:0], 'B', call.Name, call.StartNanos)
-	b = append(b, `,"cat":"objc"}`...)
-	s.buf = b
-	return s.event(b)
+	s.groupTs = ts
+	s.group = append(s.group, it)
+	return nil
 }
 
-func (c chromeTree) Exit(call *Call, _ int) error {
-	s := c.s
-	if call.Flags&FlagOpen != 0 || call.DurNanos == 0 {
-		return nil // open: no end, a slice that did not end; no time: an instant
+// flushGroup writes the events held at one time. In pre-order, every end at a time comes
+// before every begin at that time; an end gets args (self_ns, dur_ns) when a begin of the same
+// name follows at that time, which is what keeps speedscope from nesting the touching sibling
+// in it (see ChromeSink). Other ends carry nothing (but unwound: true), so that speedscope has
+// nothing to warn about.
+func (s *ChromeSink) flushGroup() error {
+	var begins map[string]bool
+	for i := range s.group {
+		if it := &s.group[i]; it.kind == 'B' {
+			if begins == nil {
+				begins = map[string]bool{}
+			}
+			begins[it.c.Name] = true
+		}
 	}
-	b := s.head(s.buf[:0], 'E', call.Name, call.StartNanos+call.DurNanos)
-	b = append(b, `,"args":{"self_ns":`...)
-	b = strconv.AppendUint(b, call.SelfNanos, 10)
-	b = append(b, `,"dur_ns":`...)
-	b = strconv.AppendUint(b, call.DurNanos, 10)
+	for i := range s.group {
+		it := &s.group[i]
+		var err error
+		switch it.kind {
+		case 'B':
+			err = s.writeBegin(&it.c)
+		case 'i':
+			err = s.writeInstant(&it.c)
+		case 'E':
+			err = s.writeEnd(&it.c, begins[it.c.Name])
+		case 'm':
+			err = s.writeMark(&it.m)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	s.group = s.group[:0]
+	return nil
+}
+
+func (s *ChromeSink) writeInstant(call *Call) error {
+	b := s.head(s.buf[:0], 'i', call.Name, call.StartNanos)
+	b = append(b, `,"s":"t","cat":"objc","args":{"self_ns":0,"dur_ns":0`...)
 	if call.Flags&FlagUnwound != 0 {
 		b = append(b, `,"unwound":true`...)
 	}
@@ -202,8 +240,38 @@ func (c chromeTree) Exit(call *Call, _ int) error {
 	return s.event(b)
 }
 
-func (c chromeTree) Mark(m *Mark, _ int) error {
-	s := c.s
+func (s *ChromeSink) writeBegin(call *Call) error {
+	b := s.head(s.buf[:0], 'B', call.Name, call.StartNanos)
+	b = append(b, `,"cat":"objc"}`...)
+	s.buf = b
+	return s.event(b)
+}
+
+func (s *ChromeSink) writeEnd(call *Call, times bool) error {
+	b := s.head(s.buf[:0], 'E', call.Name, call.StartNanos+call.DurNanos)
+	unwound := call.Flags&FlagUnwound != 0
+	if times || unwound {
+		b = append(b, `,"args":{`...)
+		if times {
+			b = append(b, `"self_ns":`...)
+			b = strconv.AppendUint(b, call.SelfNanos, 10)
+			b = append(b, `,"dur_ns":`...)
+			b = strconv.AppendUint(b, call.DurNanos, 10)
+		}
+		if times && unwound {
+			b = append(b, ',')
+		}
+		if unwound {
+			b = append(b, `"unwound":true`...)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, '}')
+	s.buf = b
+	return s.event(b)
+}
+
+func (s *ChromeSink) writeMark(m *Mark) error {
 	b := s.head(s.buf[:0], 'i', markLabel(m), m.StartNanos)
 	b = append(b, `,"s":"t","cat":"msgtrace","args":{"kind":"`...)
 	b = append(b, m.Kind.String()...)
@@ -230,7 +298,25 @@ func (c chromeTree) Mark(m *Mark, _ int) error {
 	return s.event(b)
 }
 
-func (c chromeTree) EndThread() error     { return nil }
+func (c chromeTree) Enter(call *Call, _ int) error {
+	if call.DurNanos == 0 && call.Flags&FlagOpen == 0 {
+		return c.s.hold(chromeItem{kind: 'i', c: *call}, call.StartNanos)
+	}
+	return c.s.hold(chromeItem{kind: 'B', c: *call}, call.StartNanos)
+}
+
+func (c chromeTree) Exit(call *Call, _ int) error {
+	if call.Flags&FlagOpen != 0 || call.DurNanos == 0 {
+		return nil // open: no end, a slice that did not end; no time: an instant
+	}
+	return c.s.hold(chromeItem{kind: 'E', c: *call}, call.StartNanos+call.DurNanos)
+}
+
+func (c chromeTree) Mark(m *Mark, _ int) error {
+	return c.s.hold(chromeItem{kind: 'm', m: *m}, m.StartNanos)
+}
+
+func (c chromeTree) EndThread() error { return c.s.flushGroup() }
 func (c chromeTree) Close(t Totals) error { return nil }
 
 // appendJSONString appends s as a JSON string (strconv.AppendQuote's \x escapes are not JSON).

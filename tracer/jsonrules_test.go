@@ -19,6 +19,8 @@ type importedSlice struct {
 	Depth    int
 	Instant  bool
 	Args     map[string]any
+	Parent   int   // index of the enclosing slice, -1 for none
+	Self     int64 // Dur minus the children's
 }
 
 // perfettoTs converts a JSON time in microseconds to ns as Perfetto does
@@ -101,7 +103,11 @@ func perfettoImport(f chromeFile) ([]importedSlice, error) {
 			for a, v := range e.Args {
 				args[a] = v
 			}
-			out = append(out, importedSlice{Name: e.Name, Pid: e.Pid, Tid: e.Tid, Ts: e.ts, Dur: -1, Depth: len(st), Instant: e.Ph == "i", Args: args})
+			parent := -1
+			if len(st) > 0 {
+				parent = st[len(st)-1].idx
+			}
+			out = append(out, importedSlice{Name: e.Name, Pid: e.Pid, Tid: e.Tid, Ts: e.ts, Dur: -1, Depth: len(st), Instant: e.Ph == "i", Args: args, Parent: parent})
 			if e.Ph != "B" {
 				out[len(out)-1].Dur = end - e.ts
 			}
@@ -124,6 +130,14 @@ func perfettoImport(f chromeFile) ([]importedSlice, error) {
 			st = st[:len(st)-1]
 		}
 		stacks[k] = st
+	}
+	for i := range out {
+		out[i].Self = out[i].Dur
+	}
+	for _, s := range out {
+		if s.Parent >= 0 && s.Dur > 0 {
+			out[s.Parent].Self -= s.Dur
+		}
 	}
 	return out, nil
 }

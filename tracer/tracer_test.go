@@ -93,7 +93,7 @@ func toJSON(t *testing.T, raw []byte, opt Options) chromeFile {
 }
 
 // calls imports the JSON as Perfetto does (perfettoImport) and returns the slices by name, as
-// events with Ts and Dur in microseconds and the end event's args.
+// events with Ts and Dur in microseconds, the end event's args, and self_ns the self time.
 func calls(f chromeFile) map[string][]chromeEvent {
 	m := map[string][]chromeEvent{}
 	sl, err := perfettoImport(f)
@@ -104,6 +104,7 @@ func calls(f chromeFile) map[string][]chromeEvent {
 		if strings.HasPrefix(e.Name, "[") { // a mark
 			continue
 		}
+		e.Args["self_ns"] = float64(e.Self)
 		m[e.Name] = append(m[e.Name], chromeEvent{Ph: "X", Name: e.Name, Ts: float64(e.Ts) / 1000, Dur: float64(e.Dur) / 1000,
 			Pid: e.Pid, Tid: e.Tid, Args: e.Args})
 	}

@@ -97,8 +97,7 @@ type event struct {
 	TID  uint64  `json:"tid"`
 	Args struct {
 		Name    string  `json:"name"`
-		SelfNS  float64 `json:"self_ns"` // on a call's end ("E") or instant ("i")
-		SelfUS  float64 `json:"-"`
+		SelfUS  float64 `json:"-"` // duration minus the children's
 		Depth   int     `json:"-"` // nesting among the calls kept, from the events' order
 		Unwound bool    `json:"unwound"`
 	} `json:"args"`
@@ -167,14 +166,17 @@ func readTrace(t *testing.T, path string) trace {
 				st = st[:len(st)-1]
 				stacks[e.TID] = st
 				c.Dur = e.Ts - c.Ts
-				c.Args.SelfNS, c.Args.Unwound = e.Args.SelfNS, e.Args.Unwound
+				c.Args.Unwound = e.Args.Unwound
 			} else {
 				c.Args.Depth = len(st)
 			}
 			if e.Name == "" || strings.HasPrefix(e.Name, "[") { // a mark
 				continue
 			}
-			c.Args.SelfUS = c.Args.SelfNS / 1000
+			c.Args.SelfUS = c.Dur
+			for _, k := range c.children {
+				c.Args.SelfUS -= k.Dur
+			}
 			if len(st) > 0 {
 				p := st[len(st)-1]
 				c.parent = p

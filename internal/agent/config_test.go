@@ -46,6 +46,18 @@ func TestFromEnvValues(t *testing.T) {
 	if c.Format != "folded" {
 		t.Errorf("format %q", c.Format)
 	}
+	// every format from its extension, and back to its default name
+	for out, format := range map[string]string{"/t/a.pftrace": "perfetto", "/t/a.speedscope.json": "speedscope",
+		"/t/a.svg": "svg", "/t/a.folded": "folded", "/t/a.pb.gz": "pprof", "/t/a.json": "json", "/t/a.raw": "raw"} {
+		c, err := FromEnv(env(map[string]string{"MSGTRACE_OUT": out}), 1)
+		if err != nil || c.Format != format {
+			t.Errorf("%s: format %q, %v", out, c.Format, err)
+		}
+		c, err = FromEnv(env(map[string]string{"MSGTRACE_FORMAT": format, "TMPDIR": "/t"}), 9)
+		if want := "/t/msgtrace-9" + out[len("/t/a"):]; err != nil || c.Out != want {
+			t.Errorf("%s: default name %q, want %q (%v)", format, c.Out, want, err)
+		}
+	}
 	c, _ = FromEnv(env(map[string]string{"MSGTRACE_FORMAT": "RAW", "TMPDIR": "/t"}), 7)
 	if c.Format != "raw" || c.Out != "/t/msgtrace-7.raw" {
 		t.Errorf("raw default: %+v", c)
