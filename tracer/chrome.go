@@ -316,7 +316,7 @@ func (c chromeTree) Mark(m *Mark, _ int) error {
 	return c.s.hold(chromeItem{kind: 'm', m: *m}, m.StartNanos)
 }
 
-func (c chromeTree) EndThread() error { return c.s.flushGroup() }
+func (c chromeTree) EndThread() error     { return c.s.flushGroup() }
 func (c chromeTree) Close(t Totals) error { return nil }
 
 // appendJSONString appends s as a JSON string (strconv.AppendQuote's \x escapes are not JSON).
