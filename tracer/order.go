@@ -97,11 +97,11 @@ func (p *preOrder) Skip(depth int) error {
 	return nil
 }
 
+// Mark holds a mark until the outermost call around it (or the next one, if none is) is
+// complete: a mark that arrives while nothing is pending may still be inside a call whose
+// record comes later.
 func (p *preOrder) Mark(m *Mark) error {
 	p.marks = append(p.marks, *m)
-	if len(p.pending) == 0 {
-		return p.flush()
-	}
 	return nil
 }
 
