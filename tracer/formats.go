@@ -72,7 +72,11 @@ func NewSink(format string, w io.Writer, m Meta) (Sink, error) {
 	case "folded":
 		return NewFoldedSink(w), nil
 	case "svg":
-		s := NewFlameSink(w, m.process(&Header{}))
+		title := "msgtrace flame graph"
+		if m.Program != "" || m.Path != "" {
+			title = m.process(&Header{})
+		}
+		s := NewFlameSink(w, title)
 		s.Meta = m
 		return s, nil
 	}

@@ -70,11 +70,7 @@ func trace(args []string, stdout io.Writer) error {
 	if *format == "" {
 		*format = tracer.FormatOf(*out)
 	}
-	title := *name
-	if title == "" && *program == "" {
-		title = pos[0]
-	}
-	sink, err := tracer.NewSink(*format, w, tracer.Meta{Program: title, Path: *program, TimeNanos: rawTime(in)})
+	sink, err := tracer.NewSink(*format, w, tracer.Meta{Program: *name, Path: *program, TimeNanos: rawTime(in)})
 	if err != nil {
 		if f != nil {
 			f.Close()
