@@ -199,14 +199,27 @@ func (s *ChromeSink) hold(it chromeItem, ts uint64) error {
 // in it (see ChromeSink). Other ends carry nothing (but unwound: true), so that speedscope has
 // nothing to warn about.
 func (s *ChromeSink) flushGroup() error {
+	// the begins of the group, by name: a scan for the small groups of every day, a map for
+	// large ones
 	var begins map[string]bool
-	for i := range s.group {
-		if it := &s.group[i]; it.kind == 'B' {
-			if begins == nil {
-				begins = map[string]bool{}
+	if len(s.group) > 16 {
+		begins = map[string]bool{}
+		for i := range s.group {
+			if it := &s.group[i]; it.kind == 'B' {
+				begins[it.c.Name] = true
 			}
-			begins[it.c.Name] = true
 		}
+	}
+	begun := func(name string) bool {
+		if begins != nil {
+			return begins[name]
+		}
+		for i := range s.group {
+			if it := &s.group[i]; it.kind == 'B' && it.c.Name == name {
+				return true
+			}
+		}
+		return false
 	}
 	for i := range s.group {
 		it := &s.group[i]
@@ -217,7 +230,7 @@ func (s *ChromeSink) flushGroup() error {
 		case 'i':
 			err = s.writeInstant(&it.c)
 		case 'E':
-			err = s.writeEnd(&it.c, begins[it.c.Name])
+			err = s.writeEnd(&it.c, begun(it.c.Name))
 		case 'm':
 			err = s.writeMark(&it.m)
 		}
