@@ -44,6 +44,7 @@ type ChromeSink struct {
 	pre     Sink
 	group   []chromeItem // events at one time, held until time moves on
 	groupTs uint64
+	pids    map[uint64]bool // processes named so far (a merged trace has several)
 }
 
 // chromeItem is an event held in a ChromeSink's group: a begin ('B'), an end ('E'), a call of
@@ -165,8 +166,12 @@ func (c chromeTree) BeginThread(h *Header, t *Thread) error {
 	if err := s.flushGroup(); err != nil {
 		return err
 	}
-	if !s.started {
-		s.pid = h.PID
+	s.pid = h.PID
+	if !s.pids[h.PID] {
+		if s.pids == nil {
+			s.pids = map[uint64]bool{}
+		}
+		s.pids[h.PID] = true
 		if err := s.meta("process_name", 0, "name", appendJSONString(nil, s.Meta.process(h))); err != nil {
 			return err
 		}

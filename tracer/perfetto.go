@@ -58,8 +58,8 @@ const (
 )
 
 // PerfettoSink writes Perfetto's native protobuf trace (NAME.pftrace; ui.perfetto.dev opens
-// it, and reads it faster than JSON, from a file a fraction of the size): a process track named
-// after the program, a thread track per thread, each call a begin and an end TrackEvent on its
+// it, and reads it faster than JSON, from a file a fraction of the size): a process track per
+// process named after the program, a thread track per thread, each call a begin and an end TrackEvent on its
 // thread's track in pre-order (PreOrder), call names interned (each name written once, then
 // referred to by number), all on one packet sequence. A call still open at the end of the trace
 // has no end (Perfetto shows it as a slice that did not end); a call an exception unwound has
@@ -73,9 +73,9 @@ type PerfettoSink struct {
 	ev      []byte
 	names   map[string]uint64
 	pid     uint64
-	started bool
-	thread  uint64 // current thread's track uuid
-	counter uint64 // current thread's loss counter track uuid, 0 until needed
+	pids    map[uint64]bool // processes with a track (a merged trace has several)
+	thread  uint64          // current thread's track uuid
+	counter uint64          // current thread's loss counter track uuid, 0 until needed
 	tid     uint64
 	label   string
 	lost    uint64
@@ -89,9 +89,11 @@ func NewPerfettoSink(w io.Writer, m Meta) *PerfettoSink {
 	return s
 }
 
-// Track uuids: the process 1, a thread 2*tid+2, its loss counter 2*tid+3.
-func threadUUID(tid uint64) uint64  { return 2*tid + 2 }
-func counterUUID(tid uint64) uint64 { return 2*tid + 3 }
+// Track uuids: a process's pid<<1|1 (odd), a thread's (pid<<32 ^ tid)<<2 (a multiple of 4),
+// its loss counter that plus 2.
+func processUUID(pid uint64) uint64      { return pid<<1 | 1 }
+func threadUUID(pid, tid uint64) uint64  { return (pid<<32 ^ tid) << 2 }
+func counterUUID(pid, tid uint64) uint64 { return threadUUID(pid, tid) + 2 }
 
 // packet writes one TracePacket whose fields (after the sequence id) are body.
 func (s *PerfettoSink) packet(body []byte) {
@@ -159,22 +161,27 @@ type perfettoTree struct{ s *PerfettoSink }
 
 func (t perfettoTree) BeginThread(h *Header, th *Thread) error {
 	s := t.s
-	if !s.started {
-		s.started, s.pid = true, h.PID
+	s.pid = h.PID
+	if !s.pids[h.PID] {
 		p := appendUint(nil, pfProcessPID, h.PID)
 		p = appendStr(p, pfProcessName, s.meta.process(h))
-		d := appendUint(nil, pfTrackUUID, 1)
+		d := appendUint(nil, pfTrackUUID, processUUID(h.PID))
 		d = appendMsg(d, pfTrackProcess, p)
-		// the first packet clears the sequence's interned state
-		s.packet(appendUint(appendMsg(nil, pfPacketDescriptor, d), pfPacketSeqFlags, pfSeqCleared))
+		if s.pids == nil { // the first packet clears the sequence's interned state
+			s.pids = map[uint64]bool{}
+			s.packet(appendUint(appendMsg(nil, pfPacketDescriptor, d), pfPacketSeqFlags, pfSeqCleared))
+		} else {
+			s.descriptor(d)
+		}
+		s.pids[h.PID] = true
 	}
 	s.tid, s.label, s.counter, s.lost = th.TID, threadLabel(th), 0, 0
-	s.thread = threadUUID(th.TID)
+	s.thread = threadUUID(s.pid, th.TID)
 	td := appendUint(nil, pfThreadPID, s.pid)
 	td = appendUint(td, pfThreadTID, th.TID)
 	td = appendStr(td, pfThreadName, s.label)
 	d := appendUint(nil, pfTrackUUID, s.thread)
-	d = appendUint(d, pfTrackParent, 1)
+	d = appendUint(d, pfTrackParent, processUUID(s.pid))
 	d = appendMsg(d, pfTrackThread, td)
 	s.descriptor(d)
 	return s.err
@@ -212,7 +219,7 @@ func (t perfettoTree) Mark(m *Mark, _ int) error {
 		return s.err
 	}
 	if s.counter == 0 {
-		s.counter = counterUUID(s.tid)
+		s.counter = counterUUID(s.pid, s.tid)
 		d := appendUint(nil, pfTrackUUID, s.counter)
 		d = appendUint(d, pfTrackParent, s.thread)
 		d = appendStr(d, pfTrackName, "lost calls")

@@ -139,6 +139,7 @@ func pfImport(t *testing.T, b []byte) pfTrace {
 	out := pfTrace{threads: map[uint64]string{}, slices: map[uint64][]importedSlice{}, counters: map[uint64][]string{}}
 	names := map[uint64]string{}
 	trackTid := map[uint64]uint64{}
+	procUUID := map[uint64]uint64{} // process track uuid -> pid
 	counterTid := map[uint64]uint64{}
 	stacks := map[uint64][]int{}
 	for i, p := range tr["packet"] {
@@ -152,13 +153,11 @@ func pfImport(t *testing.T, b []byte) pfTrace {
 		if d := pk.m("track_descriptor"); d != nil {
 			switch {
 			case d.m("process") != nil:
-				if d.u("uuid") != 1 {
-					t.Errorf("process track uuid %d", d.u("uuid"))
-				}
 				out.process, out.pid = d.m("process").s("process_name"), d.m("process").u("pid")
+				procUUID[d.u("uuid")] = out.pid
 			case d.m("thread") != nil:
 				th := d.m("thread")
-				if d.u("parent_uuid") != 1 || th.u("pid") != out.pid {
+				if pid, ok := procUUID[d.u("parent_uuid")]; !ok || th.u("pid") != pid {
 					t.Errorf("thread track %v not under the process", d)
 				}
 				trackTid[d.u("uuid")] = th.u("tid")
@@ -321,4 +320,50 @@ func TestPerfettoProto(t *testing.T) {
 		t.Errorf("protobuf %d bytes, JSON %d: want it far smaller", pb.Len(), js.Len())
 	}
 	t.Logf("%d calls: protobuf %d bytes, JSON %d bytes", 20000, pb.Len(), js.Len())
+}
+
+// TestPerfettoTwoProcesses: a merged trace of two processes (same tid in both) gets a process
+// track each, and each thread track sits under its own process; the JSON names both.
+func TestPerfettoTwoProcesses(t *testing.T) {
+	var pb, js bytes.Buffer
+	for _, w := range []struct {
+		buf    *bytes.Buffer
+		format string
+	}{{&pb, "perfetto"}, {&js, "json"}} {
+		s, _ := NewSink(w.format, w.buf, Meta{})
+		for _, pid := range []uint64{10, 20} {
+			th := &Thread{TID: 5, Main: true}
+			s.BeginThread(&Header{PID: pid}, th)
+			s.Call(&Call{Name: "-[A b]", StartNanos: 100, DurNanos: 50, SelfNanos: 50, Thread: th})
+			s.EndThread()
+		}
+		if err := s.Close(Totals{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := pfDecode(pb.Bytes(), "Trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := map[uint64]uint64{} // uuid -> pid
+	threads := 0
+	for _, p := range tr["packet"] {
+		d := p.(pfMsg).m("track_descriptor")
+		switch {
+		case d == nil:
+		case d.m("process") != nil:
+			procs[d.u("uuid")] = d.m("process").u("pid")
+		case d.m("thread") != nil:
+			threads++
+			if procs[d.u("parent_uuid")] != d.m("thread").u("pid") {
+				t.Errorf("thread track %v not under its process %v", d, procs)
+			}
+		}
+	}
+	if len(procs) != 2 || threads != 2 {
+		t.Errorf("%d process tracks, %d thread tracks", len(procs), threads)
+	}
+	if n := strings.Count(js.String(), `"process_name"`); n != 2 {
+		t.Errorf("JSON names %d processes:\n%s", n, js.String())
+	}
 }

@@ -40,6 +40,7 @@ type trieNode struct {
 type trieThread struct {
 	label string
 	tid   uint64
+	pid   uint64
 	root  int32
 	total uint64 // time in the thread's outermost calls and marks, ns
 }
@@ -77,7 +78,7 @@ func (a *stackTrie) BeginThread(h *Header, t *Thread) error {
 	a.labels[label] = true
 	root := int32(len(a.nodes))
 	a.nodes = append(a.nodes, trieNode{parent: -1, name: a.name(label)})
-	a.threads = append(a.threads, trieThread{label: label, tid: t.TID, root: root})
+	a.threads = append(a.threads, trieThread{label: label, tid: t.TID, pid: h.PID, root: root})
 	a.path = append(a.path[:0], root)
 	return nil
 }
@@ -192,7 +193,7 @@ func (f foldedTree) Close(Totals) error {
 // PprofSink writes a pprof profile: a sample per distinct (thread, call stack) with two values
 // whose sums mean something: calls (count) and self time (nanoseconds, the default). pprof's
 // cumulative column is then exact inclusive time, recursion included. Each sample has a string
-// label "thread" (the thread's name) and a numeric label "tid"; the main mapping names the
+// label "thread" (the thread's name) and numeric labels "tid" and "pid"; the main mapping names the
 // program; period_type is self time, duration_nanos the span of the trace.
 type PprofSink struct {
 	Sink
@@ -272,7 +273,7 @@ func (t pprofTree) Close(Totals) error {
 			Location: ls,
 			Value:    []int64{int64(nd.count), int64(nd.self)},
 			Label:    map[string][]string{"thread": {th.label}},
-			NumLabel: map[string][]int64{"tid": {int64(th.tid)}},
+			NumLabel: map[string][]int64{"tid": {int64(th.tid)}, "pid": {int64(th.pid)}},
 		})
 	}
 	if err := p.CheckValid(); err != nil {
