@@ -13,9 +13,9 @@ import (
 // memory that takes: one outermost call tree at a time); the frame table is written last, so
 // the file is a stream too.
 //
-// A call still running at the end of the trace has a "[running]" frame from its last child's
-// end to the end of the trace, a call an exception unwound a zero-length "[unwound]" child at its
-// end, a mark a zero-length "[lost N]", "[overflow N]", "[overwritten N]" or "[wait]" frame
+// A call still running at the end of the trace has "[running]" frames wherever none of its
+// children runs (so that they add up to its self time, as the "[running]" frame of pprof and
+// folded does), a call an exception unwound a zero-length "[unwound]" child at its end, a mark a zero-length "[lost N]", "[overflow N]", "[overwritten N]" or "[wait]" frame
 // where it happened (speedscope shows no instants).
 type SpeedscopeSink struct {
 	Sink
@@ -31,6 +31,7 @@ type SpeedscopeSink struct {
 	first   bool // no event yet in this profile
 	lastAt  uint64
 	startAt uint64
+	open    []bool // per depth: is the call open at that depth still running at the end
 	err     error
 }
 
@@ -104,18 +105,28 @@ func (t speedscopeTree) BeginThread(h *Header, th *Thread) error {
 	return nil
 }
 
-func (t speedscopeTree) Enter(c *Call, _ int) error {
-	t.s.event('O', c.Name, c.StartNanos)
-	return t.s.err
+// running covers the time since the last event with a "[running]" frame when the call
+// around (at depth d-1) is still running at the end of the trace.
+func (s *SpeedscopeSink) running(d int, until uint64) {
+	if d > 0 && d <= len(s.open) && s.open[d-1] && until > s.lastAt {
+		s.event('O', frameRunning, s.lastAt)
+		s.event('C', frameRunning, until)
+	}
 }
 
-func (t speedscopeTree) Exit(c *Call, _ int) error {
+func (t speedscopeTree) Enter(c *Call, d int) error {
+	s := t.s
+	s.running(d, c.StartNanos)
+	s.event('O', c.Name, c.StartNanos)
+	s.open = append(s.open[:d], c.Flags&FlagOpen != 0)
+	return s.err
+}
+
+func (t speedscopeTree) Exit(c *Call, d int) error {
 	s := t.s
 	end := c.StartNanos + c.DurNanos
+	s.running(d+1, end)
 	switch {
-	case c.Flags&FlagOpen != 0:
-		s.event('O', frameRunning, s.lastAt)
-		s.event('C', frameRunning, end)
 	case c.Flags&FlagUnwound != 0:
 		s.event('O', frameUnwound, end)
 		s.event('C', frameUnwound, end)
@@ -124,7 +135,8 @@ func (t speedscopeTree) Exit(c *Call, _ int) error {
 	return s.err
 }
 
-func (t speedscopeTree) Mark(m *Mark, _ int) error {
+func (t speedscopeTree) Mark(m *Mark, d int) error {
+	t.s.running(d, m.StartNanos)
 	name := markLabel(m)
 	t.s.event('O', name, m.StartNanos)
 	t.s.event('C', name, m.StartNanos)

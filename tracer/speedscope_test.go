@@ -84,8 +84,8 @@ func TestSpeedscopeFile(t *testing.T) {
 		seq = append(seq, e.Type+" "+f.Shared.Frames[e.Frame].Name)
 	}
 	want := "O -[App run],O -[Worker step],O [unwound],C [unwound],C -[Worker step],C -[App run]," +
-		"O -[App run],O -[Cell value],C -[Cell value],O -[Worker fib:],O [running],C [running],C -[Worker fib:]," +
-		"O [running],C [running],C -[App run],O [lost 5],C [lost 5]"
+		"O -[App run],O [running],C [running],O -[Cell value],C -[Cell value],O [running],C [running]," +
+		"O -[Worker fib:],O [running],C [running],C -[Worker fib:],C -[App run],O [lost 5],C [lost 5]"
 	if strings.Join(seq, ",") != want {
 		t.Errorf("hang thread:\n%s\nwant\n%s", strings.Join(seq, ","), want)
 	}
