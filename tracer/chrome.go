@@ -23,7 +23,9 @@ import (
 //     an end past the next begin;
 //   - a call that took no time (under one tick: common with Apple silicon's 24 MHz counter) is
 //     a thread-scoped instant ("i"): a zero-length begin/end pair cannot be ordered right by
-//     both viewers at the tick where its parent ends;
+//     both viewers at the tick where its parent ends. Instants do not nest, so a zero-length
+//     call inside another keeps its nesting only in args.depth (speedscope ignores instants,
+//     so per-call args there split nothing);
 //   - a call still open at the end of the trace has a "B" and no "E" (Perfetto: "did not end");
 //     a call an exception unwound has "unwound": true on its "E"; a mark (calls lost, a wait for
 //     buffer space) is a thread-scoped instant named "[lost N]", "[wait]", ... in category
@@ -50,9 +52,10 @@ type ChromeSink struct {
 // chromeItem is an event held in a ChromeSink's group: a begin ('B'), an end ('E'), a call of
 // no time ('i') or a mark ('m').
 type chromeItem struct {
-	kind byte
-	c    Call
-	m    Mark
+	kind  byte
+	depth int
+	c     Call
+	m     Mark
 }
 
 // NewChromeSink writes to w.
@@ -233,7 +236,7 @@ func (s *ChromeSink) flushGroup() error {
 		case 'B':
 			err = s.writeBegin(&it.c)
 		case 'i':
-			err = s.writeInstant(&it.c)
+			err = s.writeInstant(&it.c, it.depth)
 		case 'E':
 			err = s.writeEnd(&it.c, begun(it.c.Name))
 		case 'm':
@@ -247,9 +250,10 @@ func (s *ChromeSink) flushGroup() error {
 	return nil
 }
 
-func (s *ChromeSink) writeInstant(call *Call) error {
+func (s *ChromeSink) writeInstant(call *Call, depth int) error {
 	b := s.head(s.buf[:0], 'i', call.Name, call.StartNanos)
-	b = append(b, `,"s":"t","cat":"objc","args":{"self_ns":0,"dur_ns":0`...)
+	b = append(b, `,"s":"t","cat":"objc","args":{"dur_ns":0,"depth":`...)
+	b = strconv.AppendInt(b, int64(depth), 10)
 	if call.Flags&FlagUnwound != 0 {
 		b = append(b, `,"unwound":true`...)
 	}
@@ -316,9 +320,9 @@ func (s *ChromeSink) writeMark(m *Mark) error {
 	return s.event(b)
 }
 
-func (c chromeTree) Enter(call *Call, _ int) error {
+func (c chromeTree) Enter(call *Call, d int) error {
 	if call.DurNanos == 0 && call.Flags&FlagOpen == 0 {
-		return c.s.hold(chromeItem{kind: 'i', c: *call}, call.StartNanos)
+		return c.s.hold(chromeItem{kind: 'i', depth: d, c: *call}, call.StartNanos)
 	}
 	return c.s.hold(chromeItem{kind: 'B', c: *call}, call.StartNanos)
 }

@@ -97,8 +97,8 @@ type event struct {
 	TID  uint64  `json:"tid"`
 	Args struct {
 		Name    string  `json:"name"`
-		SelfUS  float64 `json:"-"` // duration minus the children's
-		Depth   int     `json:"-"` // nesting among the calls kept, from the events' order
+		SelfUS  float64 `json:"-"`     // duration minus the children's
+		Depth   int     `json:"depth"` // nesting among the calls kept: from the events' order, or an instant's args
 		Unwound bool    `json:"unwound"`
 	} `json:"args"`
 }
@@ -167,7 +167,7 @@ func readTrace(t *testing.T, path string) trace {
 				stacks[e.TID] = st
 				c.Dur = e.Ts - c.Ts
 				c.Args.Unwound = e.Args.Unwound
-			} else {
+			} else if c.Args.Depth < len(st) { // a zero-length call in another has its depth in args
 				c.Args.Depth = len(st)
 			}
 			if e.Name == "" || strings.HasPrefix(e.Name, "[") { // a mark
