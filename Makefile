@@ -6,7 +6,7 @@ FIXTURES := testdata/fixtures
 CORPUS := testdata/corpus
 FUZZTIME ?= 60s
 
-.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup cross clean
+.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-viewers cross clean
 
 all: build
 
@@ -50,6 +50,10 @@ bench: bench-dump bench-rebind bench-interposer bench-tracer bench-startup
 bench-tracer:
 	$(GO) test ./tracer -run '^$$' -bench 'RawToJSON|StreamDecode' -benchtime 3x
 
+# A 1,000,000-call trace in every output format: size, and the time speedscope takes to open it.
+bench-viewers: setup
+	bash scripts/bench-viewers.sh 1000000
+
 # ns per call: interposer paused / recording vs direct call, dispatcher, malloc trampoline, rdtsc.
 bench-interposer: setup
 	bash scripts/bench-interposer.sh
@@ -67,19 +71,20 @@ bench-rebind: fixtures corpus
 	$(GO) test ./machobind -run '^$$' -bench 'Rebind|Match' -benchtime 200x
 
 # Trace the demo app (the end-to-end test app: an Objective-C-style program on a small runtime)
-# under `machobind run`: trace.json (ui.perfetto.dev), trace.pb.gz (go tool pprof), trace.folded
-# and trace.svg (a flame graph) in the current directory.
+# under `machobind run`: trace.pftrace and trace.json (ui.perfetto.dev), trace.speedscope.json
+# (speedscope), trace.pb.gz (go tool pprof), trace.folded and trace.svg (a flame graph) in the
+# current directory.
 ifeq ($(UNAME),Darwin)
 demo: build
 	mkdir -p bin/demo
 	clang -fobjc-arc -O1 -g -o bin/demo/demoapp testdata/src/demo.m -framework Foundation
-	./bin/machobind run --out trace.json --pprof trace.pb.gz --folded trace.folded --flame trace.svg -- bin/demo/demoapp
+	./bin/machobind run --out trace.json --perfetto trace.pftrace --speedscope trace.speedscope.json --pprof trace.pb.gz --folded trace.folded --flame trace.svg -- bin/demo/demoapp
 else
 demo: setup build
 	bash scripts/testapp.sh $$($(GO) env GOARCH) bin/demo
-	./bin/machobind run --out trace.json --pprof trace.pb.gz --folded trace.folded --flame trace.svg -- bin/demo/testapp
+	./bin/machobind run --out trace.json --perfetto trace.pftrace --speedscope trace.speedscope.json --pprof trace.pb.gz --folded trace.folded --flame trace.svg -- bin/demo/testapp
 endif
-	@echo "demo: open trace.json in https://ui.perfetto.dev, trace.svg in a browser, or run: go tool pprof -top trace.pb.gz"
+	@echo "demo: open trace.pftrace (or trace.json) in https://ui.perfetto.dev, trace.speedscope.json in https://www.speedscope.app, trace.svg in a browser, or run: go tool pprof -top trace.pb.gz"
 
 # Apple artifacts, cross-built from Linux (scripts/cross.sh): macOS dylibs (arm64, x86_64,
 # universal), iOS device and simulator archives, the XCFramework and msgtrace.h in bin/cross;
@@ -89,4 +94,4 @@ cross: setup
 	bash scripts/cross-check.sh bin/cross
 
 clean:
-	rm -rf bin $(FIXTURES) trace.json trace.pb.gz trace.folded trace.svg
+	rm -rf bin $(FIXTURES) trace.json trace.pftrace trace.speedscope.json trace.pb.gz trace.folded trace.svg

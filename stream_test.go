@@ -74,6 +74,7 @@ func TestStreamRealRun(t *testing.T) {
 	threadName := map[uint64]string{}
 	var layoutTid uint64
 	durs := map[string][]float64{}
+	open := map[uint64][]float64{} // begin times of the calls open per thread
 	for _, e := range f.TraceEvents {
 		if e.Ph == "M" {
 			if e.Name == "thread_name" {
@@ -81,11 +82,22 @@ func TestStreamRealRun(t *testing.T) {
 			}
 			continue
 		}
+		if e.Ph == "E" { // a call is its begin ("B") and end ("E"), or an instant ("i") if it took no time
+			st := open[e.Tid]
+			durs[e.Name] = append(durs[e.Name], e.Ts-st[len(st)-1])
+			open[e.Tid] = st[:len(st)-1]
+			continue
+		}
+		if e.Ph == "B" {
+			open[e.Tid] = append(open[e.Tid], e.Ts)
+		}
 		if e.Name == "-[View layout]" {
 			layoutTid = e.Tid
 		}
 		count[e.Name]++
-		durs[e.Name] = append(durs[e.Name], e.Dur)
+		if e.Ph == "i" {
+			durs[e.Name] = append(durs[e.Name], 0)
+		}
 	}
 	// [self measure:] inside -[View layout] run for a Button is named by the receiver's class;
 	// the super call by the class whose method ran
@@ -113,7 +125,7 @@ func TestStreamRealRun(t *testing.T) {
 	// thread (tid == pid) is named as such, any other by its pthread name
 	wantName := threadName[layoutTid] != ""
 	if layoutTid == uint64(os.Getpid()) {
-		wantName = threadName[layoutTid] == "main thread"
+		wantName = threadName[layoutTid] == "main"
 	}
 	if !wantName || threadName[uint64(0)] != "" {
 		t.Errorf("thread of the workload (tid %d, pid %d) named %q", layoutTid, os.Getpid(), threadName[layoutTid])

@@ -7,10 +7,32 @@ import (
 	"unicode/utf8"
 )
 
-// ChromeSink writes Chrome trace event JSON as a stream: complete ("X") events with ts/dur in
-// microseconds to the nanosecond, the real pid and tid, self time and depth in args, thread
-// and process names as metadata, and the drop counters in otherData. Memory does not grow
-// with the number of events.
+// ChromeSink writes Chrome trace event JSON as a stream, built to read the same in Perfetto,
+// chrome://tracing and speedscope:
+//
+//   - each thread in pre-order (PreOrder), times in microseconds written exactly to the
+//     nanosecond (three decimals of integer nanoseconds; Perfetto rounds them back exactly);
+//   - a call that lasted is a begin ("B") and an end ("E") event. Nothing varies per call on the
+//     "B" (speedscope keys frames by name + JSON(args), so a method stays one frame). An "E"
+//     followed at its time by a "B" of the same name (a touching sibling, or any later call of
+//     that method starting at that tick) carries the call's self and total time as args: that
+//     makes it differ from the "B", which is what makes speedscope end the call before it begins
+//     the other (at equal times it takes a "B" first only when the two look the same). Other ends
+//     carry nothing, as speedscope warns on every end that differs from its begin. Perfetto
+//     takes every "E" first at equal times. No viewer adds ts and dur, so no float sum can move
+//     an end past the next begin;
+//   - a call that took no time (under one tick: common with Apple silicon's 24 MHz counter) is
+//     a thread-scoped instant ("i"): a zero-length begin/end pair cannot be ordered right by
+//     both viewers at the tick where its parent ends. Instants do not nest, so a zero-length
+//     call inside another keeps its nesting only in args.depth (speedscope ignores instants,
+//     so per-call args there split nothing);
+//   - a call still open at the end of the trace has a "B" and no "E" (Perfetto: "did not end");
+//     a call an exception unwound has "unwound": true on its "E"; a mark (calls lost, a wait for
+//     buffer space) is a thread-scoped instant named "[lost N]", "[wait]", ... in category
+//     "msgtrace", and every loss also steps a "lost calls" counter;
+//   - the program's name as the process name, thread names, displayTimeUnit "ns".
+//
+// Memory is what PreOrder holds: one outermost call tree at a time.
 type ChromeSink struct {
 	w       *bufio.Writer
 	buf     []byte
@@ -18,12 +40,29 @@ type ChromeSink struct {
 	tid     uint64
 	first   bool
 	started bool
-	Process string // process name for the metadata; "" for "pid N"
+	lost    uint64 // losses so far on this thread, for the counter
+	label   string
+	Meta    Meta // program name (the process name) and path
+	pre     Sink
+	group   []chromeItem // events at one time, held until time moves on
+	groupTs uint64
+	pids    map[uint64]bool // processes named so far (a merged trace has several)
+}
+
+// chromeItem is an event held in a ChromeSink's group: a begin ('B'), an end ('E'), a call of
+// no time ('i') or a mark ('m').
+type chromeItem struct {
+	kind  byte
+	depth int
+	c     Call
+	m     Mark
 }
 
 // NewChromeSink writes to w.
 func NewChromeSink(w io.Writer) *ChromeSink {
-	return &ChromeSink{w: bufio.NewWriterSize(w, 1<<16), first: true}
+	s := &ChromeSink{w: bufio.NewWriterSize(w, 1<<16), first: true}
+	s.pre = PreOrder(chromeTree{s})
+	return s
 }
 
 // appendMicros writes integer nanoseconds as microseconds with three decimals, exactly, so
@@ -34,12 +73,18 @@ func appendMicros(b []byte, ns uint64) []byte {
 	return append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
 }
 
+func (s *ChromeSink) start() error {
+	if s.started {
+		return nil
+	}
+	s.started = true
+	_, err := s.w.WriteString(`{"displayTimeUnit":"ns","traceEvents":[` + "\n")
+	return err
+}
+
 func (s *ChromeSink) event(b []byte) error {
-	if !s.started {
-		s.started = true
-		if _, err := s.w.WriteString(`{"displayTimeUnit":"ns","traceEvents":[` + "\n"); err != nil {
-			return err
-		}
+	if err := s.start(); err != nil {
+		return err
 	}
 	if !s.first {
 		s.w.WriteString(",\n")
@@ -49,7 +94,7 @@ func (s *ChromeSink) event(b []byte) error {
 	return err
 }
 
-func (s *ChromeSink) meta(name string, tid uint64, value string) error {
+func (s *ChromeSink) meta(name string, tid uint64, key string, value []byte) error {
 	b := s.buf[:0]
 	b = append(b, `{"ph":"M","name":"`...)
 	b = append(b, name...)
@@ -57,75 +102,48 @@ func (s *ChromeSink) meta(name string, tid uint64, value string) error {
 	b = strconv.AppendUint(b, s.pid, 10)
 	b = append(b, `,"tid":`...)
 	b = strconv.AppendUint(b, tid, 10)
-	b = append(b, `,"args":{"name":`...)
-	b = appendJSONString(b, value)
+	b = append(b, `,"args":{"`...)
+	b = append(b, key...)
+	b = append(b, `":`...)
+	b = append(b, value...)
 	b = append(b, `}}`...)
 	s.buf = b
 	return s.event(b)
 }
 
-// BeginThread writes the thread's (and, the first time, the process's) name.
-func (s *ChromeSink) BeginThread(h *Header, t *Thread) error {
-	if !s.started || h.PID != s.pid { // a process track for each process of a merged trace
-		s.pid = h.PID
-		p := s.Process
-		if h.Program != "" {
-			p = h.Program
-		}
-		if p == "" {
-			p = "pid " + strconv.FormatUint(h.PID, 10)
-		}
-		if err := s.meta("process_name", 0, p); err != nil {
-			return err
-		}
-	}
-	s.tid = t.TID
-	name := t.Name
-	switch {
-	case t.Main:
-		name = "main thread"
-	case name == "":
-		name = "thread " + strconv.FormatUint(t.TID, 10)
-	}
-	return s.meta("thread_name", t.TID, name)
-}
-
-// Call writes one complete event.
-func (s *ChromeSink) Call(c *Call) error {
-	b := s.buf[:0]
-	b = append(b, `{"ph":"X","cat":"objc","name":`...)
-	b = appendJSONString(b, c.Name)
+// head appends the fields every event has: phase, name, time, pid and tid.
+func (s *ChromeSink) head(b []byte, ph byte, name string, ns uint64) []byte {
+	b = append(b, `{"ph":"`...)
+	b = append(b, ph)
+	b = append(b, `","name":`...)
+	b = appendJSONString(b, name)
 	b = append(b, `,"ts":`...)
-	b = appendMicros(b, c.StartNanos)
-	b = append(b, `,"dur":`...)
-	b = appendMicros(b, c.DurNanos)
+	b = appendMicros(b, ns)
 	b = append(b, `,"pid":`...)
 	b = strconv.AppendUint(b, s.pid, 10)
 	b = append(b, `,"tid":`...)
-	b = strconv.AppendUint(b, s.tid, 10)
-	b = append(b, `,"args":{"self_us":`...)
-	b = appendMicros(b, c.SelfNanos)
-	b = append(b, `,"depth":`...)
-	b = strconv.AppendInt(b, int64(c.Depth), 10)
-	if c.Flags&FlagUnwound != 0 {
-		b = append(b, `,"unwound":true`...)
-	}
-	b = append(b, `}}`...)
-	s.buf = b
-	return s.event(b)
+	return strconv.AppendUint(b, s.tid, 10)
 }
 
-// Skip does nothing: a dropped call simply has no event.
-func (s *ChromeSink) Skip(int) error { return nil }
+// BeginThread writes the thread's (and, the first time, the process's) name.
+func (s *ChromeSink) BeginThread(h *Header, t *Thread) error { return s.pre.BeginThread(h, t) }
 
-// EndThread does nothing.
-func (s *ChromeSink) EndThread() error { return nil }
+// Call takes one call in the order calls ended.
+func (s *ChromeSink) Call(c *Call) error { return s.pre.Call(c) }
+
+// Skip takes a dropped call.
+func (s *ChromeSink) Skip(d int) error { return s.pre.Skip(d) }
+
+// Mark takes a mark.
+func (s *ChromeSink) Mark(m *Mark) error { return s.pre.Mark(m) }
+
+// EndThread writes what is left of the thread.
+func (s *ChromeSink) EndThread() error { return s.pre.EndThread() }
 
 // Close ends the JSON with the counters and flushes.
 func (s *ChromeSink) Close(t Totals) error {
-	if !s.started {
-		s.started = true
-		s.w.WriteString(`{"displayTimeUnit":"ns","traceEvents":[` + "\n")
+	if err := s.start(); err != nil {
+		return err
 	}
 	b := s.buf[:0]
 	b = append(b, "\n],\"otherData\":{\"calls\":"...)
@@ -142,6 +160,186 @@ func (s *ChromeSink) Close(t Totals) error {
 	}
 	return s.w.Flush()
 }
+
+// chromeTree is the ChromeSink's pre-order side.
+type chromeTree struct{ s *ChromeSink }
+
+func (c chromeTree) BeginThread(h *Header, t *Thread) error {
+	s := c.s
+	if err := s.flushGroup(); err != nil {
+		return err
+	}
+	s.pid = h.PID
+	if !s.pids[h.PID] {
+		if s.pids == nil {
+			s.pids = map[uint64]bool{}
+		}
+		s.pids[h.PID] = true
+		if err := s.meta("process_name", 0, "name", appendJSONString(nil, s.Meta.process(h))); err != nil {
+			return err
+		}
+	}
+	s.tid, s.lost, s.label = t.TID, 0, threadLabel(t)
+	if err := s.meta("thread_name", t.TID, "name", appendJSONString(nil, s.label)); err != nil {
+		return err
+	}
+	if t.Main {
+		return s.meta("thread_sort_index", t.TID, "sort_index", []byte("-1"))
+	}
+	return nil
+}
+
+// hold adds an event at time ts to the group, writing the group first if ts is later.
+func (s *ChromeSink) hold(it chromeItem, ts uint64) error {
+	if len(s.group) > 0 && ts != s.groupTs {
+		if err := s.flushGroup(); err != nil {
+			return err
+		}
+	}
+	s.groupTs = ts
+	s.group = append(s.group, it)
+	return nil
+}
+
+// flushGroup writes the events held at one time. In pre-order, every end at a time comes
+// before every begin at that time; an end gets args (self_ns, dur_ns) when a begin of the same
+// name follows at that time, which is what keeps speedscope from nesting the touching sibling
+// in it (see ChromeSink). Other ends carry nothing (but unwound: true), so that speedscope has
+// nothing to warn about.
+func (s *ChromeSink) flushGroup() error {
+	// the begins of the group, by name: a scan for the small groups of every day, a map for
+	// large ones
+	var begins map[string]bool
+	if len(s.group) > 16 {
+		begins = map[string]bool{}
+		for i := range s.group {
+			if it := &s.group[i]; it.kind == 'B' {
+				begins[it.c.Name] = true
+			}
+		}
+	}
+	begun := func(name string) bool {
+		if begins != nil {
+			return begins[name]
+		}
+		for i := range s.group {
+			if it := &s.group[i]; it.kind == 'B' && it.c.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range s.group {
+		it := &s.group[i]
+		var err error
+		switch it.kind {
+		case 'B':
+			err = s.writeBegin(&it.c)
+		case 'i':
+			err = s.writeInstant(&it.c, it.depth)
+		case 'E':
+			err = s.writeEnd(&it.c, begun(it.c.Name))
+		case 'm':
+			err = s.writeMark(&it.m)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	s.group = s.group[:0]
+	return nil
+}
+
+func (s *ChromeSink) writeInstant(call *Call, depth int) error {
+	b := s.head(s.buf[:0], 'i', call.Name, call.StartNanos)
+	b = append(b, `,"s":"t","cat":"objc","args":{"dur_ns":0,"depth":`...)
+	b = strconv.AppendInt(b, int64(depth), 10)
+	if call.Flags&FlagUnwound != 0 {
+		b = append(b, `,"unwound":true`...)
+	}
+	b = append(b, `}}`...)
+	s.buf = b
+	return s.event(b)
+}
+
+func (s *ChromeSink) writeBegin(call *Call) error {
+	b := s.head(s.buf[:0], 'B', call.Name, call.StartNanos)
+	b = append(b, `,"cat":"objc"}`...)
+	s.buf = b
+	return s.event(b)
+}
+
+func (s *ChromeSink) writeEnd(call *Call, times bool) error {
+	b := s.head(s.buf[:0], 'E', call.Name, call.StartNanos+call.DurNanos)
+	unwound := call.Flags&FlagUnwound != 0
+	if times || unwound {
+		b = append(b, `,"args":{`...)
+		if times {
+			b = append(b, `"self_ns":`...)
+			b = strconv.AppendUint(b, call.SelfNanos, 10)
+			b = append(b, `,"dur_ns":`...)
+			b = strconv.AppendUint(b, call.DurNanos, 10)
+		}
+		if times && unwound {
+			b = append(b, ',')
+		}
+		if unwound {
+			b = append(b, `"unwound":true`...)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, '}')
+	s.buf = b
+	return s.event(b)
+}
+
+func (s *ChromeSink) writeMark(m *Mark) error {
+	b := s.head(s.buf[:0], 'i', markLabel(m), m.StartNanos)
+	b = append(b, `,"s":"t","cat":"msgtrace","args":{"kind":"`...)
+	b = append(b, m.Kind.String()...)
+	b = append(b, `","count":`...)
+	b = strconv.AppendUint(b, m.Count, 10)
+	b = append(b, `,"dur_ns":`...)
+	b = strconv.AppendUint(b, m.DurNanos, 10)
+	b = append(b, `}}`...)
+	s.buf = b
+	if err := s.event(b); err != nil {
+		return err
+	}
+	if m.Count == 0 {
+		return nil
+	}
+	s.lost += m.Count
+	b = s.head(s.buf[:0], 'C', "lost calls", m.StartNanos)
+	b = append(b, `,"args":{`...)
+	b = appendJSONString(b, s.label)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, s.lost, 10)
+	b = append(b, `}}`...)
+	s.buf = b
+	return s.event(b)
+}
+
+func (c chromeTree) Enter(call *Call, d int) error {
+	if call.DurNanos == 0 && call.Flags&FlagOpen == 0 {
+		return c.s.hold(chromeItem{kind: 'i', depth: d, c: *call}, call.StartNanos)
+	}
+	return c.s.hold(chromeItem{kind: 'B', c: *call}, call.StartNanos)
+}
+
+func (c chromeTree) Exit(call *Call, _ int) error {
+	if call.Flags&FlagOpen != 0 || call.DurNanos == 0 {
+		return nil // open: no end, a slice that did not end; no time: an instant
+	}
+	return c.s.hold(chromeItem{kind: 'E', c: *call}, call.StartNanos+call.DurNanos)
+}
+
+func (c chromeTree) Mark(m *Mark, _ int) error {
+	return c.s.hold(chromeItem{kind: 'm', m: *m}, m.StartNanos)
+}
+
+func (c chromeTree) EndThread() error     { return c.s.flushGroup() }
+func (c chromeTree) Close(t Totals) error { return nil }
 
 // appendJSONString appends s as a JSON string (strconv.AppendQuote's \x escapes are not JSON).
 // Runs of plain bytes are copied at once; control characters are escaped and invalid UTF-8
@@ -178,6 +376,3 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
-
-// Mark is not shown yet.
-func (s *ChromeSink) Mark(*Mark) error { return nil }

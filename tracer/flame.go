@@ -11,123 +11,153 @@ import (
 	"unicode/utf8"
 )
 
-// FlameSink writes a self-contained SVG flame graph of the merged call stacks (the stacks
-// FoldedSink writes): one box per frame, its width the frame's inclusive time (its own self
-// time plus that of every stack above it), the roots on an "all" frame at the bottom,
-// siblings in alphabetical order. Each box has a tooltip with the name, time and share of the
-// total. Frames narrower than 0.1% of the total are left out (their time still counts in
-// their parents). A short inline script zooms into a clicked frame; without scripts the
-// graph is still complete. The output depends only on the input.
+// FlameSink writes a self-contained SVG flame graph, one section per thread, stacked top to
+// bottom: at the bottom of a section the thread's own frame (its name), above it the calls it
+// made, each box as wide as the frame's inclusive time (its self time plus that of every stack
+// above it) within that thread, siblings in alphabetical order. Each box has a tooltip with the
+// name, time and share of the thread. Every frame is in the file, however narrow, so that
+// zooming (click a frame; "Reset zoom") reaches all of them, up to FlameMaxFrames frames; past
+// that the narrowest frames are left out, and the subtitle says how many and points to the
+// speedscope and pprof outputs, which hold everything. "Search" highlights the frames whose
+// name contains a text and says what share of the time they cover; the page's script also
+// exposes it as flameSearch(text), which returns the number of frames found. The output
+// depends only on the input.
 type FlameSink struct {
-	agg   *stackAggregator
+	Sink
+	agg   *stackTrie
 	w     io.Writer
 	title string
-	Width int // image width in pixels; 0 for 1200
+	Width int  // image width in pixels; 0 for 1200
+	Meta  Meta // unused by the graph for now; kept for symmetry with the other sinks
 }
+
+// FlameMaxFrames caps the number of frames in a flame graph, to keep the file small enough
+// for a browser to draw (about 250 bytes a frame).
+const FlameMaxFrames = 100000
 
 // NewFlameSink writes to w; title heads the graph.
 func NewFlameSink(w io.Writer, title string) *FlameSink {
-	return &FlameSink{agg: newStackAggregator(), w: w, title: title}
+	s := &FlameSink{agg: newStackTrie(), w: w, title: title}
+	s.Sink = PreOrder(flameTree{s.agg, s})
+	return s
 }
 
-// BeginThread does nothing: stacks are merged across threads.
-func (s *FlameSink) BeginThread(*Header, *Thread) error { return nil }
-
-// Call aggregates one call.
-func (s *FlameSink) Call(c *Call) error { s.agg.call(c); return nil }
-
-// Skip hands a dropped call's subtrees up.
-func (s *FlameSink) Skip(d int) error { s.agg.skip(d); return nil }
-
-// EndThread closes the thread's stacks.
-func (s *FlameSink) EndThread() error { s.agg.endThread(); return nil }
+type flameTree struct {
+	*stackTrie
+	s *FlameSink
+}
 
 // Layout of the graph, in pixels.
 const (
-	flamePad       = 10   // left, right and bottom margin
-	flameTop       = 54   // room for the title and the subtitle
-	flameRow       = 16   // height of a row of frames
-	flameFont      = 12   // font size of the frame labels
-	flameCharWidth = 7.3  // approximate advance of one monospace character at flameFont
-	flameMinShare  = 1000 // frames below 1/flameMinShare of the total are left out
+	flamePad       = 10  // left, right and bottom margin
+	flameTop       = 54  // room for the title and the subtitle
+	flameRow       = 16  // height of a row of frames
+	flameGap       = 24  // space between thread sections
+	flameFont      = 12  // font size of the frame labels
+	flameCharWidth = 7.3 // approximate advance of one monospace character at flameFont
 )
 
-// flameNode is a frame of the merged tree: value is the self time of every stack that has
-// this frame's stack as a prefix.
-type flameNode struct {
-	value uint64
-	kids  map[string]*flameNode
-}
-
 // flameFrame is a frame to draw, in time units: it starts off nanoseconds after the start of
-// the "all" frame.
+// its thread's frame.
 type flameFrame struct {
 	name       string
+	section    int
 	depth      int
 	off, value uint64
-	root       bool // the "all" frame
+	total      uint64 // the section's (thread's) total
+	root       bool   // the thread's frame
 }
 
-// flameFrames merges the aggregated stacks into a tree and lays it out: the "all" frame
-// first, then every frame wide enough to draw, parents before children, siblings sorted.
-func flameFrames(agg *stackAggregator) []flameFrame {
-	root := &flameNode{}
-	for k, v := range agg.stacks {
-		if v.self == 0 {
+// flameFrames lays out the trie: per thread (in the order they came), the thread's frame, then
+// its frames parents first, siblings sorted; at most max frames, the narrowest (by share of
+// their thread) left out past that. It returns the frames and how many were left out.
+func flameFrames(a *stackTrie, maxFrames int) ([]flameFrame, int) {
+	incl := make([]uint64, len(a.nodes))
+	kids := make([][]int32, len(a.nodes))
+	for i := len(a.nodes) - 1; i >= 0; i-- { // children come after their parents
+		incl[i] += a.nodes[i].self
+		if p := a.nodes[i].parent; p >= 0 {
+			incl[p] += incl[i]
+			kids[p] = append(kids[p], int32(i))
+		}
+	}
+	// cut: a frame is drawn if its share of its thread is at least cut (compared exactly as
+	// value*cutDen >= total*cutNum); past maxFrames, the share of the maxFrames-th frame.
+	type share struct{ v, t uint64 }
+	var shares []share
+	rootOf := make([]int32, len(a.nodes))
+	for i := range a.nodes {
+		if p := a.nodes[i].parent; p >= 0 {
+			rootOf[i] = rootOf[p]
+		} else {
+			rootOf[i] = int32(i)
+		}
+		if incl[i] > 0 {
+			shares = append(shares, share{incl[i], incl[rootOf[i]]})
+		}
+	}
+	less := func(x, y share) bool { return float64(x.v)/float64(x.t) < float64(y.v)/float64(y.t) }
+	var cut share
+	dropped := 0
+	if len(shares) > maxFrames {
+		sort.Slice(shares, func(i, j int) bool { return less(shares[j], shares[i]) })
+		cut = shares[maxFrames-1]
+		for _, s := range shares[maxFrames:] {
+			if less(s, cut) {
+				dropped++
+			}
+		}
+	}
+	var out []flameFrame
+	for si, th := range a.threads {
+		total := incl[th.root]
+		if total == 0 {
 			continue
 		}
-		n := root
-		n.value += v.self
-		for _, f := range strings.Split(k, ";") {
-			c := n.kids[f]
-			if c == nil {
-				if n.kids == nil {
-					n.kids = map[string]*flameNode{}
+		out = append(out, flameFrame{name: th.label, section: si, value: total, total: total, root: true})
+		var walk func(n int32, depth int, off uint64)
+		walk = func(n int32, depth int, off uint64) {
+			ks := kids[n]
+			sort.Slice(ks, func(i, j int) bool { return a.names[a.nodes[ks[i]].name] < a.names[a.nodes[ks[j]].name] })
+			for _, k := range ks {
+				if incl[k] > 0 && (cut.t == 0 || !less(share{incl[k], total}, cut)) {
+					out = append(out, flameFrame{name: a.names[a.nodes[k].name], section: si, depth: depth, off: off, value: incl[k], total: total})
+					walk(k, depth+1, off)
 				}
-				c = &flameNode{}
-				n.kids[f] = c
+				off += incl[k]
 			}
-			c.value += v.self
-			n = c
 		}
+		walk(th.root, 1, 0)
 	}
-	if root.value == 0 {
-		return nil
-	}
-	out := []flameFrame{{name: "all", value: root.value, root: true}}
-	var walk func(n *flameNode, depth int, off uint64)
-	walk = func(n *flameNode, depth int, off uint64) {
-		names := make([]string, 0, len(n.kids))
-		for k := range n.kids {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
-			c := n.kids[k]
-			// c.value*flameMinShare cannot overflow in practice: that would take 584 years of calls
-			if c.value*flameMinShare >= root.value {
-				out = append(out, flameFrame{name: k, depth: depth, off: off, value: c.value})
-				walk(c, depth+1, off)
-			}
-			off += c.value
-		}
-	}
-	walk(root, 1, 0)
-	return out
+	return out, dropped
 }
 
 // Close writes the SVG.
-func (s *FlameSink) Close(t Totals) error {
+func (f flameTree) Close(t Totals) error {
+	s := f.s
 	width := s.Width
 	if width <= 0 {
 		width = 1200
 	}
-	frames := flameFrames(s.agg)
-	rows := 1
-	for _, f := range frames {
-		rows = max(rows, f.depth+1)
+	frames, dropped := flameFrames(f.stackTrie, FlameMaxFrames)
+	// rows per section, and where each section's bottom row is
+	var rows []int
+	for _, fr := range frames {
+		if fr.root {
+			rows = append(rows, 1)
+		}
+		rows[len(rows)-1] = max(rows[len(rows)-1], fr.depth+1)
 	}
-	height := flameTop + rows*flameRow + flamePad
+	height := flameTop
+	bottoms := make([]int, len(rows))
+	for i, r := range rows {
+		if i > 0 {
+			height += flameGap
+		}
+		height += r * flameRow
+		bottoms[i] = height
+	}
+	height += flamePad
 	var note string
 	if len(frames) == 0 {
 		height = flameTop + 3*flameRow
@@ -136,7 +166,18 @@ func (s *FlameSink) Close(t Totals) error {
 			note = "no measurable time in " + strconv.FormatUint(t.Kept, 10) + " calls"
 		}
 	} else {
-		note = formatMillis(frames[0].value) + " ms of self time in " + strconv.FormatUint(t.Kept, 10) + " calls; hover for details, click to zoom"
+		var total uint64
+		for _, fr := range frames {
+			if fr.root {
+				total += fr.value
+			}
+		}
+		note = formatMillis(total) + " ms of self time in " + strconv.FormatUint(t.Kept, 10) + " calls on " +
+			strconv.Itoa(len(rows)) + " threads; hover for details, click to zoom"
+		if dropped > 0 {
+			note = strconv.Itoa(dropped) + " narrowest frames left out (more than " + strconv.Itoa(FlameMaxFrames) +
+				"): open the .speedscope.json in speedscope or the pprof profile for all; " + note
+		}
 	}
 
 	w := bufio.NewWriter(s.w)
@@ -155,6 +196,7 @@ func (s *FlameSink) Close(t Totals) error {
 		".f rect { stroke: #fff; stroke-width: 0.5; }\n"+
 		".f:hover rect { stroke: #000; stroke-width: 1; }\n"+
 		".f text { pointer-events: none; }\n"+
+		".f.hit rect { fill: rgb(230,0,230); }\n"+
 		"</style>\n"...)
 	b = append(b, `<rect x="0" y="0" width="100%" height="100%" fill="#fdfdf6"/>`+"\n"...)
 	b = append(b, `<text x="`...)
@@ -172,35 +214,41 @@ func (s *FlameSink) Close(t Totals) error {
 		return w.Flush()
 	}
 	b = append(b, `<text id="reset" x="`+strconv.Itoa(flamePad)+`" y="24" style="display:none;cursor:pointer">Reset zoom</text>`+"\n"...)
+	b = append(b, `<text id="search" x="`+strconv.Itoa(width-flamePad)+`" y="24" text-anchor="end" style="cursor:pointer">Search</text>`+"\n"...)
+	b = append(b, `<text id="matched" x="`+strconv.Itoa(width-flamePad)+`" y="42" text-anchor="end"></text>`+"\n"...)
 
 	inner := float64(width - 2*flamePad)
-	total := float64(frames[0].value)
-	for _, f := range frames {
-		x := flamePad + float64(f.off)/total*inner
-		fw := float64(f.value) / total * inner
-		y := height - flamePad - (f.depth+1)*flameRow
-		b = append(b, `<g class="f"><title>`...)
-		b = appendXML(b, f.name)
+	for _, fr := range frames {
+		total := float64(fr.total)
+		x := flamePad + float64(fr.off)/total*inner
+		fw := float64(fr.value) / total * inner
+		y := bottoms[fr.section] - (fr.depth+1)*flameRow
+		b = append(b, `<g class="f" data-s="`...)
+		b = strconv.AppendInt(b, int64(fr.section), 10)
+		b = append(b, `" data-v="`...)
+		b = strconv.AppendUint(b, fr.value, 10)
+		b = append(b, `"><title>`...)
+		b = appendXML(b, fr.name)
 		b = append(b, " ("...)
-		b = append(b, formatMillis(f.value)...)
+		b = append(b, formatMillis(fr.value)...)
 		b = append(b, " ms, "...)
-		b = strconv.AppendFloat(b, float64(f.value)*100/total, 'f', 1, 64)
+		b = strconv.AppendFloat(b, float64(fr.value)*100/total, 'f', 1, 64)
 		b = append(b, " %)</title><rect x=\""...)
 		b = strconv.AppendFloat(b, x, 'f', 2, 64)
 		b = append(b, `" y="`...)
 		b = strconv.AppendInt(b, int64(y), 10)
 		b = append(b, `" width="`...)
-		b = strconv.AppendFloat(b, fw, 'f', 2, 64)
+		b = strconv.AppendFloat(b, fw, 'f', 6, 64)
 		b = append(b, `" height="`...)
 		b = strconv.AppendInt(b, flameRow-1, 10)
 		b = append(b, `" rx="2" fill="`...)
-		b = appendFlameColor(b, f.name, f.root)
+		b = appendFlameColor(b, fr.name, fr.root)
 		b = append(b, `"/><text x="`...)
 		b = strconv.AppendFloat(b, x+3, 'f', 2, 64)
 		b = append(b, `" y="`...)
 		b = strconv.AppendInt(b, int64(y+flameRow-5), 10)
 		b = append(b, `">`...)
-		b = appendXML(b, flameLabel(f.name, fw))
+		b = appendXML(b, flameLabel(fr.name, fw))
 		b = append(b, "</text></g>\n"...)
 		if len(b) > 1<<15 {
 			w.Write(b)
@@ -215,15 +263,17 @@ func (s *FlameSink) Close(t Totals) error {
 	return w.Flush()
 }
 
-// flameScript zooms: a clicked frame and its descendants fill the width, its ancestors span it
-// dimmed, everything else hides; "Reset zoom" (or the "all" frame) goes back. Labels are
-// re-truncated with the same rule as flameLabel. Keep it free of "]]>".
+// flameScript zooms within a thread's section: a clicked frame and its descendants fill the
+// width, its ancestors span it dimmed, the section's other frames hide; "Reset zoom" (or the
+// thread's frame) goes back. Labels are re-truncated with the same rule as flameLabel. Search
+// marks the frames whose name contains a text. Keep it free of "]]>".
 const flameScript = `(function () {
-  var W = WIDTH, P = PAD, CW = CHARW, E = 0.02;
+  var W = WIDTH, P = PAD, CW = CHARW, E = 1e-9;
   var reset = document.getElementById("reset");
   var fs = Array.prototype.map.call(document.querySelectorAll("g.f"), function (g) {
     var r = g.querySelector("rect"), t = g.querySelector("text"), n = g.querySelector("title").textContent;
-    return { g: g, r: r, t: t, n: Array.from(n.slice(0, n.lastIndexOf(" ("))),
+    return { g: g, r: r, t: t, name: n.slice(0, n.lastIndexOf(" (")), n: Array.from(n.slice(0, n.lastIndexOf(" ("))),
+      s: g.getAttribute("data-s"), v: +g.getAttribute("data-v"),
       x: +r.getAttribute("x"), w: +r.getAttribute("width"), y: +r.getAttribute("y") };
   });
   function label(f, w) {
@@ -233,27 +283,51 @@ const flameScript = `(function () {
   function zoom(z) {
     fs.forEach(function (f) {
       var x = f.x, w = f.w, show = true, dim = false;
-      if (z && f.y > z.y) {
+      if (z && f.s === z.s && f.y > z.y) {
         show = dim = f.x <= z.x + E && f.x + f.w >= z.x + z.w - E;
         x = P; w = W;
-      } else if (z) {
+      } else if (z && f.s === z.s) {
         show = f.x >= z.x - E && f.x + f.w <= z.x + z.w + E;
         x = P + (f.x - z.x) * W / z.w; w = f.w * W / z.w;
       }
       f.g.style.display = show ? "" : "none";
       f.g.style.opacity = dim ? "0.6" : "";
       f.r.setAttribute("x", x.toFixed(2));
-      f.r.setAttribute("width", w.toFixed(2));
+      f.r.setAttribute("width", w.toFixed(6));
       f.t.setAttribute("x", (x + 3).toFixed(2));
       f.t.textContent = label(f, w);
     });
     reset.style.display = z ? "" : "none";
   }
+  // search marks the frames whose name contains term; the share counts a frame's time once
+  // even when an ancestor matches too (frames come parents first, so a stack of open ancestors
+  // per section says whether one matched).
+  function search(term) {
+    var n = 0, v = 0, tot = 0, open = [];
+    fs.forEach(function (f, i) {
+      var hit = !!term && f.name.indexOf(term) >= 0;
+      f.g.classList.toggle("hit", hit);
+      if (i === 0 || fs[i - 1].s !== f.s) { tot += f.v; open = []; }
+      while (open.length && !(open[open.length - 1].y > f.y && open[open.length - 1].x <= f.x + E &&
+          open[open.length - 1].x + open[open.length - 1].w >= f.x + f.w - E)) { open.pop(); }
+      var covered = open.some(function (a) { return a.hit; });
+      f.hit = hit;
+      open.push(f);
+      if (hit) { n++; if (!covered) { v += f.v; } }
+    });
+    document.getElementById("matched").textContent = term ? n + " frames matched, " + (tot ? (100 * v / tot).toFixed(1) : "0") + " % of the time" : "";
+    return n;
+  }
+  window.flameSearch = search;
   fs.forEach(function (f) {
     f.g.style.cursor = "pointer";
     f.g.addEventListener("click", function () { zoom(f); });
   });
   reset.addEventListener("click", function () { zoom(null); });
+  document.getElementById("search").addEventListener("click", function () {
+    var term = window.prompt("Search frames whose name contains:", "");
+    if (term !== null) { search(term); }
+  });
 })();
 `
 
@@ -312,6 +386,3 @@ func appendXML(b []byte, s string) []byte {
 	xml.EscapeText(&sb, []byte(s)) // a strings.Builder never fails
 	return append(b, sb.String()...)
 }
-
-// Mark is not shown yet.
-func (s *FlameSink) Mark(*Mark) error { return nil }

@@ -82,28 +82,33 @@ func rawTrace(t testing.TB, names []NameEntry, threads ...[]node) []byte {
 	return buf.Bytes()
 }
 
-// TestFlameWidths checks every frame of testTrace against widths worked out by hand. Self
-// times: -[Foo run] 30 µs, -[Foo run];-[Bar step:] 25+40 µs, -[Foo run];-[Bar step:];-[Bar tiny]
-// 5 µs, +[Foo run] 10 µs, -[Bar step:] (worker) 20 µs: 130 µs in all.
+// TestFlameWidths checks every frame of testTrace against widths worked out by hand, one
+// section per thread. Main thread: -[Foo run] 100 µs (self 30), -[Bar step:] 25+40 µs of self,
+// -[Bar tiny] 5 µs, +[Foo run] 10 µs: 110 µs. Worker: -[Bar step:] 20 µs, all of it on the
+// "[unwound]" frame since an exception unwound it.
 func TestFlameWidths(t *testing.T) {
 	s := parseFlame(t, flameOut(t, testTrace(t), Options{MaxDepth: -1}, "test"))
-	const inner, total = 1200 - 20, 130000.0
+	const inner = 1200 - 20
 	type want struct {
-		title       string
-		depth       int
-		off, value  float64
-		label       string
-		placeholder bool
+		title      string
+		bottom     int
+		depth      int
+		off, value float64
+		total      float64
+		label      string
 	}
-	wants := []want{ // pre-order, siblings sorted: '+' < '-', "Bar" < "Foo"
-		{"all (0.130 ms, 100.0 %)", 0, 0, 130000, "all", false},
-		{"+[Foo run] (0.010 ms, 7.7 %)", 1, 0, 10000, "+[Foo run]", false},
-		{"-[Bar step:] (0.020 ms, 15.4 %)", 1, 10000, 20000, "-[Bar step:]", false},
-		{"-[Foo run] (0.100 ms, 76.9 %)", 1, 30000, 100000, "-[Foo run]", false},
-		{"-[Bar step:] (0.070 ms, 53.8 %)", 2, 30000, 70000, "-[Bar step:]", false},
-		{"-[Bar tiny] (0.005 ms, 3.8 %)", 3, 30000, 5000, "-[B..", false}, // 45.4 px: 5 characters
+	const b0, b1 = 54 + 4*16, 54 + 4*16 + 24 + 3*16
+	wants := []want{ // per thread, pre-order, siblings sorted: '+' < '-', "Bar" < "Foo"
+		{"main (0.110 ms, 100.0 %)", b0, 0, 0, 110000, 110000, "main"},
+		{"+[Foo run] (0.010 ms, 9.1 %)", b0, 1, 0, 10000, 110000, "+[Foo run]"},
+		{"-[Foo run] (0.100 ms, 90.9 %)", b0, 1, 10000, 100000, 110000, "-[Foo run]"},
+		{"-[Bar step:] (0.070 ms, 63.6 %)", b0, 2, 10000, 70000, 110000, "-[Bar step:]"},
+		{"-[Bar tiny] (0.005 ms, 4.5 %)", b0, 3, 10000, 5000, 110000, "-[Ba.."}, // 53.6 px: 6 characters
+		{"worker (0.020 ms, 100.0 %)", b1, 0, 0, 20000, 20000, "worker"},
+		{"-[Bar step:] (0.020 ms, 100.0 %)", b1, 1, 0, 20000, 20000, "-[Bar step:]"},
+		{"[unwound] (0.020 ms, 100.0 %)", b1, 2, 0, 20000, 20000, "[unwound]"},
 	}
-	if s.Width != 1200 || s.Height != 54+4*16+10 {
+	if s.Width != 1200 || s.Height != b1+10 {
 		t.Errorf("size %dx%d", s.Width, s.Height)
 	}
 	if len(s.Frames) != len(wants) {
@@ -111,8 +116,8 @@ func TestFlameWidths(t *testing.T) {
 	}
 	for i, w := range wants {
 		f := s.Frames[i]
-		x, wd := 10+w.off/total*inner, w.value/total*inner
-		y := float64(s.Height - 10 - (w.depth+1)*16)
+		x, wd := 10+w.off/w.total*inner, w.value/w.total*inner
+		y := float64(w.bottom - (w.depth+1)*16)
 		if f.Class != "f" || f.Title != w.title || f.Label != w.label ||
 			math.Abs(f.Rect.X-x) > 0.006 || math.Abs(f.Rect.Width-wd) > 0.006 || f.Rect.Y != y || f.Rect.Height != 15 {
 			t.Errorf("frame %d: %q %q x=%v w=%v y=%v h=%v, want %q %q x=%.3f w=%.3f y=%v",
@@ -123,10 +128,13 @@ func TestFlameWidths(t *testing.T) {
 		}
 	}
 	// same name, same colour; the palette is warm: red high, blue low
-	if s.Frames[2].Rect.Fill != s.Frames[4].Rect.Fill || s.Frames[2].Rect.Fill == s.Frames[3].Rect.Fill {
-		t.Errorf("colours: %q %q %q", s.Frames[2].Rect.Fill, s.Frames[4].Rect.Fill, s.Frames[3].Rect.Fill)
+	if s.Frames[3].Rect.Fill != s.Frames[6].Rect.Fill || s.Frames[2].Rect.Fill == s.Frames[3].Rect.Fill {
+		t.Errorf("colours: %q %q %q", s.Frames[3].Rect.Fill, s.Frames[6].Rect.Fill, s.Frames[2].Rect.Fill)
 	}
-	for _, f := range s.Frames[1:] {
+	for _, f := range s.Frames {
+		if f.Rect.Fill == "rgb(200,200,200)" { // a thread's frame
+			continue
+		}
 		var r, g, b int
 		parts := strings.Split(strings.TrimSuffix(strings.TrimPrefix(f.Rect.Fill, "rgb("), ")"), ",")
 		r, _ = strconv.Atoi(parts[0])
@@ -141,12 +149,12 @@ func TestFlameWidths(t *testing.T) {
 	}
 }
 
-// TestFlameNarrow: a frame under 0.1% of the total is left out but counts in its parent; one
-// at exactly 0.1% is drawn, without a label.
+// TestFlameNarrow: frames of any width stay in the file (zooming reaches them); past the cap
+// the narrowest go, and the subtitle says so.
 func TestFlameNarrow(t *testing.T) {
 	raw := rawTrace(t, testNames, []node{
 		{cls: clsFoo, sel: selRun, start: 0, end: 1000000, kids: []node{
-			{cls: clsBar, sel: selStep, start: 100, end: 1099},  // 999 ns: 0.0999%
+			{cls: clsBar, sel: selStep, start: 100, end: 101},   // 1 ns: 0.0001%
 			{cls: clsBar, sel: selTiny, start: 2000, end: 3000}, // 1000 ns: 0.1%
 		}},
 	})
@@ -155,15 +163,24 @@ func TestFlameNarrow(t *testing.T) {
 	for _, f := range s.Frames {
 		got[f.name()] = f
 	}
-	if len(s.Frames) != 3 || got["-[Bar step:]"].Title != "" {
+	if len(s.Frames) != 4 {
 		t.Fatalf("frames: %+v", s.Frames)
 	}
-	if f := got["-[Foo run]"]; f.Title != "-[Foo run] (1.000 ms, 100.0 %)" || f.Rect.X != 10 || f.Rect.Width != 1180 {
-		t.Errorf("-[Foo run]: %+v", f)
+	if f := got["-[Bar step:]"]; f.Label != "" || math.Abs(f.Rect.Width-0.00118) > 1e-6 {
+		t.Errorf("-[Bar step:]: %+v", f)
 	}
-	if f := got["-[Bar tiny]"]; f.Title != "-[Bar tiny] (0.001 ms, 0.1 %)" || f.Label != "" || math.Abs(f.Rect.Width-1.18) > 0.006 ||
-		math.Abs(f.Rect.X-(10+999.0/1e6*1180)) > 0.006 {
+	if f := got["-[Bar tiny]"]; f.Title != "-[Bar tiny] (0.001 ms, 0.1 %)" || f.Label != "" || math.Abs(f.Rect.Width-1.18) > 0.006 {
 		t.Errorf("-[Bar tiny]: %+v", f)
+	}
+	// a cap of 3 frames: the 1 ns frame goes
+	var out bytes.Buffer
+	fs := NewFlameSink(&out, "cap")
+	if _, err := Process(bytes.NewReader(raw), Options{MaxDepth: -1}, fs); err != nil {
+		t.Fatal(err)
+	}
+	frames, dropped := flameFrames(fs.agg, 3)
+	if len(frames) != 3 || dropped != 1 || frames[2].name != "-[Bar tiny]" {
+		t.Errorf("capped: %d dropped, %+v", dropped, frames)
 	}
 }
 

@@ -156,6 +156,7 @@ func processRaw(r io.Reader, opt Options, sink Sink) (Totals, error) {
 			return tot, err
 		}
 		f.begin(t)
+		var last uint64 // the thread's last end, where its loss counters are shown
 		for {
 			rec, err := rd.NextRecord()
 			if err == io.EOF {
@@ -172,8 +173,18 @@ func processRaw(r io.Reader, opt Options, sink Sink) (Totals, error) {
 			}
 			start := uint64(rd.Header.Nanos(rec.Start))
 			end := uint64(rd.Header.Nanos(rec.End))
+			last = max(last, end)
 			if err := f.call(name, start, end-start, rec.Depth(), rec.Flags()); err != nil {
 				return tot, err
+			}
+		}
+		// A raw dump counts losses per thread without saying when: shown at the thread's end.
+		for _, m := range []Mark{{Kind: MarkLost, Count: t.Dropped}, {Kind: MarkOverflow, Count: t.Overflow}} {
+			if m.Count > 0 {
+				m.StartNanos, m.Thread = last, t
+				if err := sink.Mark(&m); err != nil {
+					return tot, err
+				}
 			}
 		}
 		if err := sink.EndThread(); err != nil {

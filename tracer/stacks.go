@@ -2,187 +2,282 @@ package tracer
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/pprof/profile"
 )
 
-// stackStats is what is known about one call stack: how often it was called, its self time and
-// its inclusive time.
-type stackStats struct {
-	count, self, total uint64
+// stackTrie adds up calls per (thread, call stack) as PreOrder replays them: a node per
+// distinct stack, its calls and its self time. A thread's root node is the thread itself.
+// Memory grows with the number of distinct stacks, not with the number of calls.
+//
+// A call that was still running at the end of the trace puts its self time on a child frame
+// "[running]", a call an exception unwound on "[unwound]"; a mark is a child frame of the calls
+// open around it ("[lost N]": N calls, the time they were lost in; "[wait]": the time the thread
+// waited for buffer space), its time taken from the self time of the call it happened in.
+type stackTrie struct {
+	names   []string
+	nameID  map[string]int32
+	nodes   []trieNode
+	kids    map[[2]int32]int32 // (parent node, name) -> node
+	threads []trieThread
+	labels  map[string]bool
+	path    []int32 // the current thread's root, then the open calls
+	start   uint64  // earliest call start and latest end, over every thread
+	end     uint64
+	any     bool
 }
 
-// stackAggregator turns post-order calls into per-stack totals without holding the tree:
-// pending holds, per depth, the stacks of kept subtrees not yet claimed by a parent, as
-// suffixes below that parent ("b;c" for the stack "a;b;c" pending under "a").
-type stackAggregator struct {
-	pending []pendingStacks
-	stacks  map[string]*stackStats // full stacks, "root;...;leaf", across threads
+type trieNode struct {
+	parent, name int32
+	count, self  uint64
 }
 
-type pendingStacks struct {
-	depth int
-	m     map[string]stackStats
+type trieThread struct {
+	label string
+	tid   uint64
+	pid   uint64
+	root  int32
+	total uint64 // time in the thread's outermost calls and marks, ns
 }
 
-func newStackAggregator() *stackAggregator {
-	return &stackAggregator{stacks: map[string]*stackStats{}}
+func newStackTrie() *stackTrie {
+	return &stackTrie{nameID: map[string]int32{}, kids: map[[2]int32]int32{}, labels: map[string]bool{}}
 }
 
-func (a *stackAggregator) claim(depth int) map[string]stackStats {
-	out := map[string]stackStats{}
-	i := len(a.pending)
-	for i > 0 && a.pending[i-1].depth > depth {
-		i--
-		for k, v := range a.pending[i].m {
-			s := out[k]
-			out[k] = stackStats{s.count + v.count, s.self + v.self, s.total + v.total}
-		}
+func (a *stackTrie) name(s string) int32 {
+	id, ok := a.nameID[s]
+	if !ok {
+		id = int32(len(a.names))
+		a.names = append(a.names, s)
+		a.nameID[s] = id
 	}
-	a.pending = a.pending[:i]
+	return id
+}
+
+func (a *stackTrie) kid(parent int32, name string) int32 {
+	k := [2]int32{parent, a.name(name)}
+	n, ok := a.kids[k]
+	if !ok {
+		n = int32(len(a.nodes))
+		a.nodes = append(a.nodes, trieNode{parent: parent, name: k[1]})
+		a.kids[k] = n
+	}
+	return n
+}
+
+func (a *stackTrie) BeginThread(h *Header, t *Thread) error {
+	label := threadLabel(t)
+	if a.labels[label] {
+		label += " (tid " + strconv.FormatUint(t.TID, 10) + ")"
+	}
+	a.labels[label] = true
+	root := int32(len(a.nodes))
+	a.nodes = append(a.nodes, trieNode{parent: -1, name: a.name(label)})
+	a.threads = append(a.threads, trieThread{label: label, tid: t.TID, pid: h.PID, root: root})
+	a.path = append(a.path[:0], root)
+	return nil
+}
+
+func (a *stackTrie) span(start, dur uint64) {
+	if !a.any || start < a.start {
+		a.start = start
+	}
+	a.end = max(a.end, start+dur)
+	a.any = true
+}
+
+func (a *stackTrie) Enter(c *Call, depth int) error {
+	a.path = a.path[:depth+1]
+	n := a.kid(a.path[depth], c.Name)
+	a.nodes[n].count++
+	switch {
+	case c.Flags&FlagOpen != 0:
+		a.nodes[a.kid(n, frameRunning)].self += c.SelfNanos
+	case c.Flags&FlagUnwound != 0:
+		a.nodes[a.kid(n, frameUnwound)].self += c.SelfNanos
+	default:
+		a.nodes[n].self += c.SelfNanos
+	}
+	if depth == 0 {
+		a.threads[len(a.threads)-1].total += c.DurNanos
+		a.span(c.StartNanos, c.DurNanos)
+	}
+	a.path = append(a.path, n)
+	return nil
+}
+
+func (a *stackTrie) Exit(*Call, int) error { return nil }
+
+func (a *stackTrie) Mark(m *Mark, depth int) error {
+	parent := a.path[depth]
+	n := a.kid(parent, markLabel(m))
+	a.nodes[n].count += m.Count
+	dur := m.DurNanos
+	if depth > 0 {
+		dur = min(dur, a.nodes[parent].self)
+		a.nodes[parent].self -= dur
+	} else {
+		a.threads[len(a.threads)-1].total += dur
+		a.span(m.StartNanos, dur)
+	}
+	a.nodes[n].self += dur
+	return nil
+}
+
+func (a *stackTrie) EndThread() error    { return nil }
+func (a *stackTrie) Close(Totals) error  { return nil }
+func (a *stackTrie) isRoot(n int32) bool { return a.nodes[n].parent < 0 }
+
+// stack returns a node's frames, root first.
+func (a *stackTrie) stack(n int32, out []string) []string {
+	out = out[:0]
+	for ; n >= 0; n = a.nodes[n].parent {
+		out = append(out, a.names[a.nodes[n].name])
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
 	return out
 }
 
-func (a *stackAggregator) call(c *Call) {
-	children := a.claim(c.Depth)
-	m := make(map[string]stackStats, len(children)+1)
-	for k, v := range children {
-		m[c.Name+";"+k] = v
-	}
-	s := m[c.Name]
-	m[c.Name] = stackStats{s.count + 1, s.self + c.SelfNanos, s.total + c.DurNanos}
-	a.pending = append(a.pending, pendingStacks{c.Depth, m})
-}
-
-func (a *stackAggregator) skip(depth int) {
-	if m := a.claim(depth); len(m) > 0 {
-		a.pending = append(a.pending, pendingStacks{depth, m})
-	}
-}
-
-// endThread moves every unclaimed subtree to the roots.
-func (a *stackAggregator) endThread() {
-	for k, v := range a.claim(-1) {
-		s := a.stacks[k]
-		if s == nil {
-			s = &stackStats{}
-			a.stacks[k] = s
-		}
-		s.count += v.count
-		s.self += v.self
-		s.total += v.total
-	}
-}
-
-func (a *stackAggregator) sorted() []string {
-	keys := make([]string, 0, len(a.stacks))
-	for k := range a.stacks {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-// FoldedSink writes folded stacks ("a;b;c <self ns>"), one line per distinct stack, for
-// flamegraph.pl and speedscope.
+// FoldedSink writes folded stacks, one line per distinct (thread, stack): the thread's name as
+// the root frame, then the calls, outermost first, separated by ';', a space and the stack's
+// self time in nanoseconds ("main;-[App run];-[Worker fib:] 1200"). Lines are sorted; stacks
+// with no self time are left out, except losses ("[lost 5] 0": calls lost in no measured time).
+// flamegraph.pl, speedscope and inferno read it.
 type FoldedSink struct {
-	agg *stackAggregator
+	Sink
+	agg *stackTrie
 	w   io.Writer
 }
 
 // NewFoldedSink writes to w.
-func NewFoldedSink(w io.Writer) *FoldedSink { return &FoldedSink{newStackAggregator(), w} }
+func NewFoldedSink(w io.Writer) *FoldedSink {
+	s := &FoldedSink{agg: newStackTrie(), w: w}
+	s.Sink = PreOrder(foldedTree{s.agg, s})
+	return s
+}
 
-// BeginThread does nothing: stacks are merged across threads.
-func (s *FoldedSink) BeginThread(*Header, *Thread) error { return nil }
-
-// Call aggregates one call.
-func (s *FoldedSink) Call(c *Call) error { s.agg.call(c); return nil }
-
-// Skip hands a dropped call's subtrees up.
-func (s *FoldedSink) Skip(d int) error { s.agg.skip(d); return nil }
-
-// EndThread closes the thread's stacks.
-func (s *FoldedSink) EndThread() error { s.agg.endThread(); return nil }
+type foldedTree struct {
+	*stackTrie
+	s *FoldedSink
+}
 
 // Close writes the stacks.
-func (s *FoldedSink) Close(Totals) error {
-	w := bufio.NewWriter(s.w)
-	for _, k := range s.agg.sorted() {
-		if v := s.agg.stacks[k]; v.self > 0 {
-			fmt.Fprintf(w, "%s %d\n", k, v.self)
+func (f foldedTree) Close(Totals) error {
+	a := f.stackTrie
+	var lines []string
+	var st []string
+	for i := range a.nodes {
+		n := int32(i)
+		if a.isRoot(n) || a.nodes[n].self == 0 && (a.nodes[n].count == 0 || a.names[a.nodes[n].name][0] != '[') {
+			continue
 		}
+		st = a.stack(n, st)
+		lines = append(lines, strings.Join(st, ";")+" "+strconv.FormatUint(a.nodes[n].self, 10))
+	}
+	sort.Strings(lines)
+	w := bufio.NewWriter(f.s.w)
+	for _, l := range lines {
+		w.WriteString(l)
+		w.WriteByte('\n')
 	}
 	return w.Flush()
 }
 
-// PprofSink writes a pprof profile: one sample per distinct call stack with its call count,
-// self time and inclusive time.
+// PprofSink writes a pprof profile: a sample per distinct (thread, call stack) with two values
+// whose sums mean something: calls (count) and self time (nanoseconds, the default). pprof's
+// cumulative column is then exact inclusive time, recursion included. Each sample has a string
+// label "thread" (the thread's name) and numeric labels "tid" and "pid"; the main mapping names the
+// program; period_type is self time, duration_nanos the span of the trace.
 type PprofSink struct {
-	agg *stackAggregator
-	w   io.Writer
+	Sink
+	agg  *stackTrie
+	w    io.Writer
+	Meta Meta
 }
 
 // NewPprofSink writes to w.
-func NewPprofSink(w io.Writer) *PprofSink { return &PprofSink{newStackAggregator(), w} }
+func NewPprofSink(w io.Writer) *PprofSink {
+	s := &PprofSink{agg: newStackTrie(), w: w}
+	s.Sink = PreOrder(pprofTree{s.agg, s})
+	return s
+}
 
-// BeginThread does nothing: stacks are merged across threads.
-func (s *PprofSink) BeginThread(*Header, *Thread) error { return nil }
-
-// Call aggregates one call.
-func (s *PprofSink) Call(c *Call) error { s.agg.call(c); return nil }
-
-// Skip hands a dropped call's subtrees up.
-func (s *PprofSink) Skip(d int) error { s.agg.skip(d); return nil }
-
-// EndThread closes the thread's stacks.
-func (s *PprofSink) EndThread() error { s.agg.endThread(); return nil }
+type pprofTree struct {
+	*stackTrie
+	s *PprofSink
+}
 
 // Close builds and writes the profile.
-func (s *PprofSink) Close(Totals) error {
+func (t pprofTree) Close(Totals) error {
+	a, s := t.stackTrie, t.s
+	tn := s.Meta.TimeNanos
+	if tn == 0 {
+		tn = time.Now().UnixNano()
+	}
+	m := &profile.Mapping{ID: 1, File: s.Meta.Path, HasFunctions: true}
+	if m.File == "" {
+		m.File = s.Meta.process(&Header{})
+	}
 	p := &profile.Profile{
 		SampleType: []*profile.ValueType{
 			{Type: "calls", Unit: "count"},
 			{Type: "self", Unit: "nanoseconds"},
-			{Type: "total", Unit: "nanoseconds"},
 		},
 		DefaultSampleType: "self",
-		TimeNanos:         time.Now().UnixNano(),
+		PeriodType:        &profile.ValueType{Type: "self", Unit: "nanoseconds"},
+		Period:            1,
+		TimeNanos:         tn,
+		DurationNanos:     int64(a.end - a.start),
+		Mapping:           []*profile.Mapping{m},
 	}
-	locs := map[string]*profile.Location{}
-	loc := func(name string) *profile.Location {
-		if l := locs[name]; l != nil {
+	locs := make([]*profile.Location, len(a.names))
+	loc := func(id int32) *profile.Location {
+		if l := locs[id]; l != nil {
 			return l
 		}
+		name := a.names[id]
 		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name}
 		p.Function = append(p.Function, f)
-		l := &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: f}}}
+		l := &profile.Location{ID: uint64(len(p.Location) + 1), Mapping: m, Line: []profile.Line{{Function: f}}}
 		p.Location = append(p.Location, l)
-		locs[name] = l
+		locs[id] = l
 		return l
 	}
-	for _, k := range s.agg.sorted() {
-		v := s.agg.stacks[k]
-		frames := strings.Split(k, ";")
-		ls := make([]*profile.Location, len(frames))
-		for i, f := range frames {
-			ls[len(frames)-1-i] = loc(f) // leaf first
+	thread := make([]int, len(a.nodes)) // node -> index in a.threads
+	for i, th := range a.threads {
+		thread[th.root] = i
+	}
+	for i := range a.nodes {
+		n := int32(i)
+		nd := a.nodes[n]
+		if a.isRoot(n) {
+			continue
 		}
-		p.Sample = append(p.Sample, &profile.Sample{Location: ls, Value: []int64{int64(v.count), int64(v.self), int64(v.total)}})
+		thread[n] = thread[nd.parent] // parents come before their children
+		if nd.count == 0 && nd.self == 0 {
+			continue
+		}
+		var ls []*profile.Location
+		for k := n; !a.isRoot(k); k = a.nodes[k].parent {
+			ls = append(ls, loc(a.nodes[k].name)) // leaf first
+		}
+		th := a.threads[thread[n]]
+		p.Sample = append(p.Sample, &profile.Sample{
+			Location: ls,
+			Value:    []int64{int64(nd.count), int64(nd.self)},
+			Label:    map[string][]string{"thread": {th.label}},
+			NumLabel: map[string][]int64{"tid": {int64(th.tid)}, "pid": {int64(th.pid)}},
+		})
 	}
 	if err := p.CheckValid(); err != nil {
 		return err
 	}
 	return p.Write(s.w)
 }
-
-// Mark is not shown yet.
-func (s *FoldedSink) Mark(*Mark) error { return nil }
-
-// Mark is not shown yet.
-func (s *PprofSink) Mark(*Mark) error { return nil }

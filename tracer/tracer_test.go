@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -92,12 +92,21 @@ func toJSON(t *testing.T, raw []byte, opt Options) chromeFile {
 	return f
 }
 
+// calls imports the JSON as Perfetto does (perfettoImport) and returns the slices by name, as
+// events with Ts and Dur in microseconds, the end event's args, and self_ns the self time.
 func calls(f chromeFile) map[string][]chromeEvent {
 	m := map[string][]chromeEvent{}
-	for _, e := range f.TraceEvents {
-		if e.Ph == "X" {
-			m[e.Name] = append(m[e.Name], e)
+	sl, err := perfettoImport(f)
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range sl {
+		if strings.HasPrefix(e.Name, "[") { // a mark
+			continue
 		}
+		e.Args["self_ns"] = float64(e.Self)
+		m[e.Name] = append(m[e.Name], chromeEvent{Ph: "X", Name: e.Name, Ts: float64(e.Ts) / 1000, Dur: float64(e.Dur) / 1000,
+			Pid: e.Pid, Tid: e.Tid, Args: e.Args})
 	}
 	return m
 }
@@ -109,14 +118,11 @@ func TestChromeJSON(t *testing.T) {
 	if len(foo) != 1 || foo[0].Ts != 0 || foo[0].Dur != 100 || foo[0].Pid != 4242 || foo[0].Tid != 100 {
 		t.Fatalf("-[Foo run]: %+v", foo)
 	}
-	if self := foo[0].Args["self_us"].(float64); self != 30 { // 100 - 30 - 40
+	if self := foo[0].Args["self_ns"].(float64); self != 30000 { // 100 - 30 - 40 µs
 		t.Errorf("-[Foo run] self %v, want 30", self)
 	}
 	if len(c["-[Bar step:]"]) != 3 || len(c["+[Foo run]"]) != 1 || len(c["-[Bar tiny]"]) != 1 {
 		t.Errorf("events: %v", c)
-	}
-	if d := c["-[Bar tiny]"][0].Args["depth"].(float64); d != 2 {
-		t.Errorf("depth %v", d)
 	}
 	var unwound int
 	for _, e := range c["-[Bar step:]"] {
@@ -130,38 +136,14 @@ func TestChromeJSON(t *testing.T) {
 	meta := map[string]bool{}
 	for _, e := range f.TraceEvents {
 		if e.Ph == "M" {
-			meta[e.Name+"="+e.Args["name"].(string)] = true
+			meta[fmt.Sprint(e.Name, "=", e.Args["name"])] = true
 		}
 	}
-	if !meta["thread_name=main thread"] || !meta["thread_name=worker"] || !meta["process_name=pid 4242"] {
+	if !meta["thread_name=main"] || !meta["thread_name=worker"] || !meta["process_name=pid 4242"] {
 		t.Errorf("metadata: %v", meta)
 	}
 	if f.OtherData["dropped_buffer_full"] != 3 || f.OtherData["untraced_stack_full"] != 1 || f.OtherData["calls"] != 6 {
 		t.Errorf("otherData: %v", f.OtherData)
-	}
-	checkNesting(t, f)
-}
-
-// checkNesting: per thread, any two events are disjoint or one contains the other.
-func checkNesting(t *testing.T, f chromeFile) {
-	byTid := map[uint64][]chromeEvent{}
-	for _, e := range f.TraceEvents {
-		if e.Ph == "X" {
-			byTid[e.Tid] = append(byTid[e.Tid], e)
-		}
-	}
-	for tid, es := range byTid {
-		sort.Slice(es, func(i, j int) bool { return es[i].Ts < es[j].Ts || es[i].Ts == es[j].Ts && es[i].Dur > es[j].Dur })
-		var stack []chromeEvent
-		for _, e := range es {
-			for len(stack) > 0 && stack[len(stack)-1].Ts+stack[len(stack)-1].Dur <= e.Ts {
-				stack = stack[:len(stack)-1]
-			}
-			if len(stack) > 0 && e.Ts+e.Dur > stack[len(stack)-1].Ts+stack[len(stack)-1].Dur {
-				t.Fatalf("thread %d: %s overlaps %s", tid, e.Name, stack[len(stack)-1].Name)
-			}
-			stack = append(stack, e)
-		}
 	}
 }
 
@@ -170,12 +152,12 @@ func TestFilters(t *testing.T) {
 	raw := testTrace(t)
 	// drop -[Bar step:]: -[Bar tiny] (5 µs) now belongs to -[Foo run]
 	c := calls(toJSON(t, raw, Options{MaxDepth: -1, Exclude: []string{"-[Bar step:]"}}))
-	if len(c["-[Bar step:]"]) != 0 || c["-[Foo run]"][0].Args["self_us"].(float64) != 95 {
+	if len(c["-[Bar step:]"]) != 0 || c["-[Foo run]"][0].Args["self_ns"].(float64) != 95000 {
 		t.Errorf("exclude: %v", c)
 	}
 	// shorter than 10 µs: -[Bar tiny] goes, the first -[Bar step:] keeps its 30 µs as self
 	c = calls(toJSON(t, raw, Options{MaxDepth: -1, MinNanos: 10000}))
-	if len(c["-[Bar tiny]"]) != 0 || c["-[Bar step:]"][0].Args["self_us"].(float64) != 30 {
+	if len(c["-[Bar tiny]"]) != 0 || c["-[Bar step:]"][1].Args["self_ns"].(float64) != 30000 || c["-[Bar step:]"][1].Ts != 10 {
 		t.Errorf("min duration: %v", c)
 	}
 	c = calls(toJSON(t, raw, Options{MaxDepth: 0}))
@@ -209,7 +191,7 @@ func TestFolded(t *testing.T) {
 	if _, err := Process(bytes.NewReader(testTrace(t)), Options{MaxDepth: -1, Exclude: []string{"-[Bar step:]"}}, NewFoldedSink(&out)); err != nil {
 		t.Fatal(err)
 	}
-	want := "+[Foo run] 10000\n-[Foo run] 95000\n-[Foo run];-[Bar tiny] 5000\n"
+	want := "main;+[Foo run] 10000\nmain;-[Foo run] 95000\nmain;-[Foo run];-[Bar tiny] 5000\nmain;[lost 3] 0\nmain;[overflow 1] 0\n"
 	if out.String() != want {
 		t.Fatalf("folded:\n%s\nwant:\n%s", out.String(), want)
 	}
@@ -236,14 +218,38 @@ func TestPprof(t *testing.T) {
 	for _, s := range prof.Sample {
 		calls += s.Value[0]
 		self += s.Value[1]
+		if len(s.Label["thread"]) != 1 || len(s.NumLabel["tid"]) != 1 {
+			t.Errorf("sample without thread labels: %v", s)
+		}
 	}
-	if calls != 6 || self != 100000+10000+20000 {
+	// 6 calls recorded, 3 lost and 1 past the shadow stack ("[lost 3]", "[overflow 1]")
+	if calls != 10 || self != 100000+10000+20000 {
 		t.Errorf("calls %d self %d", calls, self)
 	}
-	for _, args := range [][]string{{"-top"}, {"-traces"}} {
-		out, err := exec.Command("go", append(append([]string{"tool", "pprof"}, args...), p)...).CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "-[Bar tiny]") {
-			t.Errorf("go tool pprof %v: %v\n%s", args, err, out)
+	if len(prof.SampleType) != 2 || prof.SampleType[1].Type != "self" || prof.PeriodType == nil ||
+		prof.DurationNanos != 130000 || prof.TimeNanos == 0 || len(prof.Mapping) != 1 || prof.Mapping[0].File == "" {
+		t.Errorf("profile header: %v %v %d %d %v", prof.SampleType, prof.PeriodType, prof.DurationNanos, prof.TimeNanos, prof.Mapping)
+	}
+	for _, c := range []struct {
+		args []string
+		has  []string
+		not  []string
+	}{
+		{[]string{"-top"}, []string{"-[Bar tiny]", "[unwound]"}, []string{"Main binary filename not available"}},
+		{[]string{"-traces"}, []string{"-[Bar tiny]", "[lost 3]", "thread:  main", "tid:  100"}, nil},
+		{[]string{"-top", "-tagfocus", "thread=worker"}, []string{"[unwound]", "-[Bar step:]"}, []string{"-[Foo run]"}},
+		{[]string{"-top", "-sample_index=calls"}, []string{"[lost 3]"}, nil},
+	} {
+		out, err := exec.Command("go", append(append([]string{"tool", "pprof"}, c.args...), p)...).CombinedOutput()
+		for _, h := range c.has {
+			if err != nil || !strings.Contains(string(out), h) {
+				t.Errorf("go tool pprof %v: no %q: %v\n%s", c.args, h, err, out)
+			}
+		}
+		for _, h := range c.not {
+			if strings.Contains(string(out), h) {
+				t.Errorf("go tool pprof %v: %q\n%s", c.args, h, out)
+			}
 		}
 	}
 }

@@ -109,8 +109,8 @@ type event struct {
 	TID  uint64  `json:"tid"`
 	Args struct {
 		Name    string  `json:"name"`
-		SelfUS  float64 `json:"self_us"`
-		Depth   int     `json:"depth"`
+		SelfUS  float64 `json:"-"`     // duration minus the children's
+		Depth   int     `json:"depth"` // nesting among the calls kept: from the events' order, or an instant's args
 		Unwound bool    `json:"unwound"`
 	} `json:"args"`
 }
@@ -152,40 +152,56 @@ func readTrace(t *testing.T, path string) trace {
 	}
 	names := map[uint64]string{}
 	byTID := map[uint64][]*call{}
+	stacks := map[uint64][]*call{}
+	orphans := 0
+	// Each thread comes in pre-order: a call's begin ("B"), its children, its end ("E"); a
+	// call of no measurable time is an instant ("i"). Calls are collected in the order they
+	// ended, each with its parent and children.
 	for _, e := range doc.TraceEvents {
+		st := stacks[e.TID]
 		switch e.Ph {
 		case "M":
 			if e.Name == "thread_name" {
 				names[e.TID] = e.Args.Name
 			}
-		case "X":
-			byTID[e.TID] = append(byTID[e.TID], &call{event: e})
+		case "B":
+			c := &call{event: e}
+			c.Args.Depth = len(st)
+			stacks[e.TID] = append(st, c)
+		case "E", "i":
+			c := &call{event: e}
+			if e.Ph == "E" {
+				if len(st) == 0 || st[len(st)-1].Name != e.Name {
+					t.Fatalf("thread %d: end of %s without its begin", e.TID, e.Name)
+				}
+				c = st[len(st)-1]
+				st = st[:len(st)-1]
+				stacks[e.TID] = st
+				c.Dur = e.Ts - c.Ts
+				c.Args.Unwound = e.Args.Unwound
+			} else if c.Args.Depth < len(st) { // a zero-length call in another has its depth in args
+				c.Args.Depth = len(st)
+			}
+			if e.Name == "" || strings.HasPrefix(e.Name, "[") { // a mark
+				continue
+			}
+			c.Args.SelfUS = c.Dur
+			for _, k := range c.children {
+				c.Args.SelfUS -= k.Dur
+			}
+			if len(st) > 0 {
+				p := st[len(st)-1]
+				c.parent = p
+				p.children = append(p.children, c)
+			}
+			byTID[e.TID] = append(byTID[e.TID], c)
 		}
 	}
-	tr := &trace{threads: map[string][]*call{}, other: doc.OtherData}
+	for _, st := range stacks {
+		orphans += len(st) // calls never ended
+	}
+	tr := &trace{threads: map[string][]*call{}, other: doc.OtherData, orphans: orphans}
 	for tid, cs := range byTID {
-		// Calls come in the order they ended on their thread (post-order): the calls one
-		// level deeper that ended since are a call's children. Exact even when the clock
-		// does not tell nested calls apart.
-		pending := map[int][]*call{}
-		for _, c := range cs {
-			d := c.Args.Depth
-			for _, k := range pending[d+1] {
-				if k.Ts+1e-3 < c.Ts || k.Ts+k.Dur > c.Ts+c.Dur+1e-3 {
-					t.Errorf("thread %d: %s (depth %d, %.3f+%.3f) does not nest in %s (depth %d, %.3f+%.3f)",
-						tid, k.Name, k.Args.Depth, k.Ts, k.Dur, c.Name, d, c.Ts, c.Dur)
-				}
-				k.parent = c
-			}
-			c.children = pending[d+1]
-			delete(pending, d+1)
-			pending[d] = append(pending[d], c)
-		}
-		for d, left := range pending {
-			if d != 0 {
-				tr.orphans += len(left) // only where filters dropped callers
-			}
-		}
 		name := names[tid]
 		if name == "" {
 			name = fmt.Sprint(tid)
@@ -283,7 +299,7 @@ func testApp(t *testing.T, b built) {
 	if tr.orphans != 0 {
 		t.Errorf("%d calls without their caller", tr.orphans)
 	}
-	main := "main thread"
+	main := "main"
 	run := tr.one(t, main, "+[App run]")
 	if run.Args.Depth != 0 {
 		t.Errorf("+[App run] at depth %d", run.Args.Depth)
@@ -351,7 +367,7 @@ func testDlopen(t *testing.T, b built) {
 	tr := readTrace(t, out)
 	// The plugin was loaded after the library installed; its own objc_msgSend import was
 	// rebound when dlopen returned.
-	if n, _ := tr.count("main thread", "-[Plugin work]"); n != 1 {
+	if n, _ := tr.count("main", "-[Plugin work]"); n != 1 {
 		t.Errorf("-[Plugin work] recorded %d times, want 1", n)
 	}
 }
@@ -441,7 +457,7 @@ func testCAPI(t *testing.T, b built, cc string, static bool) {
 				total++
 			}
 		}
-		if n, _ := tr.count("main thread", "-[Counter tick]"); f == "flush1.json" && n < 1000 {
+		if n, _ := tr.count("main", "-[Counter tick]"); f == "flush1.json" && n < 1000 {
 			t.Errorf("flush1 holds %d of the main thread's first 1000 calls", n)
 		}
 		if f == "flush2.json" && uint64(total) != sent {
@@ -458,7 +474,7 @@ func testCAPI(t *testing.T, b built, cc string, static bool) {
 		}
 	}
 	tr := readTrace(t, atExit)
-	if n, _ := tr.count("main thread", "-[Counter tick]"); n != 2010 {
+	if n, _ := tr.count("main", "-[Counter tick]"); n != 2010 {
 		t.Errorf("the exit write holds %d of the main thread's 2010 recorded calls", n)
 	}
 }
@@ -496,7 +512,7 @@ func testMachobindRun(t *testing.T, b built) {
 		t.Errorf("summary does not list +[Sleeper nap:] first:\n%s", se.String())
 	}
 	tr := readTrace(t, filepath.Join(d, "run.json"))
-	tr.one(t, "main thread", "+[App run] > +[Sleeper nap:]")
+	tr.one(t, "main", "+[App run] > +[Sleeper nap:]")
 	f, err := os.Open(filepath.Join(d, "run.pb.gz"))
 	if err != nil {
 		t.Fatal(err)
@@ -531,8 +547,8 @@ func testMachobindRun(t *testing.T, b built) {
 	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
 		t.Errorf("exit status of stress _exit 3 under machobind run: %v", err)
 	}
-	if tr := readTrace(t, filepath.Join(d, "exit.json")); len(tr.find("main thread", "-[App work]")) != 5 {
-		t.Errorf("the trace of a program ending in _exit holds %d of its 5 calls", len(tr.find("main thread", "-[App work]")))
+	if tr := readTrace(t, filepath.Join(d, "exit.json")); len(tr.find("main", "-[App work]")) != 5 {
+		t.Errorf("the trace of a program ending in _exit holds %d of its 5 calls", len(tr.find("main", "-[App work]")))
 	}
 	// A program that sent nothing leaves no trace, and says why.
 	cmd = exec.Command(mb, "run", "--lib", b.lib, "--out", filepath.Join(d, "none.json"), "--", "sh", "-c", "exit 0")
@@ -556,10 +572,10 @@ func testFilters(t *testing.T, b built) {
 	runApp(t, b, map[string]string{"LD_PRELOAD": b.lib, "MSGTRACE_OUT": out,
 		"MSGTRACE_INCLUDE": "*[Worker *], +[Sleeper nap:]", "MSGTRACE_THREADS": "main", "MSGTRACE_MAX_DEPTH": "3"})
 	tr := readTrace(t, out)
-	if len(tr.threads) != 1 || tr.threads["main thread"] == nil {
+	if len(tr.threads) != 1 || tr.threads["main"] == nil {
 		t.Errorf("threads: want the main thread only, got %d", len(tr.threads))
 	}
-	for _, c := range tr.threads["main thread"] {
+	for _, c := range tr.threads["main"] {
 		if !strings.HasPrefix(c.Name, "-[Worker ") && !strings.HasPrefix(c.Name, "+[Worker ") && c.Name != "+[Sleeper nap:]" {
 			t.Errorf("kept %s", c.Name)
 		}
@@ -568,7 +584,7 @@ func testFilters(t *testing.T, b built) {
 		}
 	}
 	// Depths 1..3 of fib(12): 1 + 2 + 4 calls.
-	if n, _ := tr.count("main thread", "-[Worker fib:]"); n != 7 {
+	if n, _ := tr.count("main", "-[Worker fib:]"); n != 7 {
 		t.Errorf("%d -[Worker fib:] kept, want 7", n)
 	}
 	// Paused from the start and never resumed: installed, nothing recorded, so no file (a

@@ -96,9 +96,9 @@ func TestGNUstepMethods(t *testing.T) {
 			t.Fatalf("traced sortapp: %v\nstdout %q, want %q\nstderr:\n%s", err, so, plain, se)
 		}
 		tr := readTrace(t, out)
-		calls := tr.threads["main thread"]
-		compares, _ = tr.count("main thread", "-[Num compare:]")
-		if n, _ := tr.count("main thread", "-[Num initWithValue:]"); n != 20 || compares < 19 {
+		calls := tr.threads["main"]
+		compares, _ = tr.count("main", "-[Num compare:]")
+		if n, _ := tr.count("main", "-[Num initWithValue:]"); n != 20 || compares < 19 {
 			t.Errorf("%d -[Num initWithValue:] (want 20), %d -[Num compare:] (want 19 or more)", n, compares)
 		}
 		for _, c := range calls {
@@ -112,10 +112,10 @@ func TestGNUstepMethods(t *testing.T) {
 			}
 		}
 		// -init sent inside Foundation (+new), and an IMP called directly: each traced once
-		if n, _ := tr.count("main thread", "-[Counter init]"); n != 1 {
+		if n, _ := tr.count("main", "-[Counter init]"); n != 1 {
 			t.Errorf("%d -[Counter init] (sent by +[NSObject new]), want 1", n)
 		}
-		if n, _ := tr.count("main thread", "-[Counter bump]"); n != 2 {
+		if n, _ := tr.count("main", "-[Counter bump]"); n != 2 {
 			t.Errorf("%d -[Counter bump] (an IMP called directly, then a send), want 2", n)
 		}
 	})
@@ -128,18 +128,18 @@ func TestGNUstepMethods(t *testing.T) {
 		}
 		tr := readTrace(t, out)
 		// Foundation calls the app back: the sort's own methods, then ours under them
-		sorted := tr.find("main thread", "-[NSMutableArray sortUsingSelector:] > -[GSMutableArray sortUsingFunction:context:] > -[Num compare:]")
+		sorted := tr.find("main", "-[NSMutableArray sortUsingSelector:] > -[GSMutableArray sortUsingFunction:context:] > -[Num compare:]")
 		if len(sorted) != compares || compares == 0 {
 			t.Errorf("%d -[Num compare:] under -[NSMutableArray sortUsingSelector:], want %d", len(sorted), compares)
 		}
 		// [super init] goes through objc_msg_lookup_super: traced, once
-		if n := len(tr.find("main thread", "-[Num initWithValue:] > -[NSObject init]")); n != 20 {
+		if n := len(tr.find("main", "-[Num initWithValue:] > -[NSObject init]")); n != 20 {
 			t.Errorf("%d -[NSObject init] under -[Num initWithValue:] ([super init]), want 20", n)
 		}
-		if n := len(tr.find("main thread", "-[Counter init] > -[NSObject init]")); n != 1 {
+		if n := len(tr.find("main", "-[Counter init] > -[NSObject init]")); n != 1 {
 			t.Errorf("%d -[Counter init] > -[NSObject init] (+new is never instrumented), want 1", n)
 		}
-		if n, _ := tr.count("main thread", "-[NSAutoreleasePool drain]"); n == 0 {
+		if n, _ := tr.count("main", "-[NSAutoreleasePool drain]"); n == 0 {
 			t.Error("no -[NSAutoreleasePool drain]")
 		}
 		if tr.orphans != 0 {
@@ -170,11 +170,11 @@ func TestGNUstepMethods(t *testing.T) {
 				t.Fatalf("traced: %v\nstdout %q, want %q\nstderr:\n%s", err, so, want, se)
 			}
 			tr := readTrace(t, out)
-			if len(tr.threads["main thread"]) != len(c.calls) {
-				t.Errorf("%d calls, want %d", len(tr.threads["main thread"]), len(c.calls))
+			if len(tr.threads["main"]) != len(c.calls) {
+				t.Errorf("%d calls, want %d", len(tr.threads["main"]), len(c.calls))
 			}
 			for name, n := range c.calls {
-				if got, _ := tr.count("main thread", name); got != n {
+				if got, _ := tr.count("main", name); got != n {
 					t.Errorf("%d %s, want %d", got, name, n)
 				}
 			}
@@ -209,8 +209,8 @@ func TestGNUstepMethods(t *testing.T) {
 			t.Fatalf("traced sortapp throw: %v\nstdout %q, want %q\nstderr:\n%s", err, so, want, se)
 		}
 		tr := readTrace(t, out)
-		top := tr.one(t, "main thread", "-[Thrower top]")
-		boom := tr.find("main thread", "-[Thrower top] > -[Thrower middle] > -[Thrower boom]")
+		top := tr.one(t, "main", "-[Thrower top]")
+		boom := tr.find("main", "-[Thrower top] > -[Thrower middle] > -[Thrower boom]")
 		if top.Name == "" || len(boom) != 1 || !boom[0].Args.Unwound || !boom[0].parent.Args.Unwound || top.Args.Unwound {
 			t.Errorf("exception path: top %+v, boom %d calls", top.Args, len(boom))
 		}
@@ -248,7 +248,7 @@ func TestGNUstepMethods(t *testing.T) {
 		}
 		tr := readTrace(t, out)
 		for _, name := range []string{"-[NSApplication finishLaunching]", "-[EMController awakeFromNib]"} {
-			if n, _ := tr.count("main thread", name); n != 1 {
+			if n, _ := tr.count("main", name); n != 1 {
 				t.Errorf("%d %s, want 1", n, name)
 			}
 		}
@@ -290,7 +290,7 @@ func TestGNUstepMethods(t *testing.T) {
 			}
 			tr := readTrace(t, out)
 			foundation := 0
-			for _, c := range tr.threads["main thread"] {
+			for _, c := range tr.threads["main"] {
 				for _, p := range []string{"-[GSMutableDictionary ", "-[GSDictionary ", "-[NSString ", "-[GSCString ", "-[NSUserDefaults "} {
 					if strings.HasPrefix(c.Name, p) {
 						foundation++
@@ -301,7 +301,7 @@ func TestGNUstepMethods(t *testing.T) {
 				t.Errorf("%s: %d of Foundation's calls, %d without their caller", name, foundation, tr.orphans)
 			}
 			if i == 0 {
-				t.Logf("%s: %d calls traced, %d of them Foundation dictionaries and strings", name, len(tr.threads["main thread"]), foundation)
+				t.Logf("%s: %d calls traced, %d of them Foundation dictionaries and strings", name, len(tr.threads["main"]), foundation)
 			}
 		}
 	})

@@ -262,7 +262,7 @@ func testStream(t *testing.T, b built) {
 				t.Fatalf("%s: %v\n%s", name, err, o)
 			}
 			tr := readTrace(t, out)
-			if n, _ := tr.count("main thread", "-[Child work]"); n != 40 {
+			if n, _ := tr.count("main", "-[Child work]"); n != 40 {
 				t.Errorf("%s: the program's trace holds %d of its 40 calls", name, n)
 			}
 		}

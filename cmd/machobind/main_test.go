@@ -120,7 +120,7 @@ func writeRaw(t *testing.T, dir string) string {
 func TestTraceCommand(t *testing.T) {
 	dir := t.TempDir()
 	raw := writeRaw(t, dir)
-	for _, format := range []string{"json", "pprof", "folded"} {
+	for _, format := range tracer.Formats {
 		out := filepath.Join(dir, "out."+format)
 		if code, _, stderr := runCLI("trace", raw, "-o", out, "--format", format, "--include", "-[View *]"); code != 0 {
 			t.Fatalf("%s: exit %d: %s", format, code, stderr)
@@ -128,6 +128,14 @@ func TestTraceCommand(t *testing.T) {
 		b, _ := os.ReadFile(out)
 		if format != "pprof" && !strings.Contains(string(b), "-[View layout]") {
 			t.Errorf("%s output lacks the call:\n%s", format, b)
+		}
+		// the same format from the extension alone
+		byExt := filepath.Join(dir, "out"+tracer.Extension(format))
+		if code, _, stderr := runCLI("trace", raw, "-o", byExt); code != 0 {
+			t.Fatalf("%s: exit %d: %s", byExt, code, stderr)
+		}
+		if b2, _ := os.ReadFile(byExt); format != "pprof" && !bytes.Equal(b, b2) {
+			t.Errorf("%s differs from --format %s", byExt, format)
 		}
 	}
 	garbage := filepath.Join(dir, "garbage.raw")

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/msgtrace/msgtrace/tracer"
 )
@@ -93,7 +94,9 @@ func injectionAdvice(app string) string {
 func runTraced(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	out := fs.String("out", "trace.json", "Chrome trace JSON (open in ui.perfetto.dev)")
+	out := fs.String("out", "trace.json", "the trace, in the format its extension names: .json Chrome JSON, .pftrace Perfetto, .speedscope.json speedscope, .pb.gz pprof, .folded, .svg")
+	perfettoOut := fs.String("perfetto", "", "also write a Perfetto protobuf trace (ui.perfetto.dev)")
+	speedscopeOut := fs.String("speedscope", "", "also write a speedscope file (speedscope.app)")
 	pprofOut := fs.String("pprof", "", "also write a pprof profile (go tool pprof -http=: FILE)")
 	foldedOut := fs.String("folded", "", "also write folded stacks (flamegraph.pl, speedscope)")
 	streamsOut := fs.String("streams", "", "also keep the stream files (one per process that sent messages) in this directory")
@@ -128,7 +131,7 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("cannot start %s: %w", cmdline[0], err)
 	}
 	// Outputs must be writable before the program runs, not after.
-	for _, p := range []string{*out, *pprofOut, *foldedOut, *flameOut, filepath.Join(*streamsOut, "x")} {
+	for _, p := range []string{*out, *pprofOut, *foldedOut, *flameOut, *perfettoOut, *speedscopeOut, filepath.Join(*streamsOut, "x")} {
 		if p == "" || p == "x" {
 			continue
 		}
@@ -155,6 +158,7 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 	// The terminal's ^C goes to the program; machobind waits for it to write its trace.
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
 	defer signal.Reset(syscall.SIGINT, syscall.SIGQUIT)
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("cannot start %s: %w", cmdline[0], err)
 	}
@@ -186,24 +190,37 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+	meta := tracer.Meta{Program: filepath.Base(cmdline[0]), Path: app, TimeNanos: started.UnixNano()}
+	if abs, err := filepath.Abs(app); err == nil {
+		meta.Path = abs
+	}
+	sinkFor := func(format string) func(io.Writer) tracer.Sink {
+		return func(w io.Writer) tracer.Sink {
+			s, _ := tracer.NewSink(format, w, meta) // formats from tracer.FormatOf are all known
+			return s
+		}
+	}
 	topSink := &topSink{}
-	tot, err := convertStreams(streams, *out, opt, func(w io.Writer) tracer.Sink { return teeSink{tracer.NewChromeSink(w), topSink} })
+	main := sinkFor(tracer.FormatOf(*out))
+	tot, err := convertStreams(streams, *out, opt, func(w io.Writer) tracer.Sink { return teeSink{main(w), topSink} })
 	if err != nil {
 		return err
 	}
 	written := []string{*out}
 	for _, o := range []struct {
-		path string
-		sink func(io.Writer) tracer.Sink
+		path   string
+		format string
 	}{
-		{*pprofOut, func(w io.Writer) tracer.Sink { return tracer.NewPprofSink(w) }},
-		{*foldedOut, func(w io.Writer) tracer.Sink { return tracer.NewFoldedSink(w) }},
-		{*flameOut, func(w io.Writer) tracer.Sink { return tracer.NewFlameSink(w, strings.Join(cmdline, " ")) }},
+		{*perfettoOut, "perfetto"},
+		{*speedscopeOut, "speedscope"},
+		{*pprofOut, "pprof"},
+		{*foldedOut, "folded"},
+		{*flameOut, "svg"},
 	} {
 		if o.path == "" {
 			continue
 		}
-		if _, err := convertStreams(streams, o.path, opt, o.sink); err != nil {
+		if _, err := convertStreams(streams, o.path, opt, sinkFor(o.format)); err != nil {
 			return err
 		}
 		written = append(written, o.path)

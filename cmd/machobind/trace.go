@@ -26,7 +26,9 @@ func trace(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	out := fs.String("o", "", "output file (required; - for standard output)")
-	format := fs.String("format", "json", "json (Chrome trace events), pprof, folded or svg (flame graph)")
+	format := fs.String("format", "", "json (Chrome trace events), perfetto, speedscope, pprof, folded or svg (flame graph); default: from -o's extension")
+	name := fs.String("name", "", "the program's name, shown as the process name (default: the base name of -program)")
+	program := fs.String("program", "", "the traced program's path (pprof's main binary)")
 	minUS := fs.Float64("min-us", 0, "drop calls shorter than this many microseconds")
 	maxDepth := fs.Int("max-depth", -1, "drop calls deeper than this (0 = outermost only)")
 	threads := fs.String("threads", "all", "all, main, or a comma list of thread names and ids")
@@ -49,6 +51,9 @@ func trace(args []string, stdout, stderr io.Writer) error {
 	if err := tracer.ValidateThreads(*threads); err != nil {
 		return usageError{err.Error()}
 	}
+	if *format != "" && tracer.Extension(*format) == "" {
+		return usageError{fmt.Sprintf("unknown format %q (%s)", *format, strings.Join(tracer.Formats, ", "))}
+	}
 	in, err := openTraces(pos)
 	if err != nil {
 		return err
@@ -62,18 +67,16 @@ func trace(args []string, stdout, stderr io.Writer) error {
 		}
 		w = f
 	}
-	var sink tracer.Sink
-	switch *format {
-	case "json":
-		sink = tracer.NewChromeSink(w)
-	case "pprof":
-		sink = tracer.NewPprofSink(w)
-	case "folded":
-		sink = tracer.NewFoldedSink(w)
-	case "svg":
-		sink = tracer.NewFlameSink(w, pos[0])
-	default:
-		return usageError{fmt.Sprintf("unknown format %q (json, pprof, folded, svg)", *format)}
+	if *format == "" {
+		*format = tracer.FormatOf(*out)
+	}
+	sink, err := tracer.NewSink(*format, w, tracer.Meta{Program: *name, Path: *program, TimeNanos: rawTime(in)})
+	if err != nil {
+		if f != nil {
+			f.Close()
+			os.Remove(*out)
+		}
+		return usageError{err.Error()}
 	}
 	opt := tracer.Options{MinNanos: *minUS * 1000, MaxDepth: *maxDepth, Include: inc, Exclude: exc, Threads: *threads}
 	tot, perr := in.process(opt, sink, stderr)
@@ -171,4 +174,17 @@ func reportStreams(stderr io.Writer, t tracer.Totals) {
 	if t.Unwritten > 0 {
 		fmt.Fprintf(stderr, "machobind: the tracer could not write %d bytes\n", t.Unwritten)
 	}
+}
+
+// rawTime estimates when a raw dump's trace began: the file's modification time (it is written
+// at exit), for pprof's time_nanos; 0 when unknown or for streams (their clock frames carry
+// the wall time).
+func rawTime(t *traces) int64 {
+	if !t.raw {
+		return 0
+	}
+	if st, err := t.files[0].Stat(); err == nil {
+		return st.ModTime().UnixNano()
+	}
+	return 0
 }

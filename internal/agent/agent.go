@@ -200,16 +200,11 @@ func (a *Agent) flush(path string, final bool) (Flushed, error) {
 			_, err = io.Copy(tmp, in)
 		} else {
 			var sink tracer.Sink
-			switch format {
-			case "pprof":
-				sink = tracer.NewPprofSink(tmp)
-			case "folded":
-				sink = tracer.NewFoldedSink(tmp)
-			default:
-				sink = tracer.NewChromeSink(tmp)
+			exe, _ := os.Executable()
+			if sink, err = tracer.NewSink(format, tmp, tracer.Meta{Path: exe}); err == nil {
+				res.Totals, err = tracer.Process(in, a.cfg.options(), sink)
+				res.Records = int(res.Totals.Calls)
 			}
-			res.Totals, err = tracer.Process(in, a.cfg.options(), sink)
-			res.Records = int(res.Totals.Calls)
 		}
 		in.Close()
 	}

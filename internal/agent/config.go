@@ -16,12 +16,12 @@ import (
 )
 
 // Formats are the values MSGTRACE_FORMAT accepts.
-var Formats = []string{"json", "pprof", "folded", "stream"}
+var Formats = append(append([]string(nil), tracer.Formats...), "stream")
 
 // Config is what the MSGTRACE_* variables set.
 type Config struct {
 	Out      string   // MSGTRACE_OUT: where the trace is written; %p pid, %h host, %t tmpdir, %%
-	Format   string   // MSGTRACE_FORMAT: json (Chrome trace events), pprof, folded or stream
+	Format   string   // MSGTRACE_FORMAT: json (Chrome trace events), perfetto, speedscope, pprof, folded, svg or stream
 	MinUS    float64  // MSGTRACE_MIN_US: calls shorter than this are left out
 	MaxDepth int      // MSGTRACE_MAX_DEPTH: calls deeper than this are left out; -1: no limit
 	Include  []string // MSGTRACE_INCLUDE: comma list of method patterns to keep
@@ -53,20 +53,21 @@ func (e *ConfigError) Error() string {
 }
 
 // extension is the file name extension each format is written with by default.
-var extension = map[string]string{"json": ".json", "pprof": ".pb.gz", "folded": ".folded", "stream": ".mtrace"}
+func extension(format string) string {
+	if format == "stream" {
+		return ".mtrace"
+	}
+	return tracer.Extension(format)
+}
 
-// formatOf infers a format from an output file name: .pb.gz/.pprof/.pb are pprof, .folded
-// folded, .mtrace the stream itself, anything else JSON.
+// formatOf infers a format from an output file name: .mtrace the stream itself, otherwise as
+// tracer.FormatOf (.pftrace Perfetto, .speedscope.json speedscope, .pb.gz/.pprof/.pb pprof,
+// .folded folded, .svg a flame graph, anything else JSON).
 func formatOf(path string) string {
-	switch {
-	case strings.HasSuffix(path, ".pb.gz"), strings.HasSuffix(path, ".pprof"), strings.HasSuffix(path, ".pb"):
-		return "pprof"
-	case strings.HasSuffix(path, ".folded"):
-		return "folded"
-	case strings.HasSuffix(path, ".mtrace"):
+	if strings.HasSuffix(path, ".mtrace") {
 		return "stream"
 	}
-	return "json"
+	return tracer.FormatOf(path)
 }
 
 // FromEnv reads the configuration through getenv (os.Getenv in the library). The first bad
@@ -74,7 +75,7 @@ func formatOf(path string) string {
 func FromEnv(getenv func(string) string, pid int) (Config, error) {
 	c := Config{MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB, Methods: []string{"app"}}
 	c.Format = strings.ToLower(strings.TrimSpace(getenv("MSGTRACE_FORMAT")))
-	if c.Format != "" && extension[c.Format] == "" {
+	if c.Format != "" && extension(c.Format) == "" {
 		return c, &ConfigError{"MSGTRACE_FORMAT", getenv("MSGTRACE_FORMAT"), "must be one of " + strings.Join(Formats, ", ")}
 	}
 	c.Out = getenv("MSGTRACE_OUT")
@@ -89,7 +90,7 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 		if dir == "" {
 			dir = os.TempDir()
 		}
-		c.Out = filepath.Join(dir, "msgtrace-%p"+extension[c.Format])
+		c.Out = filepath.Join(dir, "msgtrace-%p"+extension(c.Format))
 	}
 	if err := msgtrace.CheckPath(c.Out); err != nil {
 		return c, &ConfigError{"MSGTRACE_OUT", c.Out, "unknown %-sequence (known: %p pid, %h host name, %t temporary directory, %% a percent sign)"}

@@ -61,6 +61,18 @@ func TestFromEnvValues(t *testing.T) {
 	if !reflect.DeepEqual(c.Methods, []string{"all"}) {
 		t.Errorf("methods all: %q", c.Methods)
 	}
+	// every format from its extension, and back to its default name
+	for out, format := range map[string]string{"/t/a.pftrace": "perfetto", "/t/a.speedscope.json": "speedscope",
+		"/t/a.svg": "svg", "/t/a.folded": "folded", "/t/a.pb.gz": "pprof", "/t/a.json": "json", "/t/a.mtrace": "stream"} {
+		c, err := FromEnv(env(map[string]string{"MSGTRACE_OUT": out}), 1)
+		if err != nil || c.Format != format {
+			t.Errorf("%s: format %q, %v", out, c.Format, err)
+		}
+		c, err = FromEnv(env(map[string]string{"MSGTRACE_FORMAT": format, "TMPDIR": "/t"}), 9)
+		if want := "/t/msgtrace-%p" + out[len("/t/a"):]; err != nil || c.Out != want {
+			t.Errorf("%s: default name %q, want %q (%v)", format, c.Out, want, err)
+		}
+	}
 }
 
 // Every bad value is one error naming the variable and the value.

@@ -1,0 +1,271 @@
+package tracer
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// importedSlice is a slice as Perfetto's JSON importer makes it: times in ns, Dur -1 for a
+// slice that did not end, Depth its nesting on the thread's track.
+type importedSlice struct {
+	Name     string
+	Pid, Tid uint64
+	Ts, Dur  int64
+	Depth    int
+	Instant  bool
+	Args     map[string]any
+	Parent   int   // index of the enclosing slice, -1 for none
+	Self     int64 // Dur minus the children's
+}
+
+// perfettoTs converts a JSON time in microseconds to ns as Perfetto does
+// (json_trace_tokenizer.cc CoerceToTs): whole numbers times 1000, others llround(v * 1000).
+func perfettoTs(v float64) int64 {
+	if v == math.Trunc(v) {
+		return int64(v) * 1000
+	}
+	return int64(math.Round(v * 1000))
+}
+
+// perfettoImport applies Perfetto's documented JSON import rules to a trace:
+//   - events are sorted by time; at equal times "E" events come first, then "X" events longest
+//     first, then the rest in file order (trace_sorter.h, KeyForType);
+//   - slices are closed-open: a slice ending at t is over before anything starting at t;
+//   - "B" opens a slice on the thread's stack, "E" closes the top one, which must have its name;
+//     "X" and thread-scoped "i" (a zero-length slice) nest in what is open and must end before
+//     it does: anything else is an overlap, which Perfetto moves off the thread's track;
+//   - a "B" never ended is a slice that did not end.
+//
+// It returns an error where Perfetto would report an import error or move a slice away.
+func perfettoImport(f chromeFile) ([]importedSlice, error) {
+	type ev struct {
+		chromeEvent
+		ts, dur int64
+		key     int64
+		i       int
+	}
+	var evs []ev
+	for i, e := range f.TraceEvents {
+		switch e.Ph {
+		case "B", "E", "X", "i":
+		default:
+			continue
+		}
+		x := ev{chromeEvent: e, ts: perfettoTs(e.Ts), dur: perfettoTs(e.Dur), i: i, key: math.MaxInt64}
+		switch e.Ph {
+		case "E":
+			x.key = math.MinInt64
+		case "X":
+			x.key = math.MaxInt64 - x.dur
+		}
+		evs = append(evs, x)
+	}
+	sort.SliceStable(evs, func(a, b int) bool {
+		if evs[a].ts != evs[b].ts {
+			return evs[a].ts < evs[b].ts
+		}
+		return evs[a].key < evs[b].key
+	})
+	type open struct {
+		idx int   // in out
+		end int64 // for X; -1 for B
+	}
+	stacks := map[[2]uint64][]open{}
+	var out []importedSlice
+	for _, e := range evs {
+		k := [2]uint64{e.Pid, e.Tid}
+		st := stacks[k]
+		// closed-open: complete slices that ended by now are over
+		for len(st) > 0 && st[len(st)-1].end >= 0 && st[len(st)-1].end <= e.ts {
+			st = st[:len(st)-1]
+		}
+		switch e.Ph {
+		case "B", "X", "i":
+			end := int64(-1)
+			if e.Ph == "X" {
+				end = e.ts + e.dur
+			}
+			if e.Ph == "i" {
+				end = e.ts
+			}
+			if len(st) > 0 && st[len(st)-1].end >= 0 && end > st[len(st)-1].end {
+				return out, fmt.Errorf("event %d %s [%d,%d] overlaps %s", e.i, e.Name, e.ts, end, out[st[len(st)-1].idx].Name)
+			}
+			if len(st) > 0 && end < 0 && st[len(st)-1].end >= 0 {
+				return out, fmt.Errorf("event %d: B %s inside a complete event", e.i, e.Name)
+			}
+			args := map[string]any{}
+			for a, v := range e.Args {
+				args[a] = v
+			}
+			parent := -1
+			if len(st) > 0 {
+				parent = st[len(st)-1].idx
+			}
+			out = append(out, importedSlice{Name: e.Name, Pid: e.Pid, Tid: e.Tid, Ts: e.ts, Dur: -1, Depth: len(st), Instant: e.Ph == "i", Args: args, Parent: parent})
+			if e.Ph != "B" {
+				out[len(out)-1].Dur = end - e.ts
+			}
+			if e.Ph == "i" {
+				break // zero-length: over at once
+			}
+			st = append(st, open{len(out) - 1, end})
+		case "E":
+			if len(st) == 0 || st[len(st)-1].end >= 0 {
+				return out, fmt.Errorf("event %d: E %s with nothing open", e.i, e.Name)
+			}
+			s := &out[st[len(st)-1].idx]
+			if s.Name != e.Name {
+				return out, fmt.Errorf("event %d: E %s ends %s", e.i, e.Name, s.Name)
+			}
+			s.Dur = e.ts - s.Ts
+			for a, v := range e.Args {
+				s.Args[a] = v
+			}
+			st = st[:len(st)-1]
+		}
+		stacks[k] = st
+	}
+	for i := range out {
+		out[i].Self = out[i].Dur
+	}
+	for _, s := range out {
+		if s.Parent >= 0 && s.Dur > 0 {
+			out[s.Parent].Self -= s.Dur
+		}
+	}
+	return out, nil
+}
+
+// TestJSONPerfettoRules converts traces full of touching calls, calls at their parent's tick,
+// calls of no ticks and equal-bounds recursion (a 24 MHz counter) to JSON, imports it under
+// Perfetto's rules, and checks every call comes back with its exact times, its parent and no
+// import error; and that times are written so that Perfetto's µs -> ns rounding is exact.
+func TestJSONPerfettoRules(t *testing.T) {
+	ts := synthTrace(7, 20000, 400, "", "worker", "com.apple.root.default-qos")
+	raw := writeSynth(t, ts)
+	var out bytes.Buffer
+	if _, err := Process(bytes.NewReader(raw), Options{MaxDepth: -1}, NewChromeSink(&out)); err != nil {
+		t.Fatal(err)
+	}
+	// every time has exactly three decimals, so it is integer nanoseconds
+	var loose struct {
+		TraceEvents []map[string]json.RawMessage
+	}
+	if err := json.Unmarshal(out.Bytes(), &loose); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range loose.TraceEvents {
+		if ts, ok := e["ts"]; ok {
+			s := string(ts)
+			if i := strings.IndexByte(s, '.'); i < 0 || len(s)-i != 4 {
+				t.Fatalf("ts %s is not microseconds with three decimals", s)
+			}
+		}
+		if args, ok := e["args"]; ok && e["ph"] != nil && string(e["ph"]) == `"B"` {
+			t.Fatalf("a B event has args %s: they would split the method in speedscope", args)
+		}
+	}
+	var f chromeFile
+	if err := json.Unmarshal(out.Bytes(), &f); err != nil {
+		t.Fatal(err)
+	}
+	got, err := perfettoImport(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// expected slices, per thread in pre-order: a zero-length call at the tick its parent ends
+	// is, closed-open, no longer inside it: it sits with the nearest ancestor still open.
+	type want struct {
+		name  string
+		ts    int64
+		dur   int64
+		depth int
+	}
+	byTid := map[uint64][]importedSlice{}
+	for _, s := range got {
+		byTid[s.Tid] = append(byTid[s.Tid], s)
+	}
+	for _, st := range ts {
+		var wants []want
+		var walk func(c *synthCall, anc []*synthCall)
+		walk = func(c *synthCall, anc []*synthCall) {
+			s, e := int64(ns(c.start)), int64(ns(c.end))
+			d := len(anc)
+			if s == e {
+				for d > 0 && int64(ns(anc[d-1].end)) <= s {
+					d--
+				}
+			}
+			wants = append(wants, want{synthMethods[c.name].name, s, e - s, d})
+			for _, k := range c.kids {
+				walk(k, append(anc, c))
+			}
+		}
+		for _, r := range st.roots {
+			walk(r, nil)
+		}
+		gs := byTid[st.th.TID]
+		// Perfetto orders by time: compare as a multiset keyed by everything
+		key := func(n string, ts, dur int64, d int) string { return fmt.Sprintf("%d %d %d %s", ts, dur, d, n) }
+		var a, b []string
+		for _, w := range wants {
+			a = append(a, key(w.name, w.ts, w.dur, w.depth))
+		}
+		for _, g := range gs {
+			b = append(b, key(g.Name, g.Ts, g.Dur, g.Depth))
+		}
+		sort.Strings(a)
+		sort.Strings(b)
+		if strings.Join(a, "\n") != strings.Join(b, "\n") {
+			for i := range min(len(a), len(b)) {
+				if a[i] != b[i] {
+					t.Fatalf("thread %d: %d slices, want %d; first difference: got %q want %q", st.th.TID, len(b), len(a), b[i], a[i])
+				}
+			}
+			t.Fatalf("thread %d: %d slices, want %d", st.th.TID, len(b), len(a))
+		}
+	}
+}
+
+// TestJSONOpenUnwoundMarks: an unwound call says so on its end, losses are instants and a
+// counter, the names are the program's and the threads'.
+func TestJSONOpenUnwoundMarks(t *testing.T) {
+	var out bytes.Buffer
+	s := NewChromeSink(&out)
+	s.Meta = Meta{Path: "/usr/bin/demoapp"}
+	if _, err := Process(bytes.NewReader(testTrace(t)), Options{MaxDepth: -1}, s); err != nil {
+		t.Fatal(err)
+	}
+	var f chromeFile
+	if err := json.Unmarshal(out.Bytes(), &f); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, e := range f.TraceEvents {
+		switch e.Ph {
+		case "M":
+			seen = append(seen, fmt.Sprint(e.Name, "=", e.Args["name"], e.Args["sort_index"]))
+		case "i", "C":
+			seen = append(seen, fmt.Sprint(e.Ph, " ", e.Name, " ", e.Args))
+		case "E":
+			if e.Args["unwound"] == true {
+				seen = append(seen, "unwound "+e.Name)
+			}
+		}
+	}
+	want := []string{
+		"process_name=demoapp<nil>", "thread_name=main<nil>", "thread_sort_index=<nil> -1",
+		"i [lost 3] map[count:3 dur_ns:0 kind:lost]", "C lost calls map[main:3]",
+		"i [overflow 1] map[count:1 dur_ns:0 kind:overflow]", "C lost calls map[main:4]",
+		"thread_name=worker<nil>", "unwound -[Bar step:]",
+	}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("got  %q\nwant %q", seen, want)
+	}
+}

@@ -1,0 +1,184 @@
+package tracer
+
+import (
+	"bufio"
+	"io"
+	"strconv"
+)
+
+// SpeedscopeSink writes speedscope's own file format (https://www.speedscope.app/file-format-schema.json,
+// written as NAME.speedscope.json): one shared frame table, one "evented" profile per thread in
+// nanoseconds, its open ("O") and close ("C") events in time order. They come in time order
+// because PreOrder replays each thread's calls in pre-order (see order.go for how, and for the
+// memory that takes: one outermost call tree at a time); the frame table is written last, so
+// the file is a stream too.
+//
+// A call still running at the end of the trace has "[running]" frames wherever none of its
+// children runs (so that they add up to its self time, as the "[running]" frame of pprof and
+// folded does), a call an exception unwound a zero-length "[unwound]" child at its end, a mark a zero-length "[lost N]", "[overflow N]", "[overwritten N]" or "[wait]" frame
+// where it happened (speedscope shows no instants).
+type SpeedscopeSink struct {
+	Sink
+	w       *bufio.Writer
+	buf     []byte
+	meta    Meta
+	frames  map[string]int
+	names   []string
+	label   string
+	started bool // the file's head is written
+	inProf  bool // a profile's head is written
+	nprof   int
+	first   bool // no event yet in this profile
+	lastAt  uint64
+	startAt uint64
+	open    []bool // per depth: is the call open at that depth still running at the end
+	err     error
+}
+
+// NewSpeedscopeSink writes to w.
+func NewSpeedscopeSink(w io.Writer, m Meta) *SpeedscopeSink {
+	s := &SpeedscopeSink{w: bufio.NewWriterSize(w, 1<<16), meta: m, frames: map[string]int{}}
+	s.Sink = PreOrder(speedscopeTree{s})
+	return s
+}
+
+func (s *SpeedscopeSink) frame(name string) int {
+	id, ok := s.frames[name]
+	if !ok {
+		id = len(s.names)
+		s.frames[name] = id
+		s.names = append(s.names, name)
+	}
+	return id
+}
+
+func (s *SpeedscopeSink) head(h *Header) {
+	if s.started {
+		return
+	}
+	s.started = true
+	b := append(s.buf[:0], `{"$schema":"https://www.speedscope.app/file-format-schema.json","exporter":"msgtrace","name":`...)
+	b = appendJSONString(b, s.meta.process(h))
+	b = append(b, `,"activeProfileIndex":0,"profiles":[`...)
+	s.buf = b
+	s.w.Write(b)
+}
+
+// event writes one open or close event at time at (clamped so that time never goes back).
+func (s *SpeedscopeSink) event(typ byte, name string, at uint64) {
+	b := s.buf[:0]
+	if !s.inProf {
+		s.inProf, s.first, s.startAt, s.lastAt = true, true, at, at
+		if s.nprof > 0 {
+			b = append(b, ',')
+		}
+		s.nprof++
+		b = append(b, "\n"+`{"type":"evented","name":`...)
+		b = appendJSONString(b, s.label)
+		b = append(b, `,"unit":"nanoseconds","events":[`...)
+	}
+	at = max(at, s.lastAt)
+	s.lastAt = at
+	if !s.first {
+		b = append(b, ',')
+	}
+	s.first = false
+	b = append(b, `{"type":"`...)
+	b = append(b, typ)
+	b = append(b, `","frame":`...)
+	b = strconv.AppendInt(b, int64(s.frame(name)), 10)
+	b = append(b, `,"at":`...)
+	b = strconv.AppendUint(b, at, 10)
+	b = append(b, '}')
+	s.buf = b
+	_, s.err = s.w.Write(b)
+}
+
+type speedscopeTree struct{ s *SpeedscopeSink }
+
+func (t speedscopeTree) BeginThread(h *Header, th *Thread) error {
+	t.s.head(h)
+	t.s.label = threadLabel(th)
+	if th.Name == "" || th.Main {
+		t.s.label += " (tid " + strconv.FormatUint(th.TID, 10) + ")"
+	}
+	return nil
+}
+
+// running covers the time since the last event with a "[running]" frame when the call
+// around (at depth d-1) is still running at the end of the trace.
+func (s *SpeedscopeSink) running(d int, until uint64) {
+	if d > 0 && d <= len(s.open) && s.open[d-1] && until > s.lastAt {
+		s.event('O', frameRunning, s.lastAt)
+		s.event('C', frameRunning, until)
+	}
+}
+
+func (t speedscopeTree) Enter(c *Call, d int) error {
+	s := t.s
+	s.running(d, c.StartNanos)
+	s.event('O', c.Name, c.StartNanos)
+	s.open = append(s.open[:d], c.Flags&FlagOpen != 0)
+	return s.err
+}
+
+func (t speedscopeTree) Exit(c *Call, d int) error {
+	s := t.s
+	end := c.StartNanos + c.DurNanos
+	s.running(d+1, end)
+	switch {
+	case c.Flags&FlagUnwound != 0:
+		s.event('O', frameUnwound, end)
+		s.event('C', frameUnwound, end)
+	}
+	s.event('C', c.Name, end)
+	return s.err
+}
+
+func (t speedscopeTree) Mark(m *Mark, d int) error {
+	t.s.running(d, m.StartNanos)
+	name := markLabel(m)
+	t.s.event('O', name, m.StartNanos)
+	t.s.event('C', name, m.StartNanos)
+	return t.s.err
+}
+
+func (t speedscopeTree) EndThread() error {
+	s := t.s
+	if !s.inProf {
+		return nil // a thread without events has no profile
+	}
+	s.inProf = false
+	b := append(s.buf[:0], `],"startValue":`...)
+	b = strconv.AppendUint(b, s.startAt, 10)
+	b = append(b, `,"endValue":`...)
+	b = strconv.AppendUint(b, s.lastAt, 10)
+	b = append(b, '}')
+	s.buf = b
+	_, err := s.w.Write(b)
+	return err
+}
+
+func (t speedscopeTree) Close(Totals) error {
+	s := t.s
+	s.head(&Header{})
+	b := append(s.buf[:0], "\n"+`],"shared":{"frames":[`...)
+	for i, n := range s.names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = appendJSONString(b, n)
+		b = append(b, '}')
+		if len(b) > 1<<15 {
+			s.w.Write(b)
+			b = b[:0]
+		}
+	}
+	b = append(b, "]}}\n"...)
+	s.buf = b
+	if _, err := s.w.Write(b); err != nil {
+		return err
+	}
+	return s.w.Flush()
+}
