@@ -620,7 +620,7 @@ func TestStreamTwoProcesses(t *testing.T) {
 		if e.Ph == "M" && e.Name == "process_name" {
 			procs[e.Pid] = e.Args["name"].(string)
 		}
-		if e.Ph == "X" {
+		if e.Ph == "B" || e.Ph == "i" { // a call: its begin, or an instant when it took no time
 			pids[e.Pid]++
 		}
 	}

@@ -226,8 +226,8 @@ func TestTraceStreams(t *testing.T) {
 	var f struct {
 		TraceEvents []struct {
 			Ph, Name string
-			Ts, Dur  float64
-			Pid      uint64
+			Ts       float64
+			Pid, Tid uint64
 			Args     map[string]any
 		}
 	}
@@ -236,17 +236,28 @@ func TestTraceStreams(t *testing.T) {
 		t.Fatalf("%v\n%s", err, raw)
 	}
 	got := map[string]bool{}
+	begins := map[[2]uint64][]float64{} // open begins per thread: calls are B/E pairs
 	for _, e := range f.TraceEvents {
+		k := [2]uint64{e.Pid, e.Tid}
 		switch e.Ph {
 		case "M":
 			if e.Name == "process_name" {
 				got[fmt.Sprintf("%d=%s", e.Pid, e.Args["name"])] = true
 			}
-		case "X":
-			got[fmt.Sprintf("%d %s %.3f %.3f", e.Pid, e.Name, e.Ts, e.Dur)] = true
+		case "B":
+			begins[k] = append(begins[k], e.Ts)
+		case "E":
+			st := begins[k]
+			got[fmt.Sprintf("%d %s %.3f %.3f", e.Pid, e.Name, st[len(st)-1], e.Ts-st[len(st)-1])] = true
+			begins[k] = st[:len(st)-1]
 		}
 	}
-	for _, w := range []string{"100=parent", "200=child", "100 -[View layout] 0.000 5.000", "200 -[View layout] 2.000 5.000", "200 -[View layout] 7.490 3.500"} {
+	for k, st := range begins { // calls still running: a begin with no end
+		for _, ts := range st {
+			got[fmt.Sprintf("%d open %.3f", k[0], ts)] = true
+		}
+	}
+	for _, w := range []string{"100=parent", "200=child", "100 -[View layout] 0.000 5.000", "200 -[View layout] 2.000 5.000", "200 open 7.490"} {
 		if !got[w] {
 			t.Errorf("no %q in %v", w, got)
 		}
