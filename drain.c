@@ -744,6 +744,19 @@ static void ring_dump(void) {
 
 static uint64_t last_collect_ns, last_names_ns;
 
+/* A thread whose last chunk the drain took: out of the registry, its totals kept, freed. */
+static void forget(struct mt_thread_info *i) {
+	pthread_mutex_lock(&msgtrace_registry_lock);
+	struct mt_thread_info **pp = &msgtrace_registry;
+	while (*pp && *pp != i)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = i->next;
+	msgtrace_thread_gone_mark(i);
+	pthread_mutex_unlock(&msgtrace_registry_lock);
+	free(i);
+}
+
 /* One pass: handed-over chunks encoded and returned; every period (or when forced) the quiet
  * threads' partial chunks and open calls; exited threads freed; the pool topped up. */
 static void pass(int force, int final) {
@@ -754,15 +767,7 @@ static void pass(int force, int final) {
 			int last = c->last;
 			ring_keep(c);
 			if (last) {
-				pthread_mutex_lock(&msgtrace_registry_lock);
-				struct mt_thread_info **pp = &msgtrace_registry;
-				while (*pp && *pp != i)
-					pp = &(*pp)->next;
-				if (*pp)
-					*pp = i->next;
-				msgtrace_thread_gone_mark(i);
-				pthread_mutex_unlock(&msgtrace_registry_lock);
-				free(i);
+				forget(i);
 			}
 			continue;
 		}
@@ -773,15 +778,7 @@ static void pass(int force, int final) {
 			if (i->snap_top)
 				open_frame(i, c->used > c->rec ? c->used[-1].end : msgtrace_now_ticks(), NULL, 0);
 			thread_frame(i, 1);
-			pthread_mutex_lock(&msgtrace_registry_lock);
-			struct mt_thread_info **pp = &msgtrace_registry;
-			while (*pp && *pp != i)
-				pp = &(*pp)->next;
-			if (*pp)
-				*pp = i->next;
-			msgtrace_thread_gone_mark(i);
-			pthread_mutex_unlock(&msgtrace_registry_lock);
-			free(i);
+			forget(i);
 		}
 		msgtrace_pool_push(c);
 	}
