@@ -20,10 +20,14 @@ else
 LIBMSGTRACE := bin/libmsgtrace.so
 endif
 
-# machobind, and next to it the library `machobind run` preloads.
+# machobind, and next to it the library `machobind run` preloads (on Linux also the small
+# preload loader, libmsgtrace-preload.so, that starts it only where there is something to trace).
 build:
 	$(GO) build -o bin/machobind ./cmd/machobind
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o $(LIBMSGTRACE) ./cmd/libmsgtrace
+ifneq ($(UNAME),Darwin)
+	$${CC:-cc} -O2 -Wall -shared -fPIC -o bin/libmsgtrace-preload.so cmd/libmsgtrace/loader/loader.c -ldl
+endif
 
 fixtures: setup
 	bash scripts/fixtures.sh $(FIXTURES)

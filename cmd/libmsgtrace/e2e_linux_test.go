@@ -53,6 +53,11 @@ func buildArch(t *testing.T, goarch, cc string) string {
 	root := testfiles.Root(t)
 	dir := t.TempDir()
 	buildLib(t, "c-shared", filepath.Join(dir, "libmsgtrace.so"), goarch, cc)
+	// the preload loader next to it: what users preload (and machobind run finds)
+	if out, err := exec.Command(cc, "-O2", "-Wall", "-shared", "-fPIC", "-o", filepath.Join(dir, "libmsgtrace-preload.so"),
+		filepath.Join(root, "cmd", "libmsgtrace", "loader", "loader.c"), "-ldl").CombinedOutput(); err != nil {
+		t.Fatalf("building libmsgtrace-preload.so for %s: %v\n%s", goarch, err, out)
+	}
 	cmd := exec.Command("bash", filepath.Join(root, "scripts", "testapp.sh"), goarch, dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("testapp.sh %s: %v\n%s", goarch, err, out)
@@ -243,7 +248,7 @@ func (tr trace) one(t *testing.T, thread, path string) *call {
 	return cs[0]
 }
 
-// TestPreloadEndToEnd preloads libmsgtrace.so into the test app (a C++ program sending
+// TestPreloadEndToEnd preloads libmsgtrace-preload.so (which loads libmsgtrace.so) into the test app (a C++ program sending
 // messages through a small Objective-C runtime with objc_msgSend's contract) and checks that
 // the app behaves exactly as without it and that trace.json holds the calls it made.
 func TestPreloadEndToEnd(t *testing.T) {
@@ -258,7 +263,7 @@ func TestPreloadEndToEnd(t *testing.T) {
 				}
 			}
 			b := built{goarch: a.goarch, dir: buildArch(t, a.goarch, a.cc), run: a.run, envFlag: a.envFlag}
-			b.lib = filepath.Join(b.dir, "libmsgtrace.so")
+			b.lib = filepath.Join(b.dir, "libmsgtrace-preload.so") // loads libmsgtrace.so where there is something to trace
 			t.Run("app", func(t *testing.T) { testApp(t, b) })
 			t.Run("app-libgcc", func(t *testing.T) { testApp(t, withLibgcc(t, b)) })
 			t.Run("dlopen", func(t *testing.T) { testDlopen(t, b) })

@@ -24,12 +24,14 @@ type exitStatus int
 
 func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-// libraryName is the file name of the preloaded library on this platform.
-func libraryName() string {
+// libraryNames are the file names of the library to preload on this platform, preferred
+// first: on Linux the small preload loader, which starts the Go library only in processes
+// that have something to trace.
+func libraryNames() []string {
 	if runtime.GOOS == "darwin" {
-		return "libmsgtrace.dylib"
+		return []string{"libmsgtrace.dylib"}
 	}
-	return "libmsgtrace.so"
+	return []string{"libmsgtrace-preload.so", "libmsgtrace.so"}
 }
 
 // findLibrary returns the library to preload: --lib, $MSGTRACE_LIB, or the one next to this
@@ -48,13 +50,15 @@ func findLibrary(flagValue string) (string, error) {
 	if err == nil {
 		exe, _ = filepath.EvalSymlinks(exe)
 		for _, dir := range []string{filepath.Dir(exe), filepath.Join(filepath.Dir(exe), "..", "lib")} {
-			p := filepath.Join(dir, libraryName())
-			if _, err := os.Stat(p); err == nil {
-				return filepath.Abs(p)
+			for _, name := range libraryNames() {
+				p := filepath.Join(dir, name)
+				if _, err := os.Stat(p); err == nil {
+					return filepath.Abs(p)
+				}
 			}
 		}
 	}
-	return "", fmt.Errorf("%s is not next to machobind: build it with `make build` or give --lib PATH", libraryName())
+	return "", fmt.Errorf("%s is not next to machobind: build it with `make build` or give --lib PATH", libraryNames()[0])
 }
 
 // preloadEnv returns env with the library preloaded and the streams sent to the pattern raw.
