@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,6 +228,28 @@ func testStream(t *testing.T, b built) {
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("a killed process converted its trace")
 		}
+		// a busy program killed at a random moment: the file converts, nothing damaged, the
+		// threads' outermost calls still running
+		busy := filepath.Join(t.TempDir(), "busy.mtrace")
+		cmd = b.stress(map[string]string{"MSGTRACE_OUT": busy}, "soak", "4", "400000000")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 200; i++ { // the program is sending once its stream exists (qemu starts slowly)
+			if _, err := os.Stat(busy); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		delay := time.Duration(rand.Intn(700)) * time.Millisecond
+		time.Sleep(delay)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		s, tot = readStreams(t, busy)
+		if tot.BadFrames != 0 || tot.Unended != 1 || tot.Calls == 0 || s.calls["-[Worker run:]"] > 4 {
+			t.Errorf("killed after %v: totals %+v, calls %v", delay, tot, s.calls)
+		}
+		t.Logf("killed after %v: %d calls read, %d still running, %d torn bytes", delay, tot.Calls, tot.Open, tot.TornBytes)
 	})
 	t.Run("crash", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "crash.mtrace")
