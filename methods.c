@@ -297,3 +297,12 @@ void msgtrace___objc_exec_class(void *module) {
 	msgtrace_orig___objc_exec_class(module);
 	msgtraceModuleLoaded(module);
 }
+
+/* Classes created at run time (objc_allocateClassPair + objc_registerClassPair, GNU runtime):
+ * reported once registered, with the methods they were given before. */
+void (*msgtrace_orig_objc_registerClassPair)(void *);
+
+void msgtrace_objc_registerClassPair(void *cls) {
+	msgtrace_orig_objc_registerClassPair(cls);
+	msgtraceClassRegistered(cls);
+}

@@ -143,8 +143,9 @@ var moduleHook atomic.Pointer[func([]uintptr)]
 
 // ModuleRebindings are the rebindings that report classes registered after install: on gcc's
 // runtime, classes register from module constructors (__objc_exec_class), which may run after
-// ours (the main program's always do); fn gets each module's classes and the classes its
-// categories extend, after the runtime registered them. Nil where there is nothing to rebind.
+// ours (the main program's always do), and classes created at run time register with
+// objc_registerClassPair; fn gets each module's classes and the classes its categories extend,
+// or the new class, after the runtime registered them. Nil where there is nothing to rebind.
 func ModuleRebindings(fn func(classes []uintptr)) []machobind.Rebinding {
 	if MethodsRuntime() != RuntimeGNU {
 		return nil
@@ -153,7 +154,20 @@ func ModuleRebindings(fn func(classes []uintptr)) []machobind.Rebinding {
 	return []machobind.Rebinding{{Name: "__objc_exec_class", Replacement: uintptr(unsafe.Pointer(C.msgtrace___objc_exec_class)),
 		Publish: func(orig uintptr) {
 			*(*uintptr)(unsafe.Pointer(&C.msgtrace_orig___objc_exec_class)) = orig
-		}}}
+		}},
+		{Name: "objc_registerClassPair", Replacement: uintptr(unsafe.Pointer(C.msgtrace_objc_registerClassPair)),
+			Publish: func(orig uintptr) {
+				*(*uintptr)(unsafe.Pointer(&C.msgtrace_orig_objc_registerClassPair)) = orig
+			}}}
+}
+
+// msgtraceClassRegistered is called by the rebound objc_registerClassPair after the original.
+//
+//export msgtraceClassRegistered
+func msgtraceClassRegistered(cls unsafe.Pointer) {
+	if fn := moduleHook.Load(); fn != nil && cls != nil {
+		(*fn)([]uintptr{uintptr(cls)})
+	}
 }
 
 // msgtraceModuleLoaded is called by the rebound __objc_exec_class after the original.

@@ -34,4 +34,8 @@ size_t msgtrace_module_classes(void *module, void **out, size_t max);
 extern void (*msgtrace_orig___objc_exec_class)(void *) __attribute__((visibility("hidden")));
 void msgtrace___objc_exec_class(void *module);
 extern void msgtraceModuleLoaded(void *module); /* Go (methods.go) */
+/* GNU: objc_registerClassPair rebound: the original, then msgtraceClassRegistered. */
+extern void (*msgtrace_orig_objc_registerClassPair)(void *) __attribute__((visibility("hidden")));
+void msgtrace_objc_registerClassPair(void *cls);
+extern void msgtraceClassRegistered(void *cls); /* Go (methods.go) */
 #endif

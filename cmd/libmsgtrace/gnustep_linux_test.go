@@ -181,6 +181,19 @@ func TestGNUstepMethods(t *testing.T) {
 		})
 	}
 
+	t.Run("dynamic", func(t *testing.T) {
+		// a class created at run time (objc_allocateClassPair, objc_registerClassPair) is
+		// instrumented when it registers
+		out := filepath.Join(g.dir, "dynamic.json")
+		so, se, err := g.run(t, true, "home", map[string]string{"MSGTRACE_OUT": out}, nil, app, "dynamic")
+		if err != nil || so != "dynamic twice 42\n" {
+			t.Fatalf("sortapp dynamic: %v\nstdout %q\nstderr:\n%s", err, so, se)
+		}
+		if n, _ := readTrace(t, out).count("main", "-[Dyn twice:]"); n != 1 {
+			t.Errorf("%d -[Dyn twice:] calls traced, want 1", n)
+		}
+	})
+
 	t.Run("sends-only", func(t *testing.T) {
 		// gcc's runtime has no objc_msgSend: capturing sends alone sees nothing
 		out := filepath.Join(g.dir, "sends.json")

@@ -78,6 +78,11 @@
 }
 @end
 
+static int dyn_twice(id self, SEL cmd, int x) {
+	(void)self, (void)cmd;
+	return 2 * x;
+}
+
 int main(int argc, char **argv) {
 	NSAutoreleasePool *pool = [NSAutoreleasePool new];
 	if (argc > 1 && strcmp(argv[1], "throw") == 0) {
@@ -98,6 +103,17 @@ int main(int argc, char **argv) {
 		IMP imp = [c methodForSelector:@selector(bump)];
 		int ours = dladdr((void *)imp, &info) && info.dli_fname && strstr(info.dli_fname, "sortapp");
 		printf("bump implemented in %s; %d\n", ours ? "sortapp" : info.dli_fname, [c bump]);
+		[pool drain];
+		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "dynamic") == 0) {
+		/* a class created at run time, its method added before it is registered */
+		Class dyn = objc_allocateClassPair([NSObject class], "Dyn", 0);
+		class_addMethod(dyn, @selector(twice:), (IMP)dyn_twice, "i@:i");
+		objc_registerClassPair(dyn);
+		id d = [[dyn new] autorelease];
+		int (*send)(id, SEL, int) = (int (*)(id, SEL, int))objc_msg_lookup(d, @selector(twice:));
+		printf("dynamic twice %d\n", send(d, @selector(twice:), 21));
 		[pool drain];
 		return 0;
 	}
