@@ -26,6 +26,9 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #endif
+#if defined(__APPLE__) && defined(__x86_64__)
+#include <sys/sysctl.h>
+#endif
 
 /* ---- configuration and state ---- */
 static char path_pattern[4096];
@@ -876,7 +879,8 @@ static void end_frame(void) {
 
 /* The tick rate without waiting: the hardware's where it says (arm64 CNTFRQ_EL0); on x86
  * Linux the kernel's TSC conversion from a perf event's mmap page (time_mult, time_shift: what
- * the vDSO uses), when perf events are allowed. 0 when neither is there. */
+ * the vDSO uses), when perf events are allowed; on x86 macOS machdep.tsc.frequency. 0 when
+ * none is there. */
 static int known_rate(void) {
 	uint64_t hz = msgtrace_tick_hz();
 	if (hz) {
@@ -907,6 +911,14 @@ static int known_rate(void) {
 	}
 	munmap(pg, (size_t)sysconf(_SC_PAGESIZE));
 	return ok;
+#elif defined(__APPLE__) && defined(__x86_64__)
+	uint64_t f = 0; /* the TSC's rate as the kernel measured it at boot */
+	size_t n = sizeof f;
+	if (sysctlbyname("machdep.tsc.frequency", &f, &n, NULL, 0) != 0 || !f)
+		return 0;
+	rate_num = 1000000000ull;
+	rate_den = f;
+	return 1;
 #else
 	return 0;
 #endif
