@@ -160,14 +160,10 @@ func (a *Agent) Flush(path string) (Flushed, error) {
 func (a *Agent) flush(path string, final bool) (Flushed, error) {
 	res := Flushed{Path: path}
 	var err error
-	if final {
-		err = msgtrace.CloseStream()
-		a.closed = true
-	} else if !a.closed {
-		err = msgtrace.FlushStream()
-	}
-	if err != nil {
-		return res, fmt.Errorf("msgtrace: %w", err)
+	if !a.closed { // closed (at exit): everything is in the file already
+		if err = msgtrace.FlushStream(); err != nil {
+			return res, fmt.Errorf("msgtrace: %w", err)
+		}
 	}
 	stream := msgtrace.StreamPath()
 	if path == "" {
