@@ -114,15 +114,11 @@ func testStream(t *testing.T, b built) {
 			calls = 200_000
 		}
 		out := filepath.Join(t.TempDir(), "soak.mtrace")
-		rssQuiet := peakRSS(t, b, map[string]string{"MSGTRACE_OUT": out}, "quiet")
+		rssQuiet, _ := peakRSS(t, b, map[string]string{"MSGTRACE_OUT": out}, "quiet")
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("a process that sent nothing left %s", out)
 		}
-		var stdout string
-		rss := peakRSS(t, b, map[string]string{"MSGTRACE_OUT": out}, "soak", "4", strconv.Itoa(calls), &stdout)
-		var sent int
-		fmt.Sscanf(stdout, "sent %d", &sent)
-		s, tot := readStreams(t, out)
+		sent, rss, s, tot := soak(t, b, out, nil, calls)
 		if want := 4 * (1 + 2*(calls/2)); sent != want || int(tot.Calls) != sent {
 			t.Fatalf("sent %d (want %d), the stream holds %d calls (%+v)", sent, want, tot.Calls, tot)
 		}
@@ -154,11 +150,7 @@ func testStream(t *testing.T, b built) {
 		if small {
 			calls = 200_000
 		}
-		var stdout string
-		peakRSS(t, b, map[string]string{"MSGTRACE_OUT": out, "MSGTRACE_FULL": "drop", "MSGTRACE_BUFFER_MB": "1"}, "soak", "4", strconv.Itoa(calls), &stdout)
-		var sent int
-		fmt.Sscanf(stdout, "sent %d", &sent)
-		s, tot := readStreams(t, out)
+		sent, _, s, tot := soak(t, b, out, map[string]string{"MSGTRACE_FULL": "drop", "MSGTRACE_BUFFER_MB": "1"}, calls)
 		if int(tot.Calls+tot.Dropped) != sent {
 			t.Fatalf("recorded %d + dropped %d != sent %d", tot.Calls, tot.Dropped, sent)
 		}
@@ -173,11 +165,7 @@ func testStream(t *testing.T, b built) {
 		if small {
 			calls = 200_000
 		}
-		var stdout string
-		peakRSS(t, b, map[string]string{"MSGTRACE_OUT": out, "MSGTRACE_MODE": "ring", "MSGTRACE_BUFFER_MB": "2"}, "soak", "4", strconv.Itoa(calls), &stdout)
-		var sent int
-		fmt.Sscanf(stdout, "sent %d", &sent)
-		s, tot := readStreams(t, out)
+		sent, _, s, tot := soak(t, b, out, map[string]string{"MSGTRACE_MODE": "ring", "MSGTRACE_BUFFER_MB": "2"}, calls)
 		st, _ := os.Stat(out)
 		// the ring keeps at most 2 MiB of 32-byte records; what it overwrote is counted exactly
 		ow := s.marks[tracer.MarkOverwritten]
@@ -320,30 +308,30 @@ func testStream(t *testing.T, b built) {
 	})
 }
 
-// peakRSS runs stress under /usr/bin/time and returns its peak RSS in KiB; a last *string
-// argument receives its stdout.
-func peakRSS(t *testing.T, b built, env map[string]string, args ...any) int {
+// soak runs "stress soak 4 calls" with the stream at out and env's variables, and returns how
+// many calls it sent, its peak RSS in KiB and what the stream holds.
+func soak(t *testing.T, b built, out string, env map[string]string, calls int) (sent, rss int, s *tally, tot tracer.Totals) {
 	t.Helper()
-	var sargs []string
-	var stdout *string
-	for _, a := range args {
-		switch v := a.(type) {
-		case string:
-			sargs = append(sargs, v)
-		case *string:
-			stdout = v
-		}
+	e := map[string]string{"MSGTRACE_OUT": out}
+	for k, v := range env {
+		e[k] = v
 	}
+	rss, stdout := peakRSS(t, b, e, "soak", "4", strconv.Itoa(calls))
+	fmt.Sscanf(stdout, "sent %d", &sent)
+	s, tot = readStreams(t, out)
+	return sent, rss, s, tot
+}
+
+// peakRSS runs stress under /usr/bin/time and returns its peak RSS in KiB and its stdout.
+func peakRSS(t *testing.T, b built, env map[string]string, args ...string) (int, string) {
+	t.Helper()
 	timeOut := filepath.Join(t.TempDir(), "time.txt")
-	cmd := b.stress(env, sargs...)
+	cmd := b.stress(env, args...)
 	cmd.Args = append([]string{"/usr/bin/time", "-f", "%M", "-o", timeOut}, cmd.Args...)
 	cmd.Path = "/usr/bin/time"
 	o, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("%v: %v\n%s", cmd.Args, err, o)
-	}
-	if stdout != nil {
-		*stdout = string(o)
 	}
 	tb, _ := os.ReadFile(timeOut)
 	lines := strings.Fields(string(tb))
@@ -351,5 +339,5 @@ func peakRSS(t *testing.T, b built, env map[string]string, args ...any) int {
 		t.Fatalf("no RSS from /usr/bin/time: %q", tb)
 	}
 	kb, _ := strconv.Atoi(lines[len(lines)-1])
-	return kb
+	return kb, string(o)
 }
