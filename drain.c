@@ -952,11 +952,14 @@ static void *drain_main(void *arg) {
 		pthread_mutex_lock(&req_mu);
 		uint64_t want = req_seq;
 		pthread_mutex_unlock(&req_mu);
-		int forced = want != done_seq || crash_req || dump_req;
+		/* a crash asked before this pass started is answered by it; one asked during a
+		 * pass that was not forced waits for the next (it may not have written a byte) */
+		int crash = crash_req;
+		int forced = want != done_seq || crash || dump_req;
 		pthread_mutex_lock(&drain_mu);
 		pass(forced, forced);
 		pthread_mutex_unlock(&drain_mu);
-		if (crash_req)
+		if (crash)
 			crash_done = 1;
 		struct timespec cpu;
 		if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
@@ -992,7 +995,8 @@ static void on_signal(int sig, siginfo_t *info, void *uc) {
 	if (__atomic_exchange_n(&handling, 1, __ATOMIC_ACQ_REL) == 0 && msgtrace_drain_running &&
 	    !pthread_equal(pthread_self(), drain_thread)) {
 		crash_req = 1; /* the drain writes what it can: partial chunks, open calls */
-		for (int k = 0; k < 400 && !crash_done; k++) {
+		msgtrace_drain_urgent = 1;
+		for (int k = 0; k < 1000 && !crash_done; k++) { /* 5 s at most: qemu on a loaded machine */
 			struct timespec ts = {0, 5000000L};
 			nanosleep(&ts, NULL);
 		}
