@@ -13,9 +13,11 @@
 #define _GNU_SOURCE
 #endif
 #include "methods.h"
+#include "rt_internal.h"
 #include "trampoline.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +87,18 @@ const char *msgtrace_image_of(const void *p) {
 	return info.dli_fname;
 }
 
+const char *msgtrace_class_image(void *cls) {
+	if (msgtrace_methods_runtime() == MT_RT_NONE)
+		return "";
+	/* a class created at run time lives in the heap: its superclasses say where it belongs */
+	for (void *c = cls; c; c = classGetSuper(c)) {
+		Dl_info info;
+		if (dladdr(c, &info) && info.dli_fname)
+			return info.dli_fname;
+	}
+	return "";
+}
+
 int msgtrace_in_shared_cache(const char *path) {
 #if defined(__APPLE__)
 	static int (*contains)(const char *);
@@ -117,6 +131,35 @@ int msgtrace_never_instrument(const char *sel) {
 
 static size_t used; /* trampolines handed out (never freed), under the caller's lock */
 
+/* The Method each trampoline was made for, kept after a restore, and an open-addressing table
+ * from Method to trampoline (index + 1): a method instrumented again after msgtrace_stop gets
+ * its own trampoline back instead of a new one from the pool. */
+static void *home[MT_POOL];
+static uint32_t slot_of[2 * MT_POOL];
+
+static size_t home_hash(const void *m) {
+	uint64_t x = (uint64_t)(uintptr_t)m * 0x9e3779b97f4a7c15ull;
+	return (size_t)(x >> 40) & (2 * MT_POOL - 1);
+}
+
+static long find_home(const void *m) {
+	for (size_t h = home_hash(m);; h = (h + 1) & (2 * MT_POOL - 1)) {
+		uint32_t k = slot_of[h];
+		if (k == 0)
+			return -1;
+		if (home[k - 1] == m)
+			return (long)k - 1;
+	}
+}
+
+static void add_home(void *m, size_t i) {
+	home[i] = m;
+	size_t h = home_hash(m);
+	while (slot_of[h] && home[slot_of[h] - 1] != m) /* a method given a new trampoline: the newest */
+		h = (h + 1) & (2 * MT_POOL - 1);
+	slot_of[h] = (uint32_t)i + 1;
+}
+
 static int is_trampoline(const void *imp) {
 	const char *p = imp;
 	return p >= msgtrace_tramp_text && p < msgtrace_tramp_text + (size_t)MT_POOL * MT_STRIDE;
@@ -141,6 +184,16 @@ static int instrument_class(void *cls, struct mt_methods_stats *st) {
 		const char *name = sel ? selGetName(sel) : NULL;
 		if (!imp || !name || is_trampoline(imp))
 			continue;
+#if defined(__APPLE__)
+		/* a category's method shadows the class's own of the same selector and comes first in
+		 * the list; class_replaceMethod reaches only that one, so the others are left alone
+		 * (instrumenting them would chain a trampoline into a trampoline) */
+		int shadowed = 0;
+		for (unsigned j = 0; j < i && !shadowed; j++)
+			shadowed = methodGetName(ms[j]) == sel;
+		if (shadowed)
+			continue;
+#endif
 		if (msgtrace_never_instrument(name) || (forward1 && imp == forward1) || (forward2 && imp == forward2)) {
 			st->never++;
 			continue;
@@ -149,13 +202,19 @@ static int instrument_class(void *cls, struct mt_methods_stats *st) {
 			st->foreign++;
 			continue;
 		}
-		if (used == MT_POOL) {
+		long k = find_home(m);
+		if (k >= 0 && (msgtrace_tramp_data[k].method || msgtrace_tramp_data[k].orig != imp))
+			k = -1; /* in use, or the method was given another IMP since: a new trampoline */
+		if (k < 0 && used == MT_POOL) {
 			st->full++;
 			continue;
 		}
-		struct mt_tramp_data *d = &msgtrace_tramp_data[used];
-		void *tramp = msgtrace_tramp_text + used * MT_STRIDE;
-		used++;
+		if (k < 0) {
+			k = (long)used++;
+			add_home(m, (size_t)k);
+		}
+		struct mt_tramp_data *d = &msgtrace_tramp_data[k];
+		void *tramp = msgtrace_tramp_text + (size_t)k * MT_STRIDE;
 		/* publish the data, then a barrier, then the IMP */
 		d->orig = imp, d->cls = cls, d->sel = sel, d->method = m;
 		__atomic_thread_fence(__ATOMIC_RELEASE);
@@ -298,11 +357,98 @@ void msgtrace___objc_exec_class(void *module) {
 	msgtraceModuleLoaded(module);
 }
 
-/* Classes created at run time (objc_allocateClassPair + objc_registerClassPair, GNU runtime):
- * reported once registered, with the methods they were given before. */
+/* Classes created at run time (objc_allocateClassPair + objc_registerClassPair): reported once
+ * registered, with the methods they were given before. */
 void (*msgtrace_orig_objc_registerClassPair)(void *);
 
 void msgtrace_objc_registerClassPair(void *cls) {
 	msgtrace_orig_objc_registerClassPair(cls);
-	msgtraceClassRegistered(cls);
+	msgtraceClassRegistered(cls, __builtin_return_address(0)); /* who made it: where it belongs */
 }
+
+/* The registered class a class or metaclass belongs to; NULL while it is still being built
+ * (objc_allocateClassPair before objc_registerClassPair: reported when it registers). */
+static void *registered_class(void *c) {
+	const char *name = classGetName(c);
+	void *base = name ? lookUpClass(name) : NULL;
+	if (!base || base == c)
+		return base;
+#if defined(__APPLE__)
+	void *meta = objectGetClass(base);
+#else
+	void *meta = *(void **)base; /* GNU: class_pointer */
+#endif
+	return meta == c ? base : NULL;
+}
+
+/* A method added to a registered class (KVO adds its setters to NSKVONotifying_* so, as they
+ * get observed): the class is reported again once the method is there. */
+unsigned char (*msgtrace_orig_class_addMethod)(void *, void *, void *, const char *);
+
+unsigned char msgtrace_class_addMethod(void *cls, void *sel, void *imp, const char *types) {
+	unsigned char ok = msgtrace_orig_class_addMethod(cls, sel, imp, types);
+	if (ok && cls && msgtrace_methods_runtime() != MT_RT_NONE) {
+		void *base = registered_class(cls);
+		if (base)
+			msgtraceClassRegistered(base, NULL);
+	}
+	return ok;
+}
+
+#if defined(__APPLE__)
+/* Apple: images loaded later. objc_addLoadImageFunc calls back once the runtime has read an
+ * image's classes and categories, with the runtime lock held: nothing that takes it
+ * (class_replaceMethod, class_copyMethodList) may run there. The callback only marks work;
+ * a thread of ours instruments (msgtraceImagesLoaded), once the loading thread let go of the
+ * lock. The images loaded before the registration are reported to the registering thread
+ * inside the call and ignored (the install already covered them). */
+static pthread_mutex_t later_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t later_cv = PTHREAD_COND_INITIALIZER;
+static int later_pending, registering;
+static pthread_t registrar;
+
+static void on_load_image(const void *header) {
+	(void)header;
+	if (registering && pthread_equal(pthread_self(), registrar))
+		return;
+	pthread_mutex_lock(&later_mu);
+	later_pending = 1;
+	pthread_cond_signal(&later_cv);
+	pthread_mutex_unlock(&later_mu);
+}
+
+static void *later_main(void *arg) {
+	(void)arg;
+	msgtrace_set_untraced_self();
+	for (;;) {
+		pthread_mutex_lock(&later_mu);
+		while (!later_pending)
+			pthread_cond_wait(&later_cv, &later_mu);
+		later_pending = 0;
+		pthread_mutex_unlock(&later_mu);
+		msgtraceImagesLoaded();
+	}
+	return NULL;
+}
+
+int msgtrace_watch_loaded_images(void) {
+	void (*add)(void (*)(const void *));
+	if (msgtrace_methods_runtime() != MT_RT_APPLE || !SYMBOL(add, "objc_addLoadImageFunc"))
+		return 0; /* before macOS 10.15 / iOS 13: dyld's add-image callback instead */
+	pthread_t t;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	int err = pthread_create(&t, &at, later_main, NULL);
+	pthread_attr_destroy(&at);
+	if (err)
+		return 0;
+	registrar = pthread_self();
+	registering = 1;
+	add(on_load_image);
+	registering = 0;
+	return 1;
+}
+#else
+int msgtrace_watch_loaded_images(void) { return 0; }
+#endif

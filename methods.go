@@ -82,6 +82,21 @@ func ImageOf(p uintptr) string {
 	return C.GoString(C.msgtrace_image_of(*(*unsafe.Pointer)(unsafe.Pointer(&p))))
 }
 
+// createdBy maps classes created at run time, registered since install, to the path of the
+// object whose code registered them.
+var createdBy sync.Map
+
+// ClassImage is the path of the loaded object a class belongs to: the one that defines it; for
+// a class created at run time, the one whose code registered it (seen by the rebound
+// objc_registerClassPair: KVO's NSKVONotifying_* belong to Foundation, an app's own dynamic
+// classes to the app), else that of its nearest superclass an object defines.
+func ClassImage(cls uintptr) string {
+	if v, ok := createdBy.Load(cls); ok {
+		return v.(string)
+	}
+	return C.GoString(C.msgtrace_class_image(*(*unsafe.Pointer)(unsafe.Pointer(&cls))))
+}
+
 // InSharedCache reports whether an image path is in dyld's shared cache (always false off
 // Apple platforms).
 func InSharedCache(path string) bool {
@@ -141,30 +156,67 @@ func RestoreMethods() MethodStats {
 // moduleHook is called with the classes of each module the GNU runtime registers later.
 var moduleHook atomic.Pointer[func([]uintptr)]
 
-// ModuleRebindings are the rebindings that report classes registered after install: on gcc's
-// runtime, classes register from module constructors (__objc_exec_class), which may run after
-// ours (the main program's always do), and classes created at run time register with
-// objc_registerClassPair; fn gets each module's classes and the classes its categories extend,
-// or the new class, after the runtime registered them. Nil where there is nothing to rebind.
+// ModuleRebindings are the rebindings that report classes registered after install, and
+// methods added to registered classes: on gcc's runtime, classes register from module
+// constructors (__objc_exec_class), which may run after ours (the main program's always do);
+// on both runtimes, classes created at run time register with objc_registerClassPair (KVO's
+// NSKVONotifying_* among them) and get methods with class_addMethod, before or after. fn gets
+// each module's classes and the classes its categories extend, or the new class, or the
+// class a method was added to, after the runtime registered them. Nil where no runtime we
+// instrument is loaded.
 func ModuleRebindings(fn func(classes []uintptr)) []machobind.Rebinding {
-	if MethodsRuntime() != RuntimeGNU {
+	rt := MethodsRuntime()
+	if rt != RuntimeGNU && rt != RuntimeApple {
 		return nil
 	}
 	moduleHook.Store(&fn)
-	return []machobind.Rebinding{{Name: "__objc_exec_class", Replacement: uintptr(unsafe.Pointer(C.msgtrace___objc_exec_class)),
-		Publish: func(orig uintptr) {
-			*(*uintptr)(unsafe.Pointer(&C.msgtrace_orig___objc_exec_class)) = orig
-		}},
+	rs := []machobind.Rebinding{
 		{Name: "objc_registerClassPair", Replacement: uintptr(unsafe.Pointer(C.msgtrace_objc_registerClassPair)),
 			Publish: func(orig uintptr) {
 				*(*uintptr)(unsafe.Pointer(&C.msgtrace_orig_objc_registerClassPair)) = orig
-			}}}
+			}},
+		{Name: "class_addMethod", Replacement: uintptr(unsafe.Pointer(C.msgtrace_class_addMethod)),
+			Publish: func(orig uintptr) {
+				*(*uintptr)(unsafe.Pointer(&C.msgtrace_orig_class_addMethod)) = orig
+			}},
+	}
+	if rt == RuntimeGNU {
+		rs = append(rs, machobind.Rebinding{Name: "__objc_exec_class", Replacement: uintptr(unsafe.Pointer(C.msgtrace___objc_exec_class)),
+			Publish: func(orig uintptr) {
+				*(*uintptr)(unsafe.Pointer(&C.msgtrace_orig___objc_exec_class)) = orig
+			}})
+	}
+	return rs
 }
 
-// msgtraceClassRegistered is called by the rebound objc_registerClassPair after the original.
+// imagesHook is called after images were loaded (Apple, objc_addLoadImageFunc).
+var imagesHook atomic.Pointer[func()]
+
+// WatchLoadedImages calls fn, on a thread of the library's, after the Objective-C runtime read
+// the classes and categories of images loaded later (Apple: objc_addLoadImageFunc, macOS 10.15
+// and iOS 13 on; its callback holds the runtime lock, so the work is deferred to that thread,
+// and calls into a new image made before fn ran are not traced). It reports false where the
+// runtime has no such callback: the caller watches dyld or dlopen instead.
+func WatchLoadedImages(fn func()) bool {
+	imagesHook.Store(&fn)
+	return C.msgtrace_watch_loaded_images() != 0
+}
+
+//export msgtraceImagesLoaded
+func msgtraceImagesLoaded() {
+	if fn := imagesHook.Load(); fn != nil {
+		(*fn)()
+	}
+}
+
+// msgtraceClassRegistered is called by the rebound objc_registerClassPair after the original,
+// with the address its caller returns to, and by the rebound class_addMethod (creator nil).
 //
 //export msgtraceClassRegistered
-func msgtraceClassRegistered(cls unsafe.Pointer) {
+func msgtraceClassRegistered(cls, creator unsafe.Pointer) {
+	if creator != nil && cls != nil {
+		createdBy.Store(uintptr(cls), C.GoString(C.msgtrace_image_of(creator)))
+	}
 	if fn := moduleHook.Load(); fn != nil && cls != nil {
 		(*fn)([]uintptr{uintptr(cls)})
 	}

@@ -22,6 +22,9 @@ int msgtrace_methods_runtime(void);
 size_t msgtrace_class_list(void **out, size_t max);
 const char *msgtrace_class_name(void *cls);
 const char *msgtrace_image_of(const void *p);
+/* The image that defines a class, or for a class created at run time (not in any image) its
+ * nearest superclass that an image defines ("" when none does). */
+const char *msgtrace_class_image(void *cls);
 int msgtrace_in_shared_cache(const char *path); /* Apple: dyld's shared cache holds it */
 int msgtrace_never_instrument(const char *sel);
 /* Instruments the methods each class (and its metaclass) defines; adds to *st. */
@@ -37,5 +40,12 @@ extern void msgtraceModuleLoaded(void *module); /* Go (methods.go) */
 /* GNU: objc_registerClassPair rebound: the original, then msgtraceClassRegistered. */
 extern void (*msgtrace_orig_objc_registerClassPair)(void *) __attribute__((visibility("hidden")));
 void msgtrace_objc_registerClassPair(void *cls);
-extern void msgtraceClassRegistered(void *cls); /* Go (methods.go) */
+extern void msgtraceClassRegistered(void *cls, void *creator); /* Go (methods.go) */
+/* class_addMethod rebound: the original, then msgtraceClassRegistered for a registered class. */
+extern unsigned char (*msgtrace_orig_class_addMethod)(void *, void *, void *, const char *) __attribute__((visibility("hidden")));
+unsigned char msgtrace_class_addMethod(void *cls, void *sel, void *imp, const char *types);
+/* Apple: watches images loaded later through objc_addLoadImageFunc; msgtraceImagesLoaded runs
+ * on a thread of ours after each. 0 where that is not available. */
+int msgtrace_watch_loaded_images(void);
+extern void msgtraceImagesLoaded(void); /* Go (methods.go) */
 #endif

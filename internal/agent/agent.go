@@ -58,12 +58,13 @@ const ChunkBytes = 64 << 10
 // and rebinds objc_msgSend and its variants in every image but the library's own, and in
 // images loaded later. When the library is linked into the main program (the static archive),
 // no image is exempt: the host's own sends are traced. Recording starts unless the
-// configuration says paused. Installing twice is a no-op.
+// configuration says paused. Installing again is a no-op, but after a Stop it instruments the
+// methods the Stop restored again (each with the trampoline it had).
 func (a *Agent) Install() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.hook != nil {
-		return a.fail(nil)
+	if a.hook != nil { // installed: after a Stop, the methods it restored are instrumented again
+		return a.fail(a.reinstallMethods())
 	}
 	if err := msgtrace.Configure(512, uint64(a.cfg.BufferMB)<<20, ChunkBytes); err != nil {
 		return a.fail(fmt.Errorf("msgtrace: %w", err))

@@ -18,8 +18,11 @@ type methodState struct {
 	mu       sync.Mutex
 	stats    msgtrace.MethodStats // summed over the install and every later module
 	took     time.Duration        // the first install
-	hook     *machobind.Hook      // __objc_exec_class rebound (gcc's runtime)
+	hook     *machobind.Hook      // __objc_exec_class & co. rebound
 	restored bool
+	sel      func(name, image string) bool // MSGTRACE_METHODS
+	rt       machobind.Runtime
+	watching bool // the image watcher is registered (once: it outlives a stop)
 }
 
 // captureSends reports whether objc_msgSend and its variants are to be interposed.
@@ -35,42 +38,72 @@ func (a *Agent) installMethods(rt machobind.Runtime) error {
 	if !a.cfg.captureMethods() || msgtrace.MethodsRuntime() != msgtrace.RuntimeGNU && msgtrace.MethodsRuntime() != msgtrace.RuntimeApple {
 		return nil
 	}
-	sel := classSelector(a.cfg.Methods)
 	m := &a.methods
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.sel, m.rt = classSelector(a.cfg.Methods), rt
 	start := time.Now()
-	m.stats = msgtrace.InstallMethods(selectClasses(msgtrace.Classes(), sel))
+	m.stats = msgtrace.InstallMethods(selectClasses(msgtrace.Classes(), m.sel))
 	m.took = time.Since(start)
-	if rs := msgtrace.ModuleRebindings(func(classes []uintptr) {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if !m.restored {
-			addStats(&m.stats, msgtrace.InstallMethods(selectClasses(classes, sel)))
-		}
-	}); len(rs) > 0 {
-		h, err := machobind.NewRebinder(rt).Rebind(rs...)
-		if err != nil {
-			return fmt.Errorf("msgtrace: watching for classes registered later: %w", err)
-		}
-		m.hook = h
-		// An object dlopened later ran its module constructors inside dlopen, before its slots
-		// were rebound: when dlopen returns, the classes it registered are instrumented.
-		if err := rt.WatchImages(func(machobind.Loaded) {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			if !m.restored {
-				addStats(&m.stats, msgtrace.InstallMethods(selectClasses(msgtrace.Classes(), sel)))
-			}
-		}); err != nil {
-			return fmt.Errorf("msgtrace: watching for objects loaded later: %w", err)
-		}
+	if err := m.watch(); err != nil {
+		return err
 	}
 	if os.Getenv("MSGTRACE_VERBOSE") != "" {
 		fmt.Fprintf(os.Stderr, "msgtrace: methods: %d instrumented in %d classes in %v (%d never instrumented, %d past the pool of %d)\n",
 			m.stats.Instrumented, m.stats.Classes, m.took.Round(time.Microsecond), m.stats.Never, m.stats.Full, msgtrace.TrampolinePool)
 	}
 	return nil
+}
+
+// watch rebinds the runtime functions that report classes registered later and, once, watches
+// for objects loaded later. Called with m.mu held.
+func (m *methodState) watch() error {
+	later := func(classes []uintptr) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !m.restored {
+			addStats(&m.stats, msgtrace.InstallMethods(selectClasses(classes, m.sel)))
+		}
+	}
+	rs := msgtrace.ModuleRebindings(later)
+	if len(rs) == 0 {
+		return nil
+	}
+	h, err := machobind.NewRebinder(m.rt).Rebind(rs...)
+	if err != nil {
+		return fmt.Errorf("msgtrace: watching for classes registered later: %w", err)
+	}
+	m.hook = h
+	if m.watching {
+		return nil
+	}
+	m.watching = true
+	// Apple: the runtime reports images it read (objc_addLoadImageFunc), their categories
+	// included: every class is looked at again.
+	if msgtrace.WatchLoadedImages(func() { later(msgtrace.Classes()) }) {
+		return nil
+	}
+	// gcc's runtime: an object dlopened later ran its module constructors inside dlopen,
+	// before its slots were rebound: when dlopen returns, the classes it registered are
+	// instrumented. (Apple before macOS 10.15: dyld's add-image callback.)
+	if err := m.rt.WatchImages(func(machobind.Loaded) { later(msgtrace.Classes()) }); err != nil {
+		return fmt.Errorf("msgtrace: watching for objects loaded later: %w", err)
+	}
+	return nil
+}
+
+// reinstallMethods instruments the selected methods again after a stop restored them (each
+// method gets the trampoline it had before), and watches for later classes again.
+func (a *Agent) reinstallMethods() error {
+	m := &a.methods
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.restored {
+		return nil
+	}
+	m.restored = false
+	addStats(&m.stats, msgtrace.InstallMethods(selectClasses(msgtrace.Classes(), m.sel)))
+	return m.watch()
 }
 
 func addStats(s *msgtrace.MethodStats, t msgtrace.MethodStats) {
@@ -87,7 +120,7 @@ func (a *Agent) restoreMethods() {
 	m := &a.methods
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.stats.Instrumented == 0 || m.restored {
+	if m.sel == nil || m.restored {
 		return
 	}
 	if m.hook != nil {
@@ -131,7 +164,7 @@ func classSelector(patterns []string) func(name, image string) bool {
 func selectClasses(classes []uintptr, sel func(name, image string) bool) []uintptr {
 	var out []uintptr
 	for _, c := range classes {
-		if sel(msgtrace.ClassName(c), msgtrace.ImageOf(c)) {
+		if sel(msgtrace.ClassName(c), msgtrace.ClassImage(c)) {
 			out = append(out, c)
 		}
 	}

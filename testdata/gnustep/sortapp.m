@@ -78,9 +78,42 @@
 }
 @end
 
+/* Key-value observing: Foundation makes a subclass of the observed object's class at run time
+ * and gives it a setter that notifies around the original one. */
+@interface Obs : NSObject {
+	int v;
+}
+- (int)v;
+- (void)setV:(int)x;
+@end
+@implementation Obs
+- (int)v {
+	return v;
+}
+- (void)setV:(int)x {
+	v = x;
+}
+@end
+
+@interface Watcher : NSObject {
+@public
+	int seen;
+}
+@end
+@implementation Watcher
+- (void)observeValueForKeyPath:(NSString *)path ofObject:(id)o change:(NSDictionary *)change context:(void *)ctx {
+	(void)path, (void)o, (void)change, (void)ctx;
+	seen++;
+}
+@end
+
 static int dyn_twice(id self, SEL cmd, int x) {
 	(void)self, (void)cmd;
 	return 2 * x;
+}
+static int dyn_thrice(id self, SEL cmd, int x) {
+	(void)self, (void)cmd;
+	return 3 * x;
 }
 
 int main(int argc, char **argv) {
@@ -96,6 +129,7 @@ int main(int argc, char **argv) {
 		/* msgtrace_stop() when the library is preloaded: the method gets its IMP back */
 		Counter *c = [[Counter new] autorelease];
 		[c bump];
+		IMP traced = [c methodForSelector:@selector(bump)];
 		int (*stop)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "msgtrace_stop");
 		if (stop && stop() != 0)
 			printf("msgtrace_stop failed\n");
@@ -103,6 +137,22 @@ int main(int argc, char **argv) {
 		IMP imp = [c methodForSelector:@selector(bump)];
 		int ours = dladdr((void *)imp, &info) && info.dli_fname && strstr(info.dli_fname, "sortapp");
 		printf("bump implemented in %s; %d\n", ours ? "sortapp" : info.dli_fname, [c bump]);
+		/* msgtrace_start() after the stop: the method is traced again, by the IMP it had */
+		int (*start)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "msgtrace_start");
+		if (start && start() != 0)
+			printf("msgtrace_start failed\n");
+		printf("restarted: same IMP %s; %d\n", [c methodForSelector:@selector(bump)] == traced ? "yes" : "no", [c bump]);
+		[pool drain];
+		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "kvo") == 0) {
+		Obs *o = [[Obs new] autorelease];
+		Watcher *w = [[Watcher new] autorelease];
+		[o addObserver:w forKeyPath:@"v" options:NSKeyValueObservingOptionNew context:NULL];
+		for (int i = 1; i <= 3; i++)
+			[o setV:i];
+		[o removeObserver:w forKeyPath:@"v"];
+		printf("kvo: %d changes seen, v %d\n", w->seen, [o v]);
 		[pool drain];
 		return 0;
 	}
@@ -111,9 +161,13 @@ int main(int argc, char **argv) {
 		Class dyn = objc_allocateClassPair([NSObject class], "Dyn", 0);
 		class_addMethod(dyn, @selector(twice:), (IMP)dyn_twice, "i@:i");
 		objc_registerClassPair(dyn);
+		/* and one added after it registered (KVO adds its setters so) */
+		class_addMethod(dyn, @selector(thrice:), (IMP)dyn_thrice, "i@:i");
 		id d = [[dyn new] autorelease];
 		int (*send)(id, SEL, int) = (int (*)(id, SEL, int))objc_msg_lookup(d, @selector(twice:));
 		printf("dynamic twice %d\n", send(d, @selector(twice:), 21));
+		send = (int (*)(id, SEL, int))objc_msg_lookup(d, @selector(thrice:));
+		printf("dynamic thrice %d\n", send(d, @selector(thrice:), 14));
 		[pool drain];
 		return 0;
 	}
