@@ -13,6 +13,15 @@
 #define _GNU_SOURCE
 #endif
 #include "methods.h"
+/* Apple's runtime API (objc4) is what the process has on Apple platforms; a test builds it on
+ * Linux against a stand-in runtime (testdata/interposer/objc4.c). */
+#ifndef MT_APPLE_API
+#if defined(__APPLE__)
+#define MT_APPLE_API 1
+#else
+#define MT_APPLE_API 0
+#endif
+#endif
 #include "rt_internal.h"
 #include "trampoline.h"
 
@@ -29,7 +38,7 @@ static void *(*methodGetImp)(void *);
 static const char *(*selGetName)(void *);
 static const char *(*classGetName)(void *);
 static void *(*classGetSuper)(void *);
-static int (*classIsMeta)(void *);
+static unsigned char (*classIsMeta)(void *); /* BOOL: only its low byte is defined */
 static void *(*lookUpClass)(const char *);
 /* GNU */
 static void **gnuMutex, **gnuUninstalled;
@@ -52,7 +61,7 @@ int msgtrace_methods_runtime(void) {
 	    !SYMBOL(classGetSuper, "class_getSuperclass") || !SYMBOL(classIsMeta, "class_isMetaClass") ||
 	    !SYMBOL(lookUpClass, "objc_lookUpClass"))
 		return kind = MT_RT_NONE;
-#if defined(__APPLE__)
+#if MT_APPLE_API
 	if (!SYMBOL(replaceMethod, "class_replaceMethod") || !SYMBOL(methodTypes, "method_getTypeEncoding") ||
 	    !SYMBOL(objectGetClass, "object_getClass"))
 		return kind = MT_RT_NONE;
@@ -100,7 +109,7 @@ const char *msgtrace_class_image(void *cls) {
 }
 
 int msgtrace_in_shared_cache(const char *path) {
-#if defined(__APPLE__)
+#if MT_APPLE_API
 	static int (*contains)(const char *);
 	if (!contains && !SYMBOL(contains, "_dyld_shared_cache_contains_path"))
 		return 0;
@@ -184,7 +193,7 @@ static int instrument_class(void *cls, struct mt_methods_stats *st) {
 		const char *name = sel ? selGetName(sel) : NULL;
 		if (!imp || !name || is_trampoline(imp))
 			continue;
-#if defined(__APPLE__)
+#if MT_APPLE_API
 		/* a category's method shadows the class's own of the same selector and comes first in
 		 * the list; class_replaceMethod reaches only that one, so the others are left alone
 		 * (instrumenting them would chain a trampoline into a trampoline) */
@@ -218,7 +227,7 @@ static int instrument_class(void *cls, struct mt_methods_stats *st) {
 		/* publish the data, then a barrier, then the IMP */
 		d->orig = imp, d->cls = cls, d->sel = sel, d->method = m;
 		__atomic_thread_fence(__ATOMIC_RELEASE);
-#if defined(__APPLE__)
+#if MT_APPLE_API
 		void *old = replaceMethod(cls, sel, tramp, methodTypes(m));
 		if (old && old != imp)
 			__atomic_store_n(&d->orig, old, __ATOMIC_RELEASE); /* swizzled meanwhile */
@@ -300,7 +309,7 @@ void msgtrace_methods_restore(struct mt_methods_stats *st) {
 			continue;
 		/* only where the IMP is still ours: the app may have swizzled since */
 		if (methodGetImp(d->method) == tramp) {
-#if defined(__APPLE__)
+#if MT_APPLE_API
 			replaceMethod(d->cls, d->sel, d->orig, methodTypes(d->method));
 #else
 			__atomic_store_n(&GNU_IMP(d->method), d->orig, __ATOMIC_RELEASE);
@@ -373,7 +382,7 @@ static void *registered_class(void *c) {
 	void *base = name ? lookUpClass(name) : NULL;
 	if (!base || base == c)
 		return base;
-#if defined(__APPLE__)
+#if MT_APPLE_API
 	void *meta = objectGetClass(base);
 #else
 	void *meta = *(void **)base; /* GNU: class_pointer */
@@ -395,7 +404,7 @@ unsigned char msgtrace_class_addMethod(void *cls, void *sel, void *imp, const ch
 	return ok;
 }
 
-#if defined(__APPLE__)
+#if MT_APPLE_API
 /* Apple: images loaded later. objc_addLoadImageFunc calls back once the runtime has read an
  * image's classes and categories, with the runtime lock held: nothing that takes it
  * (class_replaceMethod, class_copyMethodList) may run there. The callback only marks work;

@@ -319,6 +319,17 @@ func TestMethodsAndSends(t *testing.T) {
 	})
 }
 
+// TestAppleMethods runs methods.c's Apple path (MT_APPLE_API) against a stand-in for objc4's
+// API with its documented behaviour (testdata/interposer/objc4.c): categories, the
+// non-recursive runtime lock held around objc_addLoadImageFunc's callbacks, class_addMethod
+// and objc_registerClassPair rebound, restore where the IMP is still ours, reinstall.
+// The runtime is found with dlsym, as on a device: the native build only (the arm64 one is
+// static, for qemu); the trampolines themselves are checked on both by TestABITortureMethods.
+func TestAppleMethods(t *testing.T) {
+	tg := targets[0]
+	runC(t, tg, tg.buildC(t, "objc4", readFile(t, "testdata/interposer/objc4.c"), "trampoline_"+tg.arch+".S", "methods.c", "-DMT_APPLE_API=1", "-rdynamic"))
+}
+
 func runC(t *testing.T, tg target, bin string) string {
 	t.Helper()
 	out, err := tg.command(bin).CombinedOutput()

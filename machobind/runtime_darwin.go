@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -27,7 +28,8 @@ type dyldRuntime struct {
 	vmRegion       func(task uint32, addr *uint64, size *uint64, flavor int32, info unsafe.Pointer, count *uint32, object *uint32) int32
 	task           uint32
 	once           sync.Once
-	onAdd          func(Loaded)
+	mu             sync.Mutex
+	onAdd          []func(Loaded) // every watcher, in the order they came
 	headerToLoaded sync.Map
 }
 
@@ -116,16 +118,35 @@ func (rt *dyldRuntime) Self() uintptr {
 	return info.fbase
 }
 
+// WatchImages calls fn for every image dyld adds from now on, and (as dyld does when a
+// callback registers) for those already loaded. Each watcher is called; dyld gets one callback.
 func (rt *dyldRuntime) WatchImages(fn func(Loaded)) error {
+	rt.mu.Lock()
+	rt.onAdd = append(rt.onAdd, fn)
+	later := len(rt.onAdd) > 1
+	rt.mu.Unlock()
+	if later { // dyld reports the images already loaded to a new callback only: do it here
+		imgs, err := rt.Images()
+		if err != nil {
+			return err
+		}
+		for _, l := range imgs {
+			fn(l)
+		}
+	}
 	rt.once.Do(func() {
-		rt.onAdd = fn
 		cb := purego.NewCallback(func(header, slide uintptr) uintptr {
 			var info dlInfo
 			name := ""
 			if rt.dladdr(header, &info) != 0 {
 				name = goString(info.fname)
 			}
-			rt.onAdd(Loaded{Name: name, Header: header, Slide: slide})
+			rt.mu.Lock()
+			fns := slices.Clone(rt.onAdd)
+			rt.mu.Unlock()
+			for _, f := range fns {
+				f(Loaded{Name: name, Header: header, Slide: slide})
+			}
 			return 0
 		})
 		rt.registerAdd(cb)
