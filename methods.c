@@ -85,6 +85,31 @@ size_t msgtrace_class_list(void **out, size_t max) {
 	return n < 0 ? 0 : (size_t)n;
 }
 
+size_t msgtrace_image_classes(const char *image, void **out, size_t max) {
+#if MT_APPLE_API
+	/* by name, then one lookup each: only these classes are realized, where objc_getClassList
+	 * realizes every class of the process first */
+	static const char **(*copyNames)(const char *, unsigned *);
+	if (msgtrace_methods_runtime() != MT_RT_APPLE || (!copyNames && !SYMBOL(copyNames, "objc_copyClassNamesForImage")))
+		return 0;
+	unsigned n = 0;
+	const char **names = copyNames(image, &n);
+	size_t k = 0;
+	for (unsigned i = 0; names && i < n; i++) {
+		void *c = lookUpClass(names[i]);
+		if (c && k < max)
+			out[k] = c;
+		if (c)
+			k++;
+	}
+	free(names);
+	return k;
+#else
+	(void)image, (void)out, (void)max;
+	return 0;
+#endif
+}
+
 const char *msgtrace_class_name(void *cls) {
 	return msgtrace_methods_runtime() == MT_RT_NONE || !cls ? "" : classGetName(cls);
 }

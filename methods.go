@@ -71,6 +71,26 @@ func Classes() []uintptr {
 	return out
 }
 
+// ImageClasses lists the classes an image defines, realizing only those (Apple:
+// objc_copyClassNamesForImage; objc_getClassList realizes every class in the process first).
+// Nil where the runtime cannot say (gcc's runtime).
+func ImageClasses(image string) []uintptr {
+	cs := C.CString(image)
+	defer C.free(unsafe.Pointer(cs))
+	for size := 256; ; {
+		buf := make([]unsafe.Pointer, size)
+		n := int(C.msgtrace_image_classes(cs, &buf[0], C.size_t(len(buf))))
+		if n <= len(buf) {
+			out := make([]uintptr, n)
+			for i := range out {
+				out[i] = uintptr(buf[i])
+			}
+			return out
+		}
+		size = n
+	}
+}
+
 // ClassName is the runtime's name of a class.
 func ClassName(cls uintptr) string {
 	return C.GoString(C.msgtrace_class_name(*(*unsafe.Pointer)(unsafe.Pointer(&cls))))

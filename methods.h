@@ -21,6 +21,9 @@ struct mt_methods_stats {
 int msgtrace_methods_runtime(void);
 size_t msgtrace_class_list(void **out, size_t max);
 const char *msgtrace_class_name(void *cls);
+/* Apple: the classes an image defines (objc_copyClassNamesForImage), without realizing any
+ * other; returns how many there are (those past max are not stored). 0 elsewhere. */
+size_t msgtrace_image_classes(const char *image, void **out, size_t max);
 const char *msgtrace_image_of(const void *p);
 /* The image that defines a class, or for a class created at run time (not in any image) its
  * nearest superclass that an image defines ("" when none does). */

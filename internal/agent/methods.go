@@ -21,6 +21,7 @@ type methodState struct {
 	hook     *machobind.Hook      // __objc_exec_class & co. rebound
 	restored bool
 	sel      func(name, image string) bool // MSGTRACE_METHODS
+	appOnly  bool                          // MSGTRACE_METHODS=app: only images outside the system
 	rt       machobind.Runtime
 	watching bool // the image watcher is registered (once: it outlives a stop)
 }
@@ -42,8 +43,9 @@ func (a *Agent) installMethods(rt machobind.Runtime) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sel, m.rt = classSelector(a.cfg.Methods), rt
+	m.appOnly = len(a.cfg.Methods) == 0 || len(a.cfg.Methods) == 1 && a.cfg.Methods[0] == "app"
 	start := time.Now()
-	m.stats = msgtrace.InstallMethods(selectClasses(msgtrace.Classes(), m.sel))
+	m.stats = msgtrace.InstallMethods(selectClasses(m.candidates(), m.sel))
 	m.took = time.Since(start)
 	if err := m.watch(); err != nil {
 		return err
@@ -80,7 +82,7 @@ func (m *methodState) watch() error {
 	m.watching = true
 	// Apple: the runtime reports images it read (objc_addLoadImageFunc), their categories
 	// included: every class is looked at again.
-	if msgtrace.WatchLoadedImages(func() { later(msgtrace.Classes()) }) {
+	if msgtrace.WatchLoadedImages(func() { later(m.candidates()) }) {
 		return nil
 	}
 	// gcc's runtime: an object dlopened later ran its module constructors inside dlopen,
@@ -90,6 +92,25 @@ func (m *methodState) watch() error {
 		return fmt.Errorf("msgtrace: watching for objects loaded later: %w", err)
 	}
 	return nil
+}
+
+// candidates are the classes to look at: every class the runtime has, but on Apple platforms
+// with the default selection only those of the images outside the shared cache, found image
+// by image (objc_getClassList would realize each of the system's tens of thousands of classes
+// first, at launch). Called with m.mu held or before the watchers start.
+func (m *methodState) candidates() []uintptr {
+	if m.appOnly && msgtrace.MethodsRuntime() == msgtrace.RuntimeApple {
+		if imgs, err := m.rt.Images(); err == nil {
+			var out []uintptr
+			for _, l := range imgs {
+				if !systemImage(l.Name) {
+					out = append(out, msgtrace.ImageClasses(l.Name)...)
+				}
+			}
+			return out
+		}
+	}
+	return msgtrace.Classes()
 }
 
 // reinstallMethods instruments the selected methods again after a stop restored them (each
@@ -102,7 +123,7 @@ func (a *Agent) reinstallMethods() error {
 		return nil
 	}
 	m.restored = false
-	addStats(&m.stats, msgtrace.InstallMethods(selectClasses(msgtrace.Classes(), m.sel)))
+	addStats(&m.stats, msgtrace.InstallMethods(selectClasses(m.candidates(), m.sel)))
 	return m.watch()
 }
 

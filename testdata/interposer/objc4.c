@@ -166,6 +166,18 @@ _Bool class_addMethod(void *cls, void *s, void *imp, const char *types) {
 	unlock_rt();
 	return add;
 }
+/* every class registered so far belongs to the image "app" here */
+const char **objc_copyClassNamesForImage(const char *image, unsigned *count) {
+	*count = 0;
+	if (strcmp(image, "app") != 0 || !lock_rt("objc_copyClassNamesForImage"))
+		return NULL;
+	const char **names = malloc((nclasses + 1) * sizeof *names);
+	for (int i = 0; i < nclasses; i++)
+		names[i] = classes[i]->name;
+	*count = (unsigned)nclasses;
+	unlock_rt();
+	return names;
+}
 void objc_registerClassPair(void *cls) {
 	if (!lock_rt("objc_registerClassPair"))
 		return;
@@ -299,6 +311,9 @@ int main(void) {
 	struct mmethod *cat = App->m[0], *own_tick = App->m[1];
 
 	CHECK("the runtime is Apple's API", msgtrace_methods_runtime() == MT_RT_APPLE);
+	void *listed[2] = {0};
+	CHECK("the classes of an image", msgtrace_image_classes("app", listed, 1) == 2 && listed[0] == Base && !listed[1]);
+	CHECK("no classes of another", msgtrace_image_classes("other", listed, 2) == 0);
 	install_all();
 	CHECK("instrumented: -[Base work] +[Base make] -[App work] -[App tick] (the category's)", stats.instrumented == 4);
 	CHECK("never: retain", stats.never == 1);
