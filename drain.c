@@ -405,7 +405,7 @@ static uint32_t method_id(uint64_t cls, uint64_t sel) {
 		c = namer.superclass ? namer.superclass(c) : NULL;
 	} else if (flags & F_TAGGED) {
 		nflags |= 4;
-		c = namer.object_class ? namer.object_class(c) : NULL;
+		c = namer.object_class ? namer.object_class((void *)(uintptr_t)MT_UNFOLD_TAGGED(key)) : NULL;
 	}
 	if (c && namer.is_meta && namer.is_meta(c))
 		nflags |= 1;

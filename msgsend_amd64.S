@@ -248,7 +248,12 @@ FUNC(\name)
 	movq (\recv), %rax                      /* class = isa & mask */
 	andq SYM(msgtrace_isa_mask)(%rip), %rax
 	jmp 4f
-3:	movq \recv, %rax                        /* tagged pointer: keep the receiver itself */
+3:	movq \recv, %rax                        /* tagged pointer: keep the receiver itself, */
+	movq %rax, %rdx                         /* its bits 48-63 (tag bit, index and extended */
+	shrq $48, %rdx                          /* index on the MSB layouts) folded into bits */
+	shlq $32, %rdx                          /* 32-47, payload on every layout, to leave the */
+	movl %eax, %eax                         /* depth and flags bits clear: rax = bits 0-31 */
+	orq %rdx, %rax                          /* | bits 48-63 << 32 (the drain unfolds it) */
 	btsq $(FLAG_SHIFT + 1), %rax
 .elseif \super == 1
 	movq 8(\recv), %rax                     /* objc_super.super_class */

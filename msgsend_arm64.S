@@ -257,7 +257,10 @@ FUNC(\name)
 	LOAD_GLOBAL x13, msgtrace_isa_mask
 	and x12, x12, x13
 	b 4f
-3:	orr x12, x0, #(F_TAGGED << FLAG_SHIFT)  /* tagged pointer: keep the receiver */
+3:	lsr x13, x0, #48                        /* tagged pointer: keep the receiver, its bits */
+	mov w12, w0                             /* 48-63 (tag bit, index, extended index) folded */
+	orr x12, x12, x13, lsl #32              /* into 32-47 (payload on every layout), leaving */
+	orr x12, x12, #(F_TAGGED << FLAG_SHIFT) /* depth and flags clear; the drain unfolds it */
 .elseif \super == 1
 	ldr x12, [x0, #8]                       /* objc_super.super_class */
 	orr x12, x12, #(F_SUPER << FLAG_SHIFT)

@@ -44,10 +44,14 @@
 
 /* flags in the top 4 bits of E_CLS / R_CLS */
 #define F_SUPER   1  /* class is the objc_super class: the method ran in its superclass */
-#define F_TAGGED  2  /* receiver was a tagged pointer: the field holds the receiver itself */
+#define F_TAGGED  2  /* receiver was a tagged pointer: the field holds the receiver folded
+		      * (MT_UNFOLD_TAGGED gives it back with bits 32-47, payload, cleared) */
 #define F_UNWOUND 4  /* the call did not return: closed when an exception or longjmp skipped it */
 #define F_MARK    8  /* not a call: a mark (class bits = kind, selector = count) */
 #define CLS_BITS  48
+/* A tagged receiver's bits 48-63 (the tag bit and index on Apple's MSB and split layouts) are
+ * recorded in bits 32-47 (payload on every layout), below the depth and flags. */
+#define MT_UNFOLD_TAGGED(f) (((f) & 0xffffffffull) | (((f) >> 32 & 0xffffull) << 48))
 #define DEPTH_SHIFT 48
 #define FLAG_SHIFT 60
 

@@ -100,15 +100,15 @@ func TestStreamRealRun(t *testing.T) {
 		}
 	}
 	// [self measure:] inside -[View layout] run for a Button is named by the receiver's class;
-	// the super call by the class whose method ran
+	// the super call by the class whose method ran; the tagged receiver by its class
 	wantCalls := map[string]int{"-[View layout]": 2, "-[View measure:]": 2, "-[Button measure:]": 2, "+[View make]": 1,
-		"-[Button layout]": 1, "-[Net fetch:]": 1}
+		"-[Button layout]": 1, "-[Net fetch:]": 1, "-[Num intValue]": 1}
 	for k, v := range wantCalls {
 		if count[k] != v {
 			t.Errorf("%s: %d events, want %d (all: %v)", k, count[k], v, count)
 		}
 	}
-	if tot.Kept != 9 || tot.Dropped != 0 || tot.Unended != 0 || tot.BadFrames != 0 {
+	if tot.Kept != 10 || tot.Dropped != 0 || tot.Unended != 0 || tot.BadFrames != 0 {
 		t.Errorf("totals %+v", tot)
 	}
 	for _, d := range append(durs["-[View measure:]"], durs["-[Button measure:]"]...) {
@@ -138,7 +138,7 @@ func TestStreamRealRun(t *testing.T) {
 		t.Errorf("no thread named worker: %v", threadName)
 	}
 	c := ReadCounters()
-	if c.Written != 9 || c.Recorded != 9 || c.Dropped != 0 || c.LostBytes != 0 {
+	if c.Written != 10 || c.Recorded != 10 || c.Dropped != 0 || c.LostBytes != 0 {
 		t.Errorf("counters %+v", c)
 	}
 	t.Logf("%d events, %d stream bytes", len(f.TraceEvents), st.Size())

@@ -319,6 +319,15 @@ func TestMethodsAndSends(t *testing.T) {
 	})
 }
 
+// TestTaggedReceivers: a tagged-pointer receiver whose high bits are set (Apple's MSB and
+// split layouts, obfuscated payloads) is recorded as a call of the right depth with only the
+// tagged flag, and the bits that decide its class come back (testdata/interposer/tagged.c).
+func TestTaggedReceivers(t *testing.T) {
+	forTargets(t, func(t *testing.T, tg target) {
+		runC(t, tg, tg.buildC(t, "tagged", readFile(t, "testdata/interposer/tagged.c")))
+	})
+}
+
 // TestAppleMethods runs methods.c's Apple path (MT_APPLE_API) against a stand-in for objc4's
 // API with its documented behaviour (testdata/interposer/objc4.c): categories, the
 // non-recursive runtime lock held around objc_addLoadImageFunc's callbacks, class_addMethod

@@ -52,6 +52,17 @@ struct st_class Button = {&View, button_methods, "Button", 0};
 struct st_class Net = {0, net_methods, "Net", 0};
 static struct st_object view_class_object = {&ViewMeta};
 
+/* A tagged-pointer receiver in Apple's MSB layout: bit 63 the tag, bits 60-62 the class
+ * index, no isa; the payload's high bits are set as objc4's obfuscation sets them. */
+#define ST_TAG (1ULL << 63)
+#define ST_NUM_INDEX 3ULL
+extern uint64_t msgtrace_tag_mask;
+struct st_class Num = {0, 0, "Num", 0};
+static intptr_t tagged_dispatch(void *self, const char *cmd, intptr_t x) {
+	(void)self, (void)cmd;
+	return x - 1; /* -[Num intValue] */
+}
+
 static void *worker(void *arg) {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "worker");
@@ -71,6 +82,11 @@ int selftest_run(void) {
 	r += SEND(&view_class_object, "make", 1); /* +[View make] */
 	r += SEND(&button, "layout", 1);          /* -[Button layout] > -[View layout] (super) > ... */
 	pthread_join(t, 0);
+	msgtrace_orig_objc_msgSend = (void *)tagged_dispatch; /* -[Num intValue], a tagged receiver */
+	msgtrace_tag_mask = ST_TAG;
+	r += SEND((void *)(uintptr_t)(ST_TAG | ST_NUM_INDEX << 60 | 0x0badc0ffee123450ULL), "intValue", 1);
+	msgtrace_tag_mask = 0;
+	msgtrace_orig_objc_msgSend = (void *)test_msgSend;
 	msgtrace_active = 0;
 	return (int)r;
 }
@@ -86,7 +102,11 @@ struct mt_namer {
 void msgtrace_set_namer(const struct mt_namer *n);
 static const char *st_class_name(void *c) { return ((struct st_class *)c)->name; }
 static const char *st_sel_name(void *s) { return (const char *)s; }
-static void *st_object_class(void *o) { return ((struct st_object *)o)->isa; }
+static void *st_object_class(void *o) {
+	if ((uintptr_t)o & ST_TAG) /* the drain must pass the tag bit and index bits back */
+		return ((uintptr_t)o >> 60 & 7) == ST_NUM_INDEX ? &Num : 0;
+	return ((struct st_object *)o)->isa;
+}
 static void *st_superclass(void *c) { return ((struct st_class *)c)->super; }
 static unsigned char st_is_meta(void *c) { return ((struct st_class *)c)->meta != 0; }
 void selftest_use_namer(void) {
