@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 #if defined(__APPLE__)
+#include <dlfcn.h>
+#include <stdio.h>
 extern int pthread_threadid_np(pthread_t, uint64_t *);
 extern int pthread_main_np(void);
 extern int pthread_getname_np(pthread_t, char *, size_t);
@@ -397,6 +399,16 @@ void msgtrace_register_thread(void) {
 	info->pt = pthread_self();
 	pthread_getname_np(pthread_self(), info->name, sizeof info->name);
 #if defined(__APPLE__)
+	if (!info->name[0]) {
+		/* a GCD worker has no pthread name: the label of the queue its first traced call ran
+		 * on (dispatch_queue_get_label(DISPATCH_CURRENT_QUEUE_LABEL)) names it */
+		static const char *(*queue_label)(void *);
+		if (!queue_label)
+			queue_label = (const char *(*)(void *))dlsym(RTLD_DEFAULT, "dispatch_queue_get_label");
+		const char *l = queue_label ? queue_label(NULL) : NULL;
+		if (l && l[0])
+			snprintf(info->name, sizeof info->name, "%s", l);
+	}
 	info->main = pthread_main_np();
 #else
 	info->main = info->tid == (uint64_t)getpid();
