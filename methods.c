@@ -27,6 +27,10 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#if defined(__linux__)
+#include <link.h>
+#include <unistd.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,11 +118,53 @@ const char *msgtrace_class_name(void *cls) {
 	return msgtrace_methods_runtime() == MT_RT_NONE || !cls ? "" : classGetName(cls);
 }
 
-const char *msgtrace_image_of(const void *p) {
+#if defined(__linux__)
+/* The object holding an address, from the loaded objects' segments (dl_iterate_phdr), not
+ * dladdr: glibc's dladdr takes the loader's lock, which dlopen holds while module
+ * constructors register classes (and take the runtime's lock); this runs with the runtime's
+ * lock held (an +initialize adding a method), so it must not wait for the loader's. */
+struct find_object {
+	uintptr_t addr;
+	const char *name;
+};
+
+static int find_object_one(struct dl_phdr_info *info, size_t size, void *data) {
+	(void)size;
+	struct find_object *f = data;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && f->addr >= lo && f->addr - lo < ph->p_memsz) {
+			f->name = info->dlpi_name;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static const char *object_path(const void *p) {
+	struct find_object f = {(uintptr_t)p, NULL};
+	dl_iterate_phdr(find_object_one, &f);
+	if (f.name && !f.name[0]) { /* the main program */
+		static char exe[4096];
+		if (!exe[0]) {
+			ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+			exe[n > 0 ? n : 0] = 0;
+		}
+		return exe;
+	}
+	return f.name;
+}
+#else
+static const char *object_path(const void *p) {
 	Dl_info info;
-	if (!dladdr(p, &info) || !info.dli_fname)
-		return "";
-	return info.dli_fname;
+	return dladdr(p, &info) ? info.dli_fname : NULL;
+}
+#endif
+
+const char *msgtrace_image_of(const void *p) {
+	const char *n = object_path(p);
+	return n ? n : "";
 }
 
 const char *msgtrace_class_image(void *cls) {
@@ -126,9 +172,9 @@ const char *msgtrace_class_image(void *cls) {
 		return "";
 	/* a class created at run time lives in the heap: its superclasses say where it belongs */
 	for (void *c = cls; c; c = classGetSuper(c)) {
-		Dl_info info;
-		if (dladdr(c, &info) && info.dli_fname)
-			return info.dli_fname;
+		const char *n = object_path(c);
+		if (n)
+			return n;
 	}
 	return "";
 }
@@ -296,6 +342,15 @@ static void lock(void) {
 }
 static void unlock(void) {
 	if (kind == MT_RT_GNU)
+		mutexUnlock(*gnuMutex);
+}
+
+void msgtrace_runtime_lock(void) {
+	if (msgtrace_methods_runtime() == MT_RT_GNU)
+		mutexLock(*gnuMutex);
+}
+void msgtrace_runtime_unlock(void) {
+	if (msgtrace_methods_runtime() == MT_RT_GNU)
 		mutexUnlock(*gnuMutex);
 }
 

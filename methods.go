@@ -9,6 +9,7 @@ package msgtrace
 import "C"
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -131,6 +132,19 @@ func NeverInstrumented(sel string) bool {
 	cs := C.CString(sel)
 	defer C.free(unsafe.Pointer(cs))
 	return C.msgtrace_never_instrument(cs) != 0
+}
+
+// WithRuntimeLock runs fn holding the Objective-C runtime's own lock where the library can
+// take it (gcc's runtime: __objc_runtime_mutex, recursive and owned by a thread; nothing on
+// Apple's). Callers that hold locks of their own while instrumenting take the runtime's first:
+// gcc's runtime sends +initialize with its lock held, and an +initialize that adds a method
+// reaches the rebound class_addMethod (and so the caller's locks) with it held.
+func WithRuntimeLock(fn func()) {
+	runtime.LockOSThread() // the mutex is owned by the thread that took it
+	defer runtime.UnlockOSThread()
+	C.msgtrace_runtime_lock()
+	defer C.msgtrace_runtime_unlock()
+	fn()
 }
 
 // InstallMethods puts a trampoline into every method each class and its metaclass define,

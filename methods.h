@@ -30,6 +30,11 @@ const char *msgtrace_image_of(const void *p);
 const char *msgtrace_class_image(void *cls);
 int msgtrace_in_shared_cache(const char *path); /* Apple: dyld's shared cache holds it */
 int msgtrace_never_instrument(const char *sel);
+/* gcc's runtime: takes and gives back __objc_runtime_mutex (recursive, owned by the calling
+ * thread). Every path that instruments takes it first, before any lock of ours: the runtime
+ * calls out with it held (+initialize, which may call class_addMethod). No-op on Apple's. */
+void msgtrace_runtime_lock(void);
+void msgtrace_runtime_unlock(void);
 /* Instruments the methods each class (and its metaclass) defines; adds to *st. */
 void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats *st);
 /* Gives every method we instrumented its original IMP back where the IMP is still ours. */

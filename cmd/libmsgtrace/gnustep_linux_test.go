@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/msgtrace/msgtrace/internal/testfiles"
 )
@@ -26,7 +28,9 @@ type gnustep struct {
 // its own; it returns stdout, stderr and the exit error.
 func (g gnustep) run(t *testing.T, traced bool, home string, env map[string]string, stdin []byte, prog string, args ...string) (string, string, error) {
 	t.Helper()
-	cmd := exec.Command(prog, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang fails, not stalls
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Dir = g.dir
 	cmd.Env = append(os.Environ(), "HOME="+filepath.Join(g.dir, home))
 	if err := os.MkdirAll(filepath.Join(g.dir, home), 0o755); err != nil {
@@ -71,7 +75,7 @@ func TestGNUstepMethods(t *testing.T) {
 		return strings.Fields(string(out))
 	}
 	args := append(append([]string{"-std=gnu11"}, flags("--objc-flags")...), "-o", "sortapp", filepath.Join(root, "testdata", "gnustep", "sortapp.m"))
-	cc := exec.Command("gcc", append(append(args, flags("--base-libs")...), "-ldl")...)
+	cc := exec.Command("gcc", append(append(args, flags("--base-libs")...), "-ldl", "-lpthread")...)
 	cc.Dir = g.dir
 	if out, err := cc.CombinedOutput(); err != nil {
 		t.Fatalf("gcc sortapp.m: %v\n%s", err, out)
@@ -159,6 +163,11 @@ func TestGNUstepMethods(t *testing.T) {
 		{"stop", []string{"stop"}, map[string]int{"-[Counter init]": 1, "-[Counter bump]": 2}},
 		// a class registered inside dlopen, by the object's own constructor
 		{"dlopen", []string{"plugin", filepath.Join(g.dir, "plugin.so")}, map[string]int{"-[Plugin answer]": 1}},
+		// +initialize (the runtime's lock held) adds a method while another thread is inside
+		// dlopen (the loader's lock held, waiting for the runtime's in the plugin's module
+		// constructor): the method is instrumented without waiting for the loader's lock
+		// (a deadlock, killed by the timeout, when the object's path came from dladdr)
+		{"initlock", []string{"initlock", filepath.Join(g.dir, "plugin.so")}, map[string]int{"-[Lazy extra]": 1, "-[Plugin answer]": 1}},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			want, _, err := g.run(t, false, "home", nil, nil, app, c.args...)

@@ -40,32 +40,44 @@ func (a *Agent) installMethods(rt machobind.Runtime) error {
 		return nil
 	}
 	m := &a.methods
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sel, m.rt = classSelector(a.cfg.Methods), rt
-	m.appOnly = len(a.cfg.Methods) == 0 || len(a.cfg.Methods) == 1 && a.cfg.Methods[0] == "app"
+	m.locked(func() { m.install(a.cfg.Methods, rt) })
+	return m.watch()
+}
+
+// locked runs fn holding the Objective-C runtime's lock (gcc's runtime), then m.mu: always in
+// that order, since the runtime calls the rebound class_addMethod with its lock held.
+func (m *methodState) locked(fn func()) {
+	msgtrace.WithRuntimeLock(func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		fn()
+	})
+}
+
+// install is installMethods' first install, with the locks held.
+func (m *methodState) install(methods []string, rt machobind.Runtime) {
+	m.sel, m.rt = classSelector(methods), rt
+	m.appOnly = len(methods) == 0 || len(methods) == 1 && methods[0] == "app"
 	start := time.Now()
 	m.stats = msgtrace.InstallMethods(selectClasses(m.candidates(), m.sel))
 	m.took = time.Since(start)
-	if err := m.watch(); err != nil {
-		return err
-	}
 	if os.Getenv("MSGTRACE_VERBOSE") != "" {
 		fmt.Fprintf(os.Stderr, "msgtrace: methods: %d instrumented in %d classes in %v (%d never instrumented, %d past the pool of %d)\n",
 			m.stats.Instrumented, m.stats.Classes, m.took.Round(time.Microsecond), m.stats.Never, m.stats.Full, msgtrace.TrampolinePool)
 	}
-	return nil
 }
 
 // watch rebinds the runtime functions that report classes registered later and, once, watches
-// for objects loaded later. Called with m.mu held.
+// for objects loaded later. Called with no lock held: rebinding looks symbols up (the loader's
+// lock, which dlopen holds while module constructors call the rebound __objc_exec_class,
+// whose callback takes the runtime's lock and m.mu).
 func (m *methodState) watch() error {
 	later := func(classes []uintptr) {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if !m.restored {
-			addStats(&m.stats, msgtrace.InstallMethods(selectClasses(classes, m.sel)))
-		}
+		m.locked(func() {
+			if !m.restored {
+				addStats(&m.stats, msgtrace.InstallMethods(selectClasses(classes, m.sel)))
+			}
+		})
 	}
 	rs := msgtrace.ModuleRebindings(later)
 	if len(rs) == 0 {
@@ -75,11 +87,14 @@ func (m *methodState) watch() error {
 	if err != nil {
 		return fmt.Errorf("msgtrace: watching for classes registered later: %w", err)
 	}
+	m.mu.Lock()
 	m.hook = h
-	if m.watching {
+	first := !m.watching
+	m.watching = true
+	m.mu.Unlock()
+	if !first {
 		return nil
 	}
-	m.watching = true
 	// Apple: the runtime reports images it read (objc_addLoadImageFunc), their categories
 	// included: every class is looked at again.
 	if msgtrace.WatchLoadedImages(func() { later(m.candidates()) }) {
@@ -117,13 +132,16 @@ func (m *methodState) candidates() []uintptr {
 // method gets the trampoline it had before), and watches for later classes again.
 func (a *Agent) reinstallMethods() error {
 	m := &a.methods
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.restored {
+	again := false
+	m.locked(func() {
+		if again = m.restored; again {
+			m.restored = false
+			addStats(&m.stats, msgtrace.InstallMethods(selectClasses(m.candidates(), m.sel)))
+		}
+	})
+	if !again {
 		return nil
 	}
-	m.restored = false
-	addStats(&m.stats, msgtrace.InstallMethods(selectClasses(m.candidates(), m.sel)))
 	return m.watch()
 }
 
@@ -139,17 +157,18 @@ func addStats(s *msgtrace.MethodStats, t msgtrace.MethodStats) {
 // restoreMethods gives the instrumented methods their IMPs back where they are still ours.
 func (a *Agent) restoreMethods() {
 	m := &a.methods
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.sel == nil || m.restored {
-		return
+	var h *machobind.Hook
+	m.locked(func() {
+		if m.sel == nil || m.restored {
+			return
+		}
+		h, m.hook = m.hook, nil
+		msgtrace.RestoreMethods()
+		m.restored = true
+	})
+	if h != nil {
+		h.Undo() // outside the locks, as watch rebinds
 	}
-	if m.hook != nil {
-		m.hook.Undo()
-		m.hook = nil
-	}
-	msgtrace.RestoreMethods()
-	m.restored = true
 }
 
 // MethodStats is what method capture instrumented so far, and how long the first install took.

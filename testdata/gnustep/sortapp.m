@@ -5,7 +5,9 @@
 #define _GNU_SOURCE /* Dl_info */
 #import <Foundation/Foundation.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <string.h>
 
 @interface Num : NSObject {
@@ -107,6 +109,33 @@
 }
 @end
 
+/* A class whose +initialize adds a method while another thread is inside dlopen: gcc's
+ * runtime sends +initialize holding its lock; the other thread holds the loader's lock and
+ * waits for the runtime's in the plugin's module constructor. */
+static const char *plugin_path;
+static void *load_plugin(void *arg) {
+	(void)arg;
+	if (!dlopen(plugin_path, RTLD_NOW))
+		printf("dlopen: %s\n", dlerror());
+	return NULL;
+}
+static pthread_t loader;
+static int lazy_extra(id self, SEL cmd) {
+	(void)self, (void)cmd;
+	return 7;
+}
+@interface Lazy : NSObject
+@end
+@implementation Lazy
++ (void)initialize {
+	if (self != [Lazy class])
+		return;
+	pthread_create(&loader, NULL, load_plugin, NULL);
+	usleep(200000); /* the loader is in dlopen now, waiting for the runtime's lock */
+	class_addMethod(self, @selector(extra), (IMP)lazy_extra, "i@:");
+}
+@end
+
 static int dyn_twice(id self, SEL cmd, int x) {
 	(void)self, (void)cmd;
 	return 2 * x;
@@ -142,6 +171,16 @@ int main(int argc, char **argv) {
 		if (start && start() != 0)
 			printf("msgtrace_start failed\n");
 		printf("restarted: same IMP %s; %d\n", [c methodForSelector:@selector(bump)] == traced ? "yes" : "no", [c bump]);
+		[pool drain];
+		return 0;
+	}
+	if (argc > 2 && strcmp(argv[1], "initlock") == 0) {
+		plugin_path = argv[2];
+		id l = [[Lazy new] autorelease]; /* +initialize */
+		pthread_join(loader, NULL);
+		id p = [[objc_getClass("Plugin") new] autorelease];
+		printf("initlock: extra %d, plugin answers %d\n", (int)(intptr_t)[l performSelector:@selector(extra)],
+		       (int)(intptr_t)[p performSelector:@selector(answer)]);
 		[pool drain];
 		return 0;
 	}
