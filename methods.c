@@ -450,9 +450,11 @@ void msgtrace___objc_exec_class(void *module) {
  * registered, with the methods they were given before. */
 void (*msgtrace_orig_objc_registerClassPair)(void *);
 
+static void class_arrived(void *cls, void *creator);
+
 void msgtrace_objc_registerClassPair(void *cls) {
 	msgtrace_orig_objc_registerClassPair(cls);
-	msgtraceClassRegistered(cls, __builtin_return_address(0)); /* who made it: where it belongs */
+	class_arrived(cls, __builtin_return_address(0)); /* who made it: where it belongs */
 }
 
 /* The registered class a class or metaclass belongs to; NULL while it is still being built
@@ -479,7 +481,7 @@ unsigned char msgtrace_class_addMethod(void *cls, void *sel, void *imp, const ch
 	if (ok && cls && msgtrace_methods_runtime() != MT_RT_NONE) {
 		void *base = registered_class(cls);
 		if (base)
-			msgtraceClassRegistered(base, NULL);
+			class_arrived(base, NULL);
 	}
 	return ok;
 }
@@ -506,18 +508,57 @@ static void on_load_image(const void *header) {
 	pthread_mutex_unlock(&later_mu);
 }
 
+/* Classes registered or given a method, queued for the same thread: the hooks may run where
+ * dyld holds its lock (+load) and must not wait for ours, which a thread of ours may hold
+ * while it asks dyld (dladdr). */
+struct arrival {
+	void *cls, *creator;
+};
+static struct arrival *arrivals;
+static size_t narrivals, carrivals;
+static int later_running;
+
 static void *later_main(void *arg) {
 	(void)arg;
 	msgtrace_set_untraced_self();
 	for (;;) {
 		pthread_mutex_lock(&later_mu);
-		while (!later_pending)
+		while (!later_pending && !narrivals)
 			pthread_cond_wait(&later_cv, &later_mu);
+		int images = later_pending;
 		later_pending = 0;
+		struct arrival *batch = arrivals;
+		size_t n = narrivals;
+		arrivals = NULL, narrivals = carrivals = 0;
 		pthread_mutex_unlock(&later_mu);
-		msgtraceImagesLoaded();
+		for (size_t i = 0; i < n; i++)
+			msgtraceClassRegistered(batch[i].cls, batch[i].creator);
+		free(batch);
+		if (images)
+			msgtraceImagesLoaded();
 	}
 	return NULL;
+}
+
+static void class_arrived(void *cls, void *creator) {
+	if (__atomic_load_n(&later_running, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&later_mu);
+		if (narrivals == carrivals) {
+			size_t c = carrivals ? 2 * carrivals : 64;
+			struct arrival *a = realloc(arrivals, c * sizeof *a);
+			if (a)
+				arrivals = a, carrivals = c;
+		}
+		int queued = narrivals < carrivals;
+		if (queued) {
+			arrivals[narrivals++] = (struct arrival){cls, creator};
+			pthread_cond_signal(&later_cv);
+		}
+		pthread_mutex_unlock(&later_mu);
+		if (queued)
+			return;
+	}
+	msgtraceClassRegistered(cls, creator); /* no thread of ours (before macOS 10.15): here */
 }
 
 int msgtrace_watch_loaded_images(void) {
@@ -532,6 +573,7 @@ int msgtrace_watch_loaded_images(void) {
 	pthread_attr_destroy(&at);
 	if (err)
 		return 0;
+	__atomic_store_n(&later_running, 1, __ATOMIC_RELEASE);
 	registrar = pthread_self();
 	registering = 1;
 	add(on_load_image);
@@ -540,4 +582,8 @@ int msgtrace_watch_loaded_images(void) {
 }
 #else
 int msgtrace_watch_loaded_images(void) { return 0; }
+
+/* gcc's runtime: at once, in the thread that registered the class or added the method (the
+ * runtime's lock may be held: the callee takes it first, and asks nothing of the loader) */
+static void class_arrived(void *cls, void *creator) { msgtraceClassRegistered(cls, creator); }
 #endif

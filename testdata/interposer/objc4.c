@@ -10,8 +10,8 @@
  * Checked: which methods get trampolines (categories, the never list), calls through them
  * recorded once and named by the implementing class, an image loaded later instrumented by a
  * thread of the library's once the lock is free, class_addMethod and objc_registerClassPair
- * rebound, restore only where the IMP is still ours, and a second install reusing each
- * method's trampoline. */
+ * rebound (their classes instrumented on that thread too), restore only where the IMP is
+ * still ours, and a second install reusing each method's trampoline. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -246,6 +246,7 @@ static int64_t swizzled(void *self, void *cmd, int64_t x) { (void)self, (void)cm
 static struct mt_methods_stats stats;
 static volatile int images_loaded, off_loader;
 static pthread_t loader;
+static volatile int arrived, arrived_off_caller = 1;
 static void *created_by;
 static void install_all(void) {
 	void *buf[32];
@@ -260,9 +261,12 @@ void msgtraceImagesLoaded(void) {
 	__atomic_store_n(&images_loaded, images_loaded + 1, __ATOMIC_RELEASE);
 }
 void msgtraceClassRegistered(void *cls, void *creator) {
+	/* queued by the hooks for the library's thread: they may run where dyld holds its lock */
+	arrived_off_caller &= !pthread_equal(pthread_self(), loader);
 	if (creator)
 		created_by = creator;
 	msgtrace_methods_install(&cls, 1, &stats);
+	__atomic_store_n(&arrived, arrived + 1, __ATOMIC_RELEASE);
 }
 void msgtraceModuleLoaded(void *module) { (void)module; }
 
@@ -282,6 +286,13 @@ static void collect(void *ctx, uint64_t tid, const struct mt_record *r, uint64_t
 
 static int is_tramp(void *imp) {
 	return (char *)imp >= msgtrace_tramp_text && (char *)imp < msgtrace_tramp_text + (size_t)MT_POOL * MT_STRIDE;
+}
+
+static void wait_arrived(int n) {
+	for (int i = 0; i < 2000 && __atomic_load_n(&arrived, __ATOMIC_ACQUIRE) < n; i++) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
 }
 
 static void wait_images(int n) {
@@ -344,12 +355,15 @@ int main(void) {
 	msgtrace_orig_class_addMethod = (unsigned char (*)(void *, void *, void *, const char *))class_addMethod;
 	msgtrace_orig_objc_registerClassPair = (void (*)(void *))objc_registerClassPair;
 	CHECK("class_addMethod", msgtrace_class_addMethod(App, sel("added"), (void *)added, "q@:q") == 1);
+	wait_arrived(1);
 	CHECK("-[App added]", send(&app, "added", 1) == 7);
 	Dyn = new_class("Dyn", App);
 	msgtrace_class_addMethod(Dyn, sel("ping"), (void *)plugin_ping, "q@:q"); /* being built: later */
 	CHECK("a class being built is left to its registration", !is_tramp(first(Dyn, "ping")->imp));
 	msgtrace_objc_registerClassPair(Dyn);
+	wait_arrived(2);
 	CHECK("registered: instrumented", is_tramp(first(Dyn, "ping")->imp));
+	CHECK("both arrivals instrumented by the library's thread", arrived == 2 && arrived_off_caller);
 	CHECK("registered: the caller is reported", created_by != NULL);
 	struct mobj dyn = {Dyn};
 	CHECK("-[Dyn ping]", send(&dyn, "ping", 2) == 6);
