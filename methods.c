@@ -255,58 +255,63 @@ static int cmp_ptr(const void *a, const void *b) {
 	return x < y ? -1 : x > y;
 }
 
+/* Gives one method of cls a trampoline; returns whether its IMP changed. */
+static int instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
+	void *sel = methodGetName(m), *imp = methodGetImp(m);
+	const char *name = sel ? selGetName(sel) : NULL;
+	if (!imp || !name || is_trampoline(imp))
+		return 0;
+	if (msgtrace_never_instrument(name) || (forward1 && imp == forward1) || (forward2 && imp == forward2)) {
+		st->never++;
+		return 0;
+	}
+	if (kind == MT_RT_GNU && GNU_IMP(m) != imp) { /* not the layout we know: hands off */
+		st->foreign++;
+		return 0;
+	}
+	long k = find_home(m);
+	if (k >= 0 && (msgtrace_tramp_data[k].method || msgtrace_tramp_data[k].orig != imp))
+		k = -1; /* in use, or the method was given another IMP since: a new trampoline */
+	if (k < 0 && used == MT_POOL) {
+		st->full++;
+		return 0;
+	}
+	if (k < 0) {
+		k = (long)used++;
+		add_home(m, (size_t)k);
+	}
+	struct mt_tramp_data *d = &msgtrace_tramp_data[k];
+	void *tramp = msgtrace_tramp_text + (size_t)k * MT_STRIDE;
+	/* publish the data, then a barrier, then the IMP */
+	d->orig = imp, d->cls = cls, d->sel = sel, d->method = m;
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+#if MT_APPLE_API
+	void *old = replaceMethod(cls, sel, tramp, methodTypes(m));
+	if (old && old != imp)
+		__atomic_store_n(&d->orig, old, __ATOMIC_RELEASE); /* swizzled meanwhile */
+#else
+	__atomic_store_n(&GNU_IMP(m), tramp, __ATOMIC_RELEASE);
+#endif
+	st->instrumented++;
+	return 1;
+}
+
 static int instrument_class(void *cls, struct mt_methods_stats *st) {
 	unsigned n = 0;
 	void **ms = copyMethodList(cls, &n);
 	int changed = 0;
 	for (unsigned i = 0; i < n; i++) {
-		void *m = ms[i], *sel = methodGetName(m), *imp = methodGetImp(m);
-		const char *name = sel ? selGetName(sel) : NULL;
-		if (!imp || !name || is_trampoline(imp))
-			continue;
 #if MT_APPLE_API
 		/* a category's method shadows the class's own of the same selector and comes first in
 		 * the list; class_replaceMethod reaches only that one, so the others are left alone
 		 * (instrumenting them would chain a trampoline into a trampoline) */
 		int shadowed = 0;
 		for (unsigned j = 0; j < i && !shadowed; j++)
-			shadowed = methodGetName(ms[j]) == sel;
+			shadowed = methodGetName(ms[j]) == methodGetName(ms[i]);
 		if (shadowed)
 			continue;
 #endif
-		if (msgtrace_never_instrument(name) || (forward1 && imp == forward1) || (forward2 && imp == forward2)) {
-			st->never++;
-			continue;
-		}
-		if (kind == MT_RT_GNU && GNU_IMP(m) != imp) { /* not the layout we know: hands off */
-			st->foreign++;
-			continue;
-		}
-		long k = find_home(m);
-		if (k >= 0 && (msgtrace_tramp_data[k].method || msgtrace_tramp_data[k].orig != imp))
-			k = -1; /* in use, or the method was given another IMP since: a new trampoline */
-		if (k < 0 && used == MT_POOL) {
-			st->full++;
-			continue;
-		}
-		if (k < 0) {
-			k = (long)used++;
-			add_home(m, (size_t)k);
-		}
-		struct mt_tramp_data *d = &msgtrace_tramp_data[k];
-		void *tramp = msgtrace_tramp_text + (size_t)k * MT_STRIDE;
-		/* publish the data, then a barrier, then the IMP */
-		d->orig = imp, d->cls = cls, d->sel = sel, d->method = m;
-		__atomic_thread_fence(__ATOMIC_RELEASE);
-#if MT_APPLE_API
-		void *old = replaceMethod(cls, sel, tramp, methodTypes(m));
-		if (old && old != imp)
-			__atomic_store_n(&d->orig, old, __ATOMIC_RELEASE); /* swizzled meanwhile */
-#else
-		__atomic_store_n(&GNU_IMP(m), tramp, __ATOMIC_RELEASE);
-#endif
-		st->instrumented++;
-		changed = 1;
+		changed |= instrument_method(cls, ms[i], st);
 	}
 	free(ms);
 	return changed;
@@ -437,6 +442,60 @@ size_t msgtrace_module_classes(void *module, void **out, size_t max) {
 			out[k++] = c;
 	}
 	return k;
+}
+
+/* GNU: struct objc_category {category_name, class_name, instance_methods, class_methods,
+ * protocols}; struct objc_method_list {next, int method_count, struct objc_method list[]}.
+ * Once the module is registered the category's lists are linked into its class, names turned
+ * into selectors: these are the methods dispatch finds. */
+struct gnu_method_list {
+	struct gnu_method_list *next;
+	int count;
+	struct {
+		void *sel;
+		const char *types;
+		void *imp;
+	} m[];
+};
+
+size_t msgtrace_module_categories(void *module, const char **classes, size_t max) {
+	if (msgtrace_methods_runtime() != MT_RT_GNU || !module || !((char **)module)[3])
+		return 0;
+	char *symtab = ((char **)module)[3];
+	unsigned short ncls = *(unsigned short *)(symtab + 16), ncat = *(unsigned short *)(symtab + 18);
+	void **defs = (void **)(symtab + 24);
+	size_t k = 0;
+	for (unsigned i = 0; i < ncat && k < max; i++)
+		classes[k++] = ((const char **)defs[ncls + i])[1];
+	return k;
+}
+
+void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_stats *st) {
+	if (msgtrace_methods_runtime() != MT_RT_GNU || !module || !((char **)module)[3])
+		return;
+	char *symtab = ((char **)module)[3];
+	unsigned short ncls = *(unsigned short *)(symtab + 16), ncat = *(unsigned short *)(symtab + 18);
+	if (i >= ncat)
+		return;
+	void **cat = ((void ***)(symtab + 24))[ncls + i];
+	void *cls = cat[1] ? lookUpClass(cat[1]) : NULL;
+	if (!cls)
+		return;
+	lock();
+	void *changed[2];
+	size_t nc = 0;
+	for (int which = 0; which < 2; which++) {
+		void *c = which ? *(void **)cls : cls; /* class methods: the metaclass */
+		struct gnu_method_list *l = cat[2 + which]; /* one list per category */
+		int any = 0;
+		for (int j = 0; l && j < l->count; j++)
+			any |= instrument_method(c, &l->m[j], st);
+		if (any)
+			changed[nc++] = c;
+	}
+	gnu_refresh(changed, nc);
+	st->pool_used = used;
+	unlock();
 }
 
 void (*msgtrace_orig___objc_exec_class)(void *);

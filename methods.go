@@ -187,8 +187,36 @@ func RestoreMethods() MethodStats {
 	return st
 }
 
-// moduleHook is called with the classes of each module the GNU runtime registers later.
-var moduleHook atomic.Pointer[func([]uintptr)]
+// moduleHook is called with the classes of each module the GNU runtime registers later;
+// categoryHook with the module itself.
+var (
+	moduleHook   atomic.Pointer[func([]uintptr)]
+	categoryHook atomic.Pointer[func(Module)]
+)
+
+// Module is an object's module registered by gcc's runtime (__objc_exec_class), as seen after
+// the runtime registered it.
+type Module struct {
+	ptr        unsafe.Pointer
+	Image      string   // the object that holds it
+	Categories []string // the classes its categories extend, in order
+}
+
+// InstallCategory instruments the methods category i of the module adds, whatever image its
+// class belongs to (an app's category on a Foundation class).
+func (m Module) InstallCategory(i int) MethodStats {
+	methodsMu.Lock()
+	defer methodsMu.Unlock()
+	var c C.struct_mt_methods_stats
+	C.msgtrace_module_category_install(m.ptr, C.size_t(i), &c)
+	var st MethodStats
+	st.add(c)
+	return st
+}
+
+// WatchModules calls fn with each module gcc's runtime registers later, after the classes
+// its ModuleRebindings callback got (once the rebindings are in place).
+func WatchModules(fn func(Module)) { categoryHook.Store(&fn) }
 
 // ModuleRebindings are the rebindings that report classes registered after install, and
 // methods added to registered classes: on gcc's runtime, classes register from module
@@ -266,12 +294,23 @@ func msgtraceModuleLoaded(module unsafe.Pointer) {
 	}
 	var buf [1024]unsafe.Pointer
 	n := int(C.msgtrace_module_classes(module, &buf[0], C.size_t(len(buf))))
-	if n == 0 {
-		return
+	if n > 0 {
+		cls := make([]uintptr, n)
+		for i := range cls {
+			cls[i] = uintptr(buf[i])
+		}
+		(*fn)(cls)
 	}
-	cls := make([]uintptr, n)
-	for i := range cls {
-		cls[i] = uintptr(buf[i])
+	if cf := categoryHook.Load(); cf != nil {
+		var names [1024]*C.char
+		k := min(int(C.msgtrace_module_categories(module, &names[0], C.size_t(len(names)))), len(names))
+		if k == 0 {
+			return
+		}
+		m := Module{ptr: module, Image: C.GoString(C.msgtrace_image_of(module))}
+		for _, c := range names[:k] {
+			m.Categories = append(m.Categories, C.GoString(c))
+		}
+		(*cf)(m)
 	}
-	(*fn)(cls)
 }

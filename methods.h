@@ -41,6 +41,11 @@ void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats 
 void msgtrace_methods_restore(struct mt_methods_stats *st);
 /* GNU: the classes a module defines and the loaded classes its categories extend. */
 size_t msgtrace_module_classes(void *module, void **out, size_t max);
+/* GNU: the class names a module's categories extend, in order (up to max; returns how many). */
+size_t msgtrace_module_categories(void *module, const char **classes, size_t max);
+/* GNU: instruments the methods category i of a registered module adds (to a class of any
+ * image: an app's category on a system class). */
+void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_stats *st);
 /* GNU: __objc_exec_class as the rebound slots see it: the original, then msgtraceModuleLoaded. */
 extern void (*msgtrace_orig___objc_exec_class)(void *) __attribute__((visibility("hidden")));
 void msgtrace___objc_exec_class(void *module);

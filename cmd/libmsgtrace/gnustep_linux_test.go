@@ -163,6 +163,9 @@ func TestGNUstepMethods(t *testing.T) {
 		{"stop", []string{"stop"}, map[string]int{"-[Counter init]": 1, "-[Counter bump]": 2}},
 		// a class registered inside dlopen, by the object's own constructor
 		{"dlopen", []string{"plugin", filepath.Join(g.dir, "plugin.so")}, map[string]int{"-[Plugin answer]": 1}},
+		// the app's category on NSString: its methods are traced by default (the class is
+		// Foundation's), named by the class they were added to
+		{"category", []string{"category"}, map[string]int{"-[NSString sortappWords]": 1, "+[NSString sortappGreeting]": 1}},
 		// +initialize (the runtime's lock held) adds a method while another thread is inside
 		// dlopen (the loader's lock held, waiting for the runtime's in the plugin's module
 		// constructor): the method is instrumented without waiting for the loader's lock

@@ -79,6 +79,17 @@ func (m *methodState) watch() error {
 			}
 		})
 	}
+	// an app's categories on classes of the system: their methods, where the class is not
+	// selected (gcc's runtime; the methods of a selected class's categories come with it)
+	msgtrace.WatchModules(func(mod msgtrace.Module) {
+		m.locked(func() {
+			for i, c := range mod.Categories {
+				if !m.restored && m.sel(c, mod.Image) {
+					addStats(&m.stats, mod.InstallCategory(i))
+				}
+			}
+		})
+	})
 	rs := msgtrace.ModuleRebindings(later)
 	if len(rs) == 0 {
 		return nil

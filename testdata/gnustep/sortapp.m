@@ -80,6 +80,20 @@
 }
 @end
 
+/* The app's category on a Foundation class: its methods are the app's. */
+@interface NSString (SortApp)
+- (NSUInteger)sortappWords;
++ (NSString *)sortappGreeting;
+@end
+@implementation NSString (SortApp)
+- (NSUInteger)sortappWords {
+	return [[self componentsSeparatedByString:@" "] count];
+}
++ (NSString *)sortappGreeting {
+	return @"hello category world";
+}
+@end
+
 /* Key-value observing: Foundation makes a subclass of the observed object's class at run time
  * and gives it a setter that notifies around the original one. */
 @interface Obs : NSObject {
@@ -181,6 +195,11 @@ int main(int argc, char **argv) {
 		id p = [[objc_getClass("Plugin") new] autorelease];
 		printf("initlock: extra %d, plugin answers %d\n", (int)(intptr_t)[l performSelector:@selector(extra)],
 		       (int)(intptr_t)[p performSelector:@selector(answer)]);
+		[pool drain];
+		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "category") == 0) {
+		printf("category: %lu words\n", (unsigned long)[[NSString sortappGreeting] sortappWords]);
 		[pool drain];
 		return 0;
 	}
