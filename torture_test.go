@@ -475,7 +475,7 @@ func TestGDBBacktraceThroughInterposer(t *testing.T) {
 				if b, _ := os.ReadFile("/proc/net/tcp"); strings.Contains(string(b), listening) {
 					break
 				}
-				if i == 100 {
+				if i == 600 { // 30 s: qemu on a loaded machine
 					t.Fatal("qemu's gdb stub did not come up")
 				}
 				time.Sleep(50 * time.Millisecond)
