@@ -324,6 +324,28 @@ func TestGNUstepMethods(t *testing.T) {
 				t.Errorf("%d %s, want 1", n, name)
 			}
 		}
+		// the default selection: Debian installs the application as
+		// /usr/lib/GNUstep/Applications/EdenMath.app/EdenMath, under a system directory; the
+		// main program is the app's all the same
+		out = filepath.Join(g.dir, "gui-app.json")
+		run = exec.Command("xvfb-run", "-a", mb, "run", "--lib", g.lib, "--out", out, "--", "EdenMath")
+		run.Dir = g.dir
+		run.Env = append(os.Environ(), "HOME="+filepath.Join(g.dir, "home-gui"), "LD_PRELOAD="+filepath.Join(g.dir, "firstidle.so"))
+		if b, err := run.CombinedOutput(); err != nil || !strings.Contains(string(b), "firstidle: launched and idle") {
+			t.Fatalf("EdenMath, default selection: %v\n%s", err, b)
+		}
+		tr = readTrace(t, out)
+		if n, _ := tr.count("main", "-[EMController awakeFromNib]"); n != 1 {
+			t.Errorf("default selection: %d -[EMController awakeFromNib], want 1", n)
+		}
+		for _, calls := range tr.threads {
+			for _, c := range calls {
+				if strings.HasPrefix(c.Name, "-[NS") || strings.HasPrefix(c.Name, "+[NS") {
+					t.Errorf("default selection traced %s (AppKit's)", c.Name)
+					break
+				}
+			}
+		}
 	})
 
 	t.Run("tools", func(t *testing.T) {

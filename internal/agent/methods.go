@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -222,12 +223,39 @@ func selectClasses(classes []uintptr, sel func(name, image string) bool) []uintp
 	return out
 }
 
+// mainExe is the main program's path, resolved (/proc/self/exe on Linux).
+var mainExe = sync.OnceValue(func() string {
+	p, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	return p
+})
+
+// inMainProgram reports whether an object is the main program, or lies inside its bundle
+// (Debian installs GNUstep applications as /usr/lib/GNUstep/Applications/X.app/X, with their
+// bundles and plug-ins inside X.app).
+func inMainProgram(image string) bool {
+	exe := mainExe()
+	if exe == "" {
+		return false
+	}
+	if image == exe {
+		return true
+	}
+	dir := filepath.Dir(exe)
+	return strings.HasSuffix(dir, ".app") && strings.HasPrefix(image, dir+"/")
+}
+
 // systemImage reports whether an object belongs to the system rather than the app: on Linux,
 // objects in the system library directories; on Apple platforms, images in the dyld shared
 // cache (simulator frameworks load from .../RuntimeRoot/System, so no path decides) and the
 // tools Xcode injects (XCTest, Main Thread Checker). The main program is never a system image.
 func systemImage(image string) bool {
-	if image == "" {
+	if image == "" || inMainProgram(image) {
 		return false
 	}
 	if runtime.GOOS == "darwin" || runtime.GOOS == "ios" {
