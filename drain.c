@@ -330,6 +330,45 @@ static void look_up_namer(void) {
 		namer.is_meta = (unsigned char (*)(void *))dlsym(RTLD_DEFAULT, "class_isMetaClass");
 }
 
+/* Selector names learnt while instrumenting (methods.c, where the runtime's lock is held
+ * anyway): gcc's sel_getName takes the runtime's lock, which a thread may hold for as long as an
+ * +initialize runs, and that thread may be waiting for a chunk only the drain can free. The
+ * drain asks the runtime only for selectors it has not been told. Open addressing, lock-free
+ * reads: the name is published before the key. */
+#define SEL_CACHE (1u << 16)
+static void *sel_keys[SEL_CACHE];
+static const char *sel_names[SEL_CACHE];
+
+static uint32_t sel_slot(const void *sel) {
+	return (uint32_t)(((uint64_t)(uintptr_t)sel * 0x9e3779b97f4a7c15ull) >> 48) & (SEL_CACHE - 1);
+}
+
+void msgtrace_remember_sel_name(void *sel, const char *name) {
+	if (!sel || !name)
+		return;
+	for (uint32_t i = sel_slot(sel), n = 0; n < SEL_CACHE; i = (i + 1) & (SEL_CACHE - 1), n++) {
+		void *k = __atomic_load_n(&sel_keys[i], __ATOMIC_ACQUIRE);
+		if (k == sel)
+			return;
+		if (!k) {
+			__atomic_store_n(&sel_names[i], name, __ATOMIC_RELAXED);
+			__atomic_store_n(&sel_keys[i], sel, __ATOMIC_RELEASE); /* callers are serialised */
+			return;
+		}
+	}
+}
+
+static const char *remembered_sel_name(void *sel) {
+	for (uint32_t i = sel_slot(sel), n = 0; n < SEL_CACHE; i = (i + 1) & (SEL_CACHE - 1), n++) {
+		void *k = __atomic_load_n(&sel_keys[i], __ATOMIC_ACQUIRE);
+		if (k == sel)
+			return __atomic_load_n(&sel_names[i], __ATOMIC_RELAXED);
+		if (!k)
+			return NULL;
+	}
+	return NULL;
+}
+
 void msgtrace_set_namer(const struct mt_namer *n) {
 	namer = *n;
 	namer_looked_up = 0;
@@ -418,7 +457,9 @@ static uint32_t method_id(uint64_t cls, uint64_t sel) {
 		id = next_id++;
 		char cbuf[32], sbuf[32];
 		const char *cn = c && namer.class_name ? namer.class_name(c) : NULL;
-		const char *sn = sel && namer.sel_name ? namer.sel_name((void *)(uintptr_t)sel) : NULL;
+		const char *sn = sel ? remembered_sel_name((void *)(uintptr_t)sel) : NULL;
+		if (!sn && sel && namer.sel_name)
+			sn = namer.sel_name((void *)(uintptr_t)sel);
 		if (!cn) {
 			snprintf(cbuf, sizeof cbuf, "0x%llx", (unsigned long long)(c ? (uint64_t)(uintptr_t)c : key));
 			cn = cbuf;

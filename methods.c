@@ -261,6 +261,7 @@ static int instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
 	const char *name = sel ? selGetName(sel) : NULL;
 	if (!imp || !name || is_trampoline(imp))
 		return 0;
+	msgtrace_remember_sel_name(sel, name); /* the drain need not ask the runtime */
 	if (msgtrace_never_instrument(name) || (forward1 && imp == forward1) || (forward2 && imp == forward2)) {
 		st->never++;
 		return 0;

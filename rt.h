@@ -155,6 +155,9 @@ struct mt_namer {
 	unsigned char (*is_meta)(void *cls); /* BOOL: only the low byte is the answer */
 };
 void msgtrace_set_namer(const struct mt_namer *n);
+/* Tells the drain a selector's name, so that it need not ask the runtime (gcc's sel_getName
+ * takes the runtime's lock). Called with instrumenting serialised. */
+void msgtrace_remember_sel_name(void *sel, const char *name);
 
 /* The drain (drain.c). */
 struct mt_stream_config {

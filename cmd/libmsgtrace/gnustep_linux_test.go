@@ -214,6 +214,20 @@ func TestGNUstepMethods(t *testing.T) {
 		}
 	})
 
+	t.Run("initbusy", func(t *testing.T) {
+		// +initialize runs with the runtime's lock held and makes 200,000 traced calls, more
+		// than a 1 MiB pool holds: the thread waits for the drain, which must name the
+		// method without the runtime's lock (gcc's sel_getName takes it: a deadlock before)
+		out := filepath.Join(g.dir, "initbusy.json")
+		so, se, err := g.run(t, true, "home", map[string]string{"MSGTRACE_OUT": out, "MSGTRACE_BUFFER_MB": "1"}, nil, app, "initbusy")
+		if err != nil || so != "initbusy: 100000\n" {
+			t.Fatalf("sortapp initbusy: %v\nstdout %q\nstderr:\n%s", err, so, se)
+		}
+		if n, _ := readTrace(t, out).count("main", "+[Busy tick:]"); n != 200000 {
+			t.Errorf("%d +[Busy tick:], want 200000", n)
+		}
+	})
+
 	t.Run("kvo", func(t *testing.T) {
 		// Key-value observing: Foundation registers a subclass of the observed class at run
 		// time (GSKVOObs; Apple's NSKVONotifying_Obs) and adds it a setter that notifies

@@ -150,6 +150,23 @@ static int lazy_extra(id self, SEL cmd) {
 }
 @end
 
+/* A class whose +initialize (gcc's runtime holds its lock meanwhile) makes many traced calls:
+ * more than a small pool holds, so the thread waits for the drain to free chunks. */
+@interface Busy : NSObject
++ (int)tick:(int)x;
+@end
+static int busy_sum;
+@implementation Busy
++ (void)initialize {
+	if (self == [Busy class])
+		for (int i = 0; i < 200000; i++)
+			busy_sum += [Busy tick:i];
+}
++ (int)tick:(int)x {
+	return x & 1;
+}
+@end
+
 static int dyn_twice(id self, SEL cmd, int x) {
 	(void)self, (void)cmd;
 	return 2 * x;
@@ -195,6 +212,12 @@ int main(int argc, char **argv) {
 		id p = [[objc_getClass("Plugin") new] autorelease];
 		printf("initlock: extra %d, plugin answers %d\n", (int)(intptr_t)[l performSelector:@selector(extra)],
 		       (int)(intptr_t)[p performSelector:@selector(answer)]);
+		[pool drain];
+		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "initbusy") == 0) {
+		[Busy class];
+		printf("initbusy: %d\n", busy_sum);
 		[pool drain];
 		return 0;
 	}
