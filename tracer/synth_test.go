@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/msgtrace/msgtrace/internal/viewertest"
 )
 
 // TestWriteTouchingTrace writes a synthetic raw trace of $MSGTRACE_BENCH_CALLS calls (touching
@@ -146,14 +148,10 @@ func writeSynth(t testing.TB, ts []synthThread) []byte {
 // ns is a tick in nanoseconds as Process converts it.
 func ns(tick uint64) uint64 { return uint64(synthHeader.Nanos(tick)) }
 
-// methodTimes are what speedscope's sandwich view shows for a method on a thread: self time,
-// and total time (time with the method anywhere on the stack, counted once under recursion).
-type methodTimes struct{ Self, Total uint64 }
-
 // synthExpect works out, per thread, each method's self and total time in nanoseconds, and
 // the thread's total (time in its outermost calls).
-func synthExpect(st synthThread) (map[string]methodTimes, uint64) {
-	m := map[string]methodTimes{}
+func synthExpect(st synthThread) (map[string]viewertest.Times, uint64) {
+	m := map[string]viewertest.Times{}
 	var total uint64
 	var walk func(c *synthCall, onStack map[int]bool)
 	walk = func(c *synthCall, onStack map[int]bool) {

@@ -5,17 +5,20 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
 	"github.com/msgtrace/msgtrace/internal/testfiles"
+	"github.com/msgtrace/msgtrace/internal/viewertest"
 )
 
 // arches are the architectures the end-to-end run covers: amd64 natively where we are, arm64
@@ -497,7 +500,8 @@ func testMachobindRun(t *testing.T, b built) {
 	plain, _ := runApp(t, b, nil)
 	d := b.dir
 	cmd := exec.Command(mb, "run", "--lib", b.lib, "--out", filepath.Join(d, "run.json"), "--pprof", filepath.Join(d, "run.pb.gz"),
-		"--folded", filepath.Join(d, "run.folded"), "--flame", filepath.Join(d, "run.svg"), "--", filepath.Join(d, "testapp"))
+		"--folded", filepath.Join(d, "run.folded"), "--flame", filepath.Join(d, "run.svg"),
+		"--speedscope", filepath.Join(d, "run.speedscope.json"), "--", filepath.Join(d, "testapp"))
 	var so, se strings.Builder
 	cmd.Stdout, cmd.Stderr = &so, &se
 	if err := cmd.Run(); err != nil {
@@ -544,6 +548,7 @@ func testMachobindRun(t *testing.T, b built) {
 	if !strings.Contains(string(svg), "+[Sleeper nap:] (") {
 		t.Errorf("flame graph lacks +[Sleeper nap:]")
 	}
+	t.Run("viewers", func(t *testing.T) { checkDemoInViewers(t, d, tr) })
 
 	// The program's exit status is machobind's; a program that cannot start is an error.
 	// stress _exit ends with _exit, past the exit handlers: the rebound _exit still closed
@@ -617,4 +622,138 @@ func testFilters(t *testing.T, b built) {
 	if _, err := profile.Parse(f); err != nil {
 		t.Errorf("%s: %v", out, err)
 	}
+}
+
+// checkDemoInViewers loads the demo's trace (`make demo`'s program under `machobind run`) into
+// speedscope in headless Chromium, as .speedscope.json and as Chrome JSON, and its SVG flame
+// graph, and checks what a person sees against the trace itself: a profile per thread with
+// the thread's total, and per method the self and total time of the sandwich view, worked out
+// here from the Chrome JSON's calls (total: time under at least one call of the method).
+func checkDemoInViewers(t *testing.T, dir string, tr trace) {
+	web := viewertest.Tools(t)
+	defer func() { // the outputs and speedscope's screenshots outlive a failure
+		if keep, err := os.MkdirTemp("", "msgtrace-demo-viewers-"); t.Failed() && err == nil {
+			if os.CopyFS(keep, os.DirFS(dir)) == nil {
+				t.Logf("outputs and screenshots kept in %s", keep)
+			}
+		} else if err == nil {
+			os.RemoveAll(keep)
+		}
+	}()
+	b, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []struct {
+			Ph, Name string
+			Pid, Tid uint64
+			Args     struct{ Name string }
+		}
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	process, tids := "", map[string]uint64{}
+	var pid uint64
+	for _, e := range doc.TraceEvents {
+		if e.Ph == "M" && e.Name == "process_name" {
+			process, pid = e.Args.Name, e.Pid
+		}
+		if e.Ph == "M" && e.Name == "thread_name" {
+			tids[e.Args.Name] = e.Tid
+		}
+	}
+	ns := func(us float64) uint64 { return uint64(math.Round(us * 1000)) }
+	want := map[string]viewertest.Expect{}
+	unwound := map[string]bool{}
+	var names []string
+	for thread, calls := range tr.threads {
+		e := viewertest.Expect{Name: thread, Methods: map[string]viewertest.Times{}}
+		for _, c := range calls {
+			m := e.Methods[c.Name]
+			self := ns(c.Dur)
+			for _, k := range c.children {
+				self -= ns(k.Dur)
+			}
+			m.Self += self
+			outer := true
+			for p := c.parent; p != nil; p = p.parent {
+				outer = outer && p.Name != c.Name
+			}
+			if outer {
+				m.Total += ns(c.Dur)
+			}
+			e.Methods[c.Name] = m
+			if c.parent == nil {
+				e.Total += ns(c.Dur)
+			}
+			unwound[thread] = unwound[thread] || c.Args.Unwound
+			names = append(names, c.Name)
+		}
+		want[thread] = e
+	}
+	sort.Strings(names)
+	names = slices.Compact(names)
+	res := viewertest.Run(t, web, dir, []viewertest.Case{
+		{File: "run.speedscope.json", Viewer: "speedscope"},
+		{File: "run.json", Viewer: "speedscope"},
+		{File: "run.svg", Viewer: "svg", Names: names},
+	})
+	for _, file := range []string{"run.speedscope.json", "run.json"} {
+		r := res[file]
+		// the profiles in speedscope's order, each matched to its thread by the name it shows:
+		// the thread's (speedscope's own format) or "process (pid P), thread (tid T)" (Chrome JSON)
+		label := func(thread string) string {
+			if file == "run.json" {
+				return fmt.Sprintf("%s (pid %d), %s (tid %d)", process, pid, thread, tids[thread])
+			}
+			if thread == "main" {
+				return fmt.Sprintf("main (tid %d)", tids[thread])
+			}
+			return thread
+		}
+		var ordered []viewertest.Expect
+		for _, p := range r.Profiles {
+			for thread, e := range want {
+				if label(thread) != p.Name {
+					continue
+				}
+				if file == "run.speedscope.json" && unwound[thread] {
+					// speedscope's own format marks a call an exception unwound with a
+					// frame of no time after it (Chrome JSON: an instant, which speedscope skips)
+					e.Methods = maps.Clone(e.Methods)
+					e.Methods["[unwound]"] = viewertest.Times{}
+				}
+				ordered = append(ordered, e)
+			}
+		}
+		if len(ordered) != len(want) || len(r.Profiles) != len(want) {
+			t.Errorf("%s: speedscope shows profiles %v, want one per thread of %v", file, profileNames(r), slices.Sorted(maps.Keys(want)))
+			continue
+		}
+		viewertest.Check(t, r, ordered, func(e viewertest.Expect) string { return label(e.Name) })
+		rows := 0
+		for _, p := range r.Profiles {
+			rows += len(p.Rows)
+		}
+		t.Logf("speedscope opened the demo's %s in %d ms: %d profiles, %d sandwich rows checked", file, r.LoadMs, len(r.Profiles), rows)
+	}
+	sv := res["run.svg"]
+	if sv.Error != "" || len(sv.Found) != len(names) {
+		t.Errorf("svg: %+v", sv)
+	}
+	for i, c := range sv.Found {
+		if c == 0 {
+			t.Errorf("svg: search finds no %q", names[i])
+		}
+	}
+}
+
+func profileNames(r viewertest.Result) []string {
+	var out []string
+	for _, p := range r.Profiles {
+		out = append(out, p.Name)
+	}
+	return out
 }
