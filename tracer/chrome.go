@@ -161,6 +161,8 @@ func (s *ChromeSink) Close(t Totals) error {
 	return s.w.Flush()
 }
 
+func (s *ChromeSink) treeSink() TreeSink { return chromeTree{s} }
+
 // chromeTree is the ChromeSink's pre-order side.
 type chromeTree struct{ s *ChromeSink }
 

@@ -42,6 +42,8 @@ func NewFlameSink(w io.Writer, title string) *FlameSink {
 	return s
 }
 
+func (s *FlameSink) treeSink() TreeSink { return flameTree{s.agg, s} }
+
 type flameTree struct {
 	*stackTrie
 	s *FlameSink

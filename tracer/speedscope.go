@@ -96,6 +96,8 @@ func (s *SpeedscopeSink) event(typ byte, name string, at uint64) {
 
 type speedscopeTree struct{ s *SpeedscopeSink }
 
+func (s *SpeedscopeSink) treeSink() TreeSink { return speedscopeTree{s} }
+
 func (t speedscopeTree) BeginThread(h *Header, th *Thread) error {
 	t.s.head(h)
 	t.s.label = threadLabel(th)

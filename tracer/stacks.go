@@ -26,7 +26,8 @@ type stackTrie struct {
 	kids    map[[2]int32]int32 // (parent node, name) -> node
 	threads []trieThread
 	labels  map[string]bool
-	path    []int32 // the current thread's root, then the open calls
+	path    []int32  // the current thread's root, then the open calls
+	marked  []uint64 // per entry of path: time of the marks inside it, taken from its self time
 	start   uint64  // earliest call start and latest end, over every thread
 	end     uint64
 	any     bool
@@ -80,6 +81,7 @@ func (a *stackTrie) BeginThread(h *Header, t *Thread) error {
 	a.nodes = append(a.nodes, trieNode{parent: -1, name: a.name(label)})
 	a.threads = append(a.threads, trieThread{label: label, tid: t.TID, pid: h.PID, root: root})
 	a.path = append(a.path[:0], root)
+	a.marked = append(a.marked[:0], 0)
 	return nil
 }
 
@@ -91,27 +93,38 @@ func (a *stackTrie) span(start, dur uint64) {
 	a.any = true
 }
 
+// Enter counts the call on its stack's node; its self time is added when it exits (where it
+// is known).
 func (a *stackTrie) Enter(c *Call, depth int) error {
 	a.path = a.path[:depth+1]
+	a.marked = a.marked[:depth+1]
 	n := a.kid(a.path[depth], c.Name)
 	a.nodes[n].count++
-	switch {
-	case c.Flags&FlagOpen != 0:
-		a.nodes[a.kid(n, frameRunning)].self += c.SelfNanos
-	case c.Flags&FlagUnwound != 0:
-		a.nodes[a.kid(n, frameUnwound)].self += c.SelfNanos
-	default:
-		a.nodes[n].self += c.SelfNanos
-	}
 	if depth == 0 {
 		a.threads[len(a.threads)-1].total += c.DurNanos
 		a.span(c.StartNanos, c.DurNanos)
 	}
 	a.path = append(a.path, n)
+	a.marked = append(a.marked, 0)
 	return nil
 }
 
-func (a *stackTrie) Exit(*Call, int) error { return nil }
+func (a *stackTrie) Exit(c *Call, depth int) error {
+	if depth+1 >= len(a.path) {
+		return nil
+	}
+	n := a.path[depth+1]
+	self := c.SelfNanos - min(c.SelfNanos, a.marked[depth+1])
+	switch {
+	case c.Flags&FlagOpen != 0:
+		a.nodes[a.kid(n, frameRunning)].self += self
+	case c.Flags&FlagUnwound != 0:
+		a.nodes[a.kid(n, frameUnwound)].self += self
+	default:
+		a.nodes[n].self += self
+	}
+	return nil
+}
 
 func (a *stackTrie) Mark(m *Mark, depth int) error {
 	parent := a.path[depth]
@@ -119,8 +132,7 @@ func (a *stackTrie) Mark(m *Mark, depth int) error {
 	a.nodes[n].count += m.Count
 	dur := m.DurNanos
 	if depth > 0 {
-		dur = min(dur, a.nodes[parent].self)
-		a.nodes[parent].self -= dur
+		a.marked[depth] += dur
 	} else {
 		a.threads[len(a.threads)-1].total += dur
 		a.span(m.StartNanos, dur)
@@ -162,6 +174,8 @@ func NewFoldedSink(w io.Writer) *FoldedSink {
 	s.Sink = PreOrder(foldedTree{s.agg, s})
 	return s
 }
+
+func (s *FoldedSink) treeSink() TreeSink { return foldedTree{s.agg, s} }
 
 type foldedTree struct {
 	*stackTrie
@@ -208,6 +222,8 @@ func NewPprofSink(w io.Writer) *PprofSink {
 	s.Sink = PreOrder(pprofTree{s.agg, s})
 	return s
 }
+
+func (s *PprofSink) treeSink() TreeSink { return pprofTree{s.agg, s} }
 
 type pprofTree struct {
 	*stackTrie

@@ -66,7 +66,7 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 		sf.base = base
 	}
 	sort.SliceStable(files, func(i, j int) bool { return files[i].first < files[j].first })
-	f := newCallFilter(opt, sink, &tot)
+	r := &replayer{ts: asTree(sink), flt: newTreeFilter(opt), tot: &tot}
 	for _, sf := range files {
 		tot.Processes++
 		for _, st := range sf.threads {
@@ -80,8 +80,7 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 			if err := sink.BeginThread(&sf.hdr, t); err != nil {
 				return tot, err
 			}
-			f.begin(t)
-			if err := sf.emitThread(st, f, &tot); err != nil {
+			if err := sf.replayThread(r, st); err != nil {
 				return tot, err
 			}
 			if err := sink.EndThread(); err != nil {
@@ -139,10 +138,24 @@ type streamMethod struct {
 
 // streamThread is a thread's pass-1 index.
 type streamThread struct {
-	t        Thread
-	frames   []int64 // offsets of its events frames, in file order
-	openOff  int64   // its latest open frame, or -1
-	openTick uint64
+	t         Thread
+	frames    []frameRef // its events frames, in the order its calls ended
+	unordered bool       // a frame came out of order in the file: frames sorted and analysed again
+	events    bool       // an event was met
+	lastEnd   uint64     // end tick of the last event met
+	openOff   int64      // its latest open frame, or -1
+	openTick  uint64
+	sh        shape      // pass-1 pending stack
+	nseg      int32      // segments so far
+	spans     []spanCall // calls entered in an earlier segment than their record's
+}
+
+// frameRef is an events frame of a thread: where it is, and what pass 1 learnt of it.
+type frameRef struct {
+	off         int64
+	first, last uint64 // end ticks of its first and last event
+	minDepth    uint32 // of its calls (maxStreamDepth+1 when none)
+	n           uint32 // events
 }
 
 // streamFile is one stream after pass 1.
@@ -167,7 +180,6 @@ type streamFile struct {
 	tornBytes        uint64
 	resyncBudget     int64
 	clockMax         uint64
-	openCalls        []openEntry
 }
 
 type openEntry struct {
@@ -219,6 +231,9 @@ func indexStream(in Input) (*streamFile, error) {
 		for id, m := range sf.methods {
 			sf.dense[id] = m
 		}
+	}
+	if err := sf.finishThreads(); err != nil {
+		return nil, err
 	}
 	sf.w.ahead = 64 << 10 // pass 2 jumps from thread to thread
 	sf.w.buf = nil        // several streams: one buffer at a time
@@ -504,10 +519,10 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 		if d.bad {
 			return errMalformed
 		}
+		// checked whole before anything is taken from it
 		it := eventIter{b: d.b, prev: prev}
 		var e StreamEvent
-		var calls, lost, overflow uint64
-		lo, hi := uint64(math.MaxUint64), uint64(0)
+		var n uint32
 		for {
 			ok, err := it.next(&e)
 			if err != nil {
@@ -516,18 +531,48 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 			if !ok {
 				break
 			}
+			n++
+		}
+		if n == 0 {
+			return nil
+		}
+		st := sf.thread(tid)
+		fr := frameRef{off: off, n: n, minDepth: maxStreamDepth + 1}
+		var calls, lost, overflow uint64
+		lo, hi := uint64(math.MaxUint64), uint64(0)
+		analyse := !st.unordered
+		it = eventIter{b: d.b, prev: prev}
+		for k := uint32(0); ; k++ {
+			if ok, _ := it.next(&e); !ok {
+				break
+			}
+			if k == 0 {
+				fr.first = e.End
+				if st.events && e.End < st.lastEnd {
+					st.unordered, analyse = true, false
+				}
+			}
 			lo, hi = min(lo, e.Start), max(hi, e.End)
 			switch {
 			case e.Type != EventMark:
 				calls++
+				fr.minDepth = min(fr.minDepth, uint32(e.Depth))
+				if analyse {
+					st.shapeCall(&e, st.nseg+int32(k/segEvents))
+				}
 			case MarkKind(e.ID) == MarkLost:
 				lost += e.Count
+				if analyse {
+					st.sh.seal()
+				}
 			case MarkKind(e.ID) == MarkOverflow:
 				overflow += e.Count
 			}
 		}
-		st := sf.thread(tid)
-		st.frames = append(st.frames, off)
+		fr.last = e.End
+		st.events, st.lastEnd = true, max(st.lastEnd, fr.last)
+		st.nseg += int32((n + segEvents - 1) / segEvents)
+		st.frames = append(st.frames, fr)
 		st.t.Records += calls
 		st.t.Dropped += lost
 		st.t.Overflow += overflow
@@ -654,90 +699,6 @@ func (sf *streamFile) frameAt(off int64) ([]byte, error) {
 	}
 	b, err := sf.w.at(off+frameHeader, int(n))
 	return b, err
-}
-
-// emitThread is pass 2 for one thread: its events in order, then the calls its latest open
-// frame lists that no call record closed, innermost first, to the end of the trace.
-func (sf *streamFile) emitThread(st *streamThread, f *callFilter, tot *Totals) error {
-	changed := errors.New("stream changed while being read")
-	open := sf.openCalls[:0]
-	var openTick uint64
-	if st.openOff >= 0 {
-		p, err := sf.frameAt(st.openOff)
-		if err != nil {
-			return err
-		}
-		d := dec{b: p}
-		d.u64()
-		openTick = d.u64()
-		for len(d.b) > 0 && !d.bad {
-			id, age, depth := d.uvarint(), d.uvarint(), d.uvarint()
-			open = append(open, openEntry{id, openTick - age, depth})
-		}
-		if d.bad {
-			return changed
-		}
-	}
-	sf.openCalls = open
-	k := len(open) // open[:k] may still be running
-	t := &st.t
-	var e StreamEvent
-	for _, off := range st.frames {
-		p, err := sf.frameAt(off)
-		if err != nil {
-			return err
-		}
-		if len(p) < 16 {
-			return changed
-		}
-		it := eventIter{b: p[16:], prev: binary.LittleEndian.Uint64(p[8:])}
-		for {
-			ok, err := it.next(&e)
-			if err != nil {
-				return changed
-			}
-			if !ok {
-				break
-			}
-			start := sf.ns(e.Start)
-			dur := sf.ns(e.End) - start
-			if e.Type == EventMark {
-				tot.Marks++
-				f.mark = Mark{Kind: MarkKind(e.ID), StartNanos: start, DurNanos: dur, Count: e.Count, Thread: t}
-				if err := f.sink.Mark(&f.mark); err != nil {
-					return err
-				}
-				continue
-			}
-			if k > 0 {
-				// A call at depth d that ended after the open frame was taken closes every
-				// open call at depth d or deeper; so does the record of an open call itself.
-				d := e.Depth
-				j := sort.Search(k, func(x int) bool { return open[x].depth >= d })
-				if e.End > openTick || (j < k && open[j].depth == d && open[j].start == e.Start) {
-					k = j
-				}
-			}
-			name, flags := sf.method(e.ID)
-			if e.Type == EventUnwound {
-				flags |= FlagUnwound
-			}
-			if err := f.call(name, start, dur, int(e.Depth), flags); err != nil {
-				return err
-			}
-		}
-	}
-	end := sf.ns(sf.maxTick)
-	for i := k - 1; i >= 0; i-- {
-		c := open[i]
-		tot.Open++
-		name, flags := sf.method(c.id)
-		start := sf.ns(c.start)
-		if err := f.call(name, start, end-min(end, start), int(c.depth), flags|FlagOpen); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // clockMap converts a process's ticks to monotonic ns, piecewise-linearly between its clock

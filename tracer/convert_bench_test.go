@@ -1,0 +1,86 @@
+package tracer
+
+import (
+	"encoding/binary"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// BenchmarkConvert converts a 4,000,000-call stream whose run is one call per thread (2
+// threads, as a GUI app's run loop encloses its whole run; frames of 2046 events as the
+// drain writes 64 KiB chunks) to every format, discarding the output, and decodes the same
+// stream in the same run (every frame checked, every event decoded: the floor any
+// conversion stands on). Reports calls/s of each and its ratio to decoding.
+func BenchmarkConvert(b *testing.B) {
+	const n = 4_000_000
+	r := rand.New(rand.NewSource(1))
+	tick := uint64(10)
+	var all [][]StreamEvent
+	for th := 0; th < 2; th++ {
+		evs, _ := runloopShaped(r, uint64(100+th), n/2, 60, &tick, true, true)
+		all = append(all, evs)
+	}
+	p := filepath.Join(b.TempDir(), "loop.mtrace")
+	if err := os.WriteFile(p, writeThreads(b, r, all, 2046, false), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	all = nil
+	open := func() (*os.File, Input) {
+		f, err := os.Open(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, _ := f.Stat()
+		return f, Input{R: f, Size: st.Size()}
+	}
+	times := map[string]time.Duration{}
+	var calls uint64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f, in := open()
+		t0 := time.Now()
+		var e StreamEvent
+		var k uint64
+		if _, err := ScanFrames(in, func(kind uint8, _ int64, pl []byte) error {
+			if kind != FrameEvents {
+				return nil
+			}
+			it := eventIter{b: pl[16:], prev: binary.LittleEndian.Uint64(pl[8:])}
+			for {
+				ok, err := it.next(&e)
+				if err != nil || !ok {
+					return err
+				}
+				k++
+			}
+		}); err != nil {
+			b.Fatal(err)
+		}
+		times["decode"] += time.Since(t0)
+		f.Close()
+		for _, format := range Formats {
+			f, in := open()
+			s, err := NewSink(format, discard{}, Meta{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			t0 := time.Now()
+			tot, err := ProcessStreams([]Input{in}, Options{MaxDepth: -1}, s)
+			times[format] += time.Since(t0)
+			f.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			calls = tot.Calls
+		}
+	}
+	rate := func(d time.Duration) float64 { return float64(calls) * float64(b.N) / d.Seconds() }
+	b.ReportMetric(rate(times["decode"])/1e6, "decode-Mcalls/s")
+	for _, format := range Formats {
+		b.ReportMetric(rate(times[format])/1e6, format+"-Mcalls/s")
+		b.ReportMetric(times["decode"].Seconds()/times[format].Seconds(), format+"/decode")
+	}
+}

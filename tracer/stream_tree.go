@@ -1,0 +1,766 @@
+package tracer
+
+import (
+	"encoding/binary"
+	"errors"
+	"sort"
+)
+
+// Pre-order from a post-order stream, in memory bounded by stack depth.
+//
+// A thread's events come in the order its calls ended (a call after every call nested in it).
+// Timelines want pre-order (a call before its children), and in a GUI app one call (the run
+// loop) encloses the whole run: rebuilding each outermost call's tree before writing it would
+// hold every call of the run. Instead, a thread's events are cut into segments (an events
+// frame, or 32 Ki events of a bigger one) and pre-order is produced segment by segment: all
+// that a segment lacks is which calls that end in a later segment must be entered in it, and
+// where. Pass 1 finds them with a stack of pending groups (below); pass 2 replays each
+// segment's own little tree plus those calls, keeping an output stack of the calls entered and
+// not yet exited.
+//
+// The pending stack: a call's record adopts, as its children, the subtrees that are not yet
+// claimed and are deeper than it (as PreOrder does), but only those that started at or after
+// it: a deeper subtree that started before it lost its parent's record (lost calls) and is
+// made its preceding sibling instead, so that nothing is ever nested under a call that starts
+// after it. Adjacent groups at one depth merge, so depths strictly increase up the stack and it
+// never holds more than the deepest stack. Each group remembers the earliest segment among its
+// subtrees: a record that adopts a group from an earlier segment spans segments, and is entered
+// in that earlier segment (a spanCall). Pass 2 runs the identical stack, so it tells which
+// records close calls it already entered.
+
+// segEvents bounds the events of one segment (the working set of pass 2).
+const segEvents = 1 << 15
+
+// pendGroupShape is a run of sibling subtrees not yet claimed by a parent.
+type pendGroupShape struct {
+	depth  uint32
+	seg    int32  // earliest segment of any call in the group
+	start  uint64 // start tick of its first call
+	sealed bool   // calls were lost after it: a later call at its depth starts a new group
+}
+
+// maxPend bounds the pending stack: past it, sealed groups take later calls again.
+const maxPend = 1 << 16
+
+// shape is the pending stack of one thread, identical in both passes.
+type shape struct {
+	pend []pendGroupShape
+}
+
+// call takes a call's record at depth, starting at start, in segment seg. It returns the index
+// in pend from which the groups are its children (len(pend) before the call: none), the index
+// from which they are orphans merged before it (i <= j), and the earliest segment of its
+// subtree (seg when it has no pending children). The caller must call commit afterwards.
+func (s *shape) claim(depth uint32, start uint64, seg int32) (i, j int, minSeg int32) {
+	i = len(s.pend)
+	for i > 0 && s.pend[i-1].depth > depth {
+		i--
+	}
+	j = i
+	for j < len(s.pend) && s.pend[j].start < start {
+		j++
+	}
+	minSeg = seg
+	if j < len(s.pend) {
+		minSeg = s.pend[j].seg
+	}
+	return i, j, minSeg
+}
+
+// commit replaces pend[i:] by the orphans from i to j as one sealed group at the call's
+// depth (when there are any), then the call, in a group of its own or joining the group below
+// at its depth (merged) unless that one is sealed.
+func (s *shape) commit(depth uint32, start uint64, i, j int, minSeg int32) (orphans, merged bool) {
+	og := pendGroupShape{depth: depth}
+	if i < j {
+		og = pendGroupShape{depth, s.pend[i].seg, s.pend[i].start, true}
+	}
+	s.pend = s.pend[:i]
+	if i < j {
+		s.pend = append(s.pend, og)
+		orphans = true
+	}
+	if k := len(s.pend) - 1; k >= 0 && s.pend[k].depth == depth && (!s.pend[k].sealed || len(s.pend) >= maxPend) {
+		return orphans, true
+	}
+	s.pend = append(s.pend, pendGroupShape{depth, minSeg, start, false})
+	return orphans, false
+}
+
+// seal is a loss: calls whose records were lost may be the parents of the pending groups, so
+// calls that come later at their depths are not their siblings.
+func (s *shape) seal() {
+	for k := range s.pend {
+		s.pend[k].sealed = true
+	}
+}
+
+// spanCall is a call whose record comes in a later segment than the one it is entered in, or
+// a call still open at the end of the thread.
+type spanCall struct {
+	seg        int32
+	depth      uint32
+	flags      int32 // FlagUnwound, FlagOpen
+	id         uint64
+	start, end uint64 // ticks; end unknown (0) for open calls until the trace's end is known
+}
+
+// sortSpans orders a thread's spans for pass 2: by segment, outermost first.
+func sortSpans(sp []spanCall) {
+	sort.Slice(sp, func(a, b int) bool {
+		if sp[a].seg != sp[b].seg {
+			return sp[a].seg < sp[b].seg
+		}
+		return sp[a].depth < sp[b].depth
+	})
+}
+
+// segNode is one call of the segment being replayed.
+type segNode struct {
+	id                uint64
+	start, end        uint64 // ticks
+	depth             uint32
+	flags             int32
+	kind              uint8 // nodeCall, nodeExit (entered earlier), nodeEnter (exits later)
+	post              int32 // its record's place among the segment's records (spans: after all)
+	first, last, next int32
+}
+
+const (
+	nodeCall  = 0
+	nodeExit  = 1
+	nodeEnter = 2
+)
+
+// segGroup is a pending group of pass 2: the shape and the segment's nodes in it.
+type segGroup struct {
+	head, tail int32
+}
+
+// outEntry is a call entered and not yet exited, on the output stack.
+type outEntry struct {
+	c        Call
+	start    uint64 // ticks, to match the record that closes it
+	depth    uint32 // on the thread's shadow stack
+	kept     bool
+	keptUp   int32  // index of the nearest kept entry below, -1 none
+	kdepth   int    // depth among kept calls (of this entry if kept; of its children otherwise)
+	children uint64 // total duration of its kept children
+}
+
+// replayer is pass 2 for one thread at a time: segments in, Enter/Exit/Mark out.
+type replayer struct {
+	sf     *streamFile
+	ts     TreeSink
+	flt    *treeFilter
+	tot    *Totals
+	thread *Thread
+
+	sh     shape
+	groups []segGroup // parallel to sh.pend
+	nodes  []segNode
+	recs   int32 // records of the segment so far
+	exits  int32 // records of the segment exited so far
+	marks  []Mark
+	mprev  []int32 // per mark: the records of the segment before it
+	mi     int
+	out    []outEntry
+	walk   []int32
+	spans  []spanCall
+	si     int
+	seg    int32
+	call   Call
+}
+
+func (r *replayer) begin(sf *streamFile, st *streamThread) {
+	r.sf, r.thread = sf, &st.t
+	r.sh.pend = r.sh.pend[:0]
+	r.groups = r.groups[:0]
+	r.out = r.out[:0]
+	r.spans, r.si, r.seg = st.spans, 0, 0
+	r.resetSeg()
+}
+
+func (r *replayer) resetSeg() {
+	r.nodes, r.marks, r.mprev, r.mi, r.recs, r.exits = r.nodes[:0], r.marks[:0], r.mprev[:0], 0, 0, 0
+	for k := range r.groups {
+		r.groups[k] = segGroup{-1, -1}
+	}
+}
+
+// link appends list (h..t) after list (head..tail).
+func (r *replayer) link(head, tail, h, t int32) (int32, int32) {
+	if h < 0 {
+		return head, tail
+	}
+	if head < 0 {
+		return h, t
+	}
+	r.nodes[tail].next = h
+	return head, t
+}
+
+// record takes one call record of the current segment.
+func (r *replayer) record(id, start, end uint64, depth uint32, flags int32) {
+	i, j, minSeg := r.sh.claim(depth, start, r.seg)
+	kind := uint8(nodeCall)
+	if minSeg < r.seg {
+		kind = nodeExit
+	}
+	// children: the nodes of groups j..; orphans: groups i..j, then the node
+	var ch, ct int32 = -1, -1
+	for k := j; k < len(r.groups); k++ {
+		ch, ct = r.link(ch, ct, r.groups[k].head, r.groups[k].tail)
+	}
+	var oh, ot int32 = -1, -1
+	for k := i; k < j; k++ {
+		oh, ot = r.link(oh, ot, r.groups[k].head, r.groups[k].tail)
+	}
+	n := int32(len(r.nodes))
+	r.nodes = append(r.nodes, segNode{id: id, start: start, end: end, depth: depth, flags: flags, kind: kind, post: r.recs, first: ch, last: ct, next: -1})
+	r.recs++
+	orphans, merged := r.sh.commit(depth, start, i, j, minSeg)
+	r.groups = r.groups[:i]
+	if orphans {
+		r.groups = append(r.groups, segGroup{oh, ot})
+	}
+	if merged {
+		g := &r.groups[len(r.groups)-1]
+		g.head, g.tail = r.link(g.head, g.tail, n, n)
+	} else {
+		r.groups = append(r.groups, segGroup{n, n})
+	}
+}
+
+// finish replays the current segment: its nodes, then the spans entered in it (they stay open).
+func (r *replayer) finish() error {
+	// the spans of this segment, innermost first, adopt the deeper groups that started after
+	// them; the rest of the groups precede them
+	hi := r.si
+	for hi < len(r.spans) && r.spans[hi].seg <= r.seg {
+		hi++
+	}
+	lo := r.si
+	r.si = hi
+	var inner int32 = -1
+	cut := len(r.groups)
+	for k := hi - 1; k >= lo; k-- {
+		sp := &r.spans[k]
+		c := cut
+		for c > 0 && r.sh.pend[c-1].depth > sp.depth && r.sh.pend[c-1].start >= sp.start {
+			c--
+		}
+		var ch, ct int32 = -1, -1
+		for g := c; g < cut; g++ {
+			ch, ct = r.link(ch, ct, r.groups[g].head, r.groups[g].tail)
+		}
+		if inner >= 0 {
+			ch, ct = r.link(ch, ct, inner, inner)
+		}
+		cut = c
+		inner = int32(len(r.nodes))
+		r.nodes = append(r.nodes, segNode{id: sp.id, start: sp.start, end: sp.end, depth: sp.depth, flags: sp.flags, kind: nodeEnter, post: 1 << 30, first: ch, last: ct, next: -1})
+	}
+	for g := 0; g < cut; g++ {
+		for n := r.groups[g].head; n >= 0; {
+			next := r.nodes[n].next
+			if err := r.replay(n); err != nil {
+				return err
+			}
+			if n == r.groups[g].tail {
+				break
+			}
+			n = next
+		}
+	}
+	if inner >= 0 {
+		if err := r.replay(inner); err != nil {
+			return err
+		}
+	}
+	if err := r.marksUntil(1<<30, ^uint64(0)); err != nil {
+		return err
+	}
+	r.resetSeg()
+	r.seg++
+	return nil
+}
+
+// replay walks one subtree depth-first without recursion.
+func (r *replayer) replay(root int32) error {
+	st := append(r.walk[:0], root)
+	entered := false
+	for len(st) > 0 {
+		n := st[len(st)-1]
+		nd := &r.nodes[n]
+		if !entered {
+			if nd.kind != nodeExit {
+				if err := r.marksUntil(r.exits, r.sf.ns(nd.start)); err != nil {
+					return err
+				}
+				if err := r.enter(nd.id, nd.start, nd.end, nd.depth, nd.flags); err != nil {
+					return err
+				}
+			}
+			if k := nd.first; k >= 0 {
+				st = append(st, k)
+				continue
+			}
+		}
+		if nd.kind != nodeEnter {
+			if err := r.marksUntil(nd.post, ^uint64(0)); err != nil {
+				return err
+			}
+			if err := r.exit(nd.start, nd.depth); err != nil {
+				return err
+			}
+			r.exits++
+		}
+		st = st[:len(st)-1]
+		entered = true
+		if s := nd.next; s >= 0 && n != root && len(st) > 0 && n != r.nodes[st[len(st)-1]].last {
+			st = append(st, s)
+			entered = false
+		}
+	}
+	r.walk = st
+	return nil
+}
+
+// enter opens a call on the output stack, and tells the sink when it is kept.
+func (r *replayer) enter(id, start, end uint64, depth uint32, flags int32) error {
+	name, mflags := r.sf.method(id)
+	c := &r.call
+	c.Name, c.Thread, c.Depth, c.Flags = name, r.thread, int(depth), mflags|int(flags)
+	c.StartNanos = r.sf.ns(start)
+	c.DurNanos = r.sf.ns(end) - min(r.sf.ns(end), c.StartNanos)
+	c.SelfNanos = 0
+	up, kd := int32(-1), 0
+	if k := len(r.out); k > 0 {
+		top := &r.out[k-1]
+		if top.kept {
+			up, kd = int32(k-1), top.kdepth+1
+		} else {
+			up, kd = top.keptUp, top.kdepth
+		}
+	}
+	r.tot.Calls++
+	if flags&FlagOpen != 0 {
+		r.tot.Open++
+	}
+	kept := r.flt.keep(r.sf, id, name, c.DurNanos, int(depth))
+	r.out = append(r.out, outEntry{c: *c, start: start, depth: depth, kept: kept, keptUp: up, kdepth: kd})
+	if !kept {
+		return nil
+	}
+	r.tot.Kept++
+	return r.ts.Enter(c, kd)
+}
+
+// exit closes the call on top of the output stack (the one recorded at start and depth; calls
+// above it that a damaged stream never closed are closed first).
+func (r *replayer) exit(start uint64, depth uint32) error {
+	k := len(r.out) - 1
+	for k >= 0 && !(r.out[k].start == start && r.out[k].depth == depth) {
+		k--
+	}
+	if k < 0 {
+		return nil
+	}
+	for len(r.out) > k {
+		if err := r.pop(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *replayer) pop() error {
+	k := len(r.out) - 1
+	e := &r.out[k]
+	if e.kept {
+		e.c.SelfNanos = e.c.DurNanos - min(e.c.DurNanos, e.children)
+		if e.keptUp >= 0 {
+			r.out[e.keptUp].children += e.c.DurNanos
+		}
+		if err := r.ts.Exit(&e.c, e.kdepth); err != nil {
+			return err
+		}
+	}
+	r.out = r.out[:k]
+	return nil
+}
+
+// marksUntil replays the segment's marks that were recorded after at most recs of its records
+// and start at or before ns: a mark is placed by the records around it, and among the calls
+// entered between those by time (one at a call's start tick comes before the call).
+func (r *replayer) marksUntil(recs int32, ns uint64) error {
+	for r.mi < len(r.marks) && r.mprev[r.mi] <= recs && r.marks[r.mi].StartNanos <= ns {
+		d := 0
+		if k := len(r.out); k > 0 {
+			if r.out[k-1].kept {
+				d = r.out[k-1].kdepth + 1
+			} else {
+				d = r.out[k-1].kdepth
+			}
+		}
+		if err := r.ts.Mark(&r.marks[r.mi], d); err != nil {
+			return err
+		}
+		r.mi++
+	}
+	return nil
+}
+
+// end closes what is still open at the end of the thread, innermost first.
+func (r *replayer) end() error {
+	for len(r.out) > 0 {
+		if err := r.pop(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// treeFilter applies Options to calls as they are entered.
+type treeFilter struct {
+	opt      Options
+	inc, exc []pattern
+	minNanos float64
+	byName   map[*streamFile][]int8 // per stream and method id: 0 unknown, 1 kept, -1 dropped by name
+}
+
+func newTreeFilter(opt Options) *treeFilter {
+	return &treeFilter{opt: opt, inc: compilePatterns(opt.Include), exc: compilePatterns(opt.Exclude),
+		minNanos: opt.MinNanos, byName: map[*streamFile][]int8{}}
+}
+
+func (f *treeFilter) keep(sf *streamFile, id uint64, name string, dur uint64, depth int) bool {
+	if float64(dur) < f.minNanos || (f.opt.MaxDepth >= 0 && depth > f.opt.MaxDepth) {
+		return false
+	}
+	if len(f.inc) == 0 && len(f.exc) == 0 {
+		return true
+	}
+	v := f.byName[sf]
+	if id < 1<<20 {
+		if id >= uint64(len(v)) {
+			v = append(v, make([]int8, int(id)+1-len(v))...)
+			f.byName[sf] = v
+		}
+		if v[id] != 0 {
+			return v[id] > 0
+		}
+	}
+	ok := !((len(f.inc) > 0 && !matchAny(f.inc, name)) || matchAny(f.exc, name))
+	if id < 1<<20 {
+		v[id] = -1
+		if ok {
+			v[id] = 1
+		}
+	}
+	return ok
+}
+
+// postOrder drives a plain Sink from tree events: each kept call when it exits (the order
+// calls ended), marks where they happened.
+type postOrder struct{ s Sink }
+
+func (p postOrder) BeginThread(h *Header, t *Thread) error { return p.s.BeginThread(h, t) }
+func (p postOrder) Enter(*Call, int) error                 { return nil }
+func (p postOrder) Exit(c *Call, _ int) error              { return p.s.Call(c) }
+func (p postOrder) Mark(m *Mark, _ int) error              { return p.s.Mark(m) }
+func (p postOrder) EndThread() error                       { return p.s.EndThread() }
+func (p postOrder) Close(t Totals) error                   { return p.s.Close(t) }
+
+// treeSinker is a Sink that can take calls in pre-order directly (the formats' sinks): the
+// stream reader drives it without holding call trees.
+type treeSinker interface {
+	treeSink() TreeSink
+}
+
+// asTree returns the TreeSink the stream reader drives for a sink.
+func asTree(s Sink) TreeSink {
+	if t, ok := s.(treeSinker); ok {
+		return t.treeSink()
+	}
+	return postOrder{s}
+}
+
+// Tee sends one trace to several sinks (every one sees every thread, call and mark).
+func Tee(sinks ...Sink) Sink { return tee(sinks) }
+
+type tee []Sink
+
+func (t tee) each(f func(Sink) error) error {
+	for _, s := range t {
+		if err := f(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t tee) BeginThread(h *Header, th *Thread) error {
+	return t.each(func(s Sink) error { return s.BeginThread(h, th) })
+}
+func (t tee) Call(c *Call) error    { return t.each(func(s Sink) error { return s.Call(c) }) }
+func (t tee) Skip(d int) error      { return t.each(func(s Sink) error { return s.Skip(d) }) }
+func (t tee) Mark(m *Mark) error    { return t.each(func(s Sink) error { return s.Mark(m) }) }
+func (t tee) EndThread() error      { return t.each(func(s Sink) error { return s.EndThread() }) }
+func (t tee) Close(tt Totals) error { return t.each(func(s Sink) error { return s.Close(tt) }) }
+
+func (t tee) treeSink() TreeSink {
+	ts := make(teeTree, len(t))
+	for i, s := range t {
+		ts[i] = asTree(s)
+	}
+	return ts
+}
+
+type teeTree []TreeSink
+
+func (t teeTree) BeginThread(h *Header, th *Thread) error {
+	for _, s := range t {
+		if err := s.BeginThread(h, th); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (t teeTree) Enter(c *Call, d int) error {
+	for _, s := range t {
+		if err := s.Enter(c, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (t teeTree) Exit(c *Call, d int) error {
+	for _, s := range t {
+		if err := s.Exit(c, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (t teeTree) Mark(m *Mark, d int) error {
+	for _, s := range t {
+		if err := s.Mark(m, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (t teeTree) EndThread() error {
+	for _, s := range t {
+		if err := s.EndThread(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (t teeTree) Close(tt Totals) error {
+	for _, s := range t {
+		if err := s.Close(tt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shapeCall is pass 1's step for one call record in segment seg.
+func (st *streamThread) shapeCall(e *StreamEvent, seg int32) {
+	depth := uint32(e.Depth)
+	i, j, minSeg := st.sh.claim(depth, e.Start, seg)
+	st.sh.commit(depth, e.Start, i, j, minSeg)
+	if minSeg < seg {
+		fl := int32(0)
+		if e.Type == EventUnwound {
+			fl = FlagUnwound
+		}
+		st.spans = append(st.spans, spanCall{seg: minSeg, depth: depth, flags: fl, id: e.ID, start: e.Start, end: e.End})
+	}
+}
+
+// finishThreads ends pass 1: threads whose frames came out of order are sorted and analysed
+// again; calls still open at the end become spans; spans are sorted for pass 2.
+func (sf *streamFile) finishThreads() error {
+	for _, st := range sf.threads {
+		if st.unordered {
+			if err := sf.reanalyse(st); err != nil {
+				return err
+			}
+		}
+		if st.openOff >= 0 {
+			if err := sf.openSpans(st); err != nil {
+				return err
+			}
+		}
+		sortSpans(st.spans)
+	}
+	return nil
+}
+
+// reanalyse puts a thread's frames in the order its calls ended (by their first and last end
+// ticks) and runs the pass-1 analysis again over them.
+func (sf *streamFile) reanalyse(st *streamThread) error {
+	sort.SliceStable(st.frames, func(a, b int) bool {
+		fa, fb := &st.frames[a], &st.frames[b]
+		if fa.first != fb.first {
+			return fa.first < fb.first
+		}
+		return fa.last < fb.last
+	})
+	st.sh.pend, st.spans, st.nseg = st.sh.pend[:0], st.spans[:0], 0
+	var e StreamEvent
+	for _, fr := range st.frames {
+		it, err := sf.events(fr.off)
+		if err != nil {
+			return err
+		}
+		for k := uint32(0); ; k++ {
+			if ok, err := it.next(&e); err != nil {
+				return errChanged
+			} else if !ok {
+				break
+			}
+			if e.Type != EventMark {
+				st.shapeCall(&e, st.nseg+int32(k/segEvents))
+			} else if MarkKind(e.ID) == MarkLost {
+				st.sh.seal()
+			}
+		}
+		st.nseg += int32((fr.n + segEvents - 1) / segEvents)
+	}
+	return nil
+}
+
+var errChanged = errors.New("stream changed while being read")
+
+// events returns an iterator over the events of the events frame at off.
+func (sf *streamFile) events(off int64) (eventIter, error) {
+	p, err := sf.frameAt(off)
+	if err != nil {
+		return eventIter{}, err
+	}
+	if len(p) < 16 {
+		return eventIter{}, errChanged
+	}
+	return eventIter{b: p[16:], prev: binary.LittleEndian.Uint64(p[8:])}, nil
+}
+
+// openSpans finds which calls of the thread's latest open frame no later record closed (a
+// call at depth d that ended after the frame was taken closes every open call at depth d or
+// deeper; so does the record of an open call itself) and makes them spans, innermost first,
+// as if their records came after every event of the thread.
+func (sf *streamFile) openSpans(st *streamThread) error {
+	p, err := sf.frameAt(st.openOff)
+	if err != nil {
+		return err
+	}
+	d := dec{b: p}
+	d.u64()
+	tick := d.u64()
+	var open []openEntry
+	for len(d.b) > 0 && !d.bad {
+		id, age, depth := d.uvarint(), d.uvarint(), d.uvarint()
+		open = append(open, openEntry{id, tick - age, depth})
+	}
+	if d.bad {
+		return errChanged
+	}
+	k := len(open)
+	closeAt := func(depth uint64) {
+		k = min(k, sort.Search(k, func(x int) bool { return open[x].depth >= depth }))
+	}
+	var e StreamEvent
+	for _, fr := range st.frames {
+		if fr.last < tick {
+			continue
+		}
+		if fr.first > tick {
+			if fr.minDepth <= maxStreamDepth {
+				closeAt(uint64(fr.minDepth))
+			}
+			continue
+		}
+		it, err := sf.events(fr.off)
+		if err != nil {
+			return err
+		}
+		for {
+			if ok, err := it.next(&e); err != nil {
+				return errChanged
+			} else if !ok {
+				break
+			}
+			if e.Type == EventMark || e.End < tick {
+				continue
+			}
+			j := sort.Search(k, func(x int) bool { return open[x].depth >= e.Depth })
+			if e.End > tick || (j < k && open[j].depth == e.Depth && open[j].start == e.Start) {
+				k = j
+			}
+		}
+	}
+	for i := k - 1; i >= 0; i-- {
+		c := open[i]
+		depth := uint32(c.depth)
+		a, b, minSeg := st.sh.claim(depth, c.start, st.nseg)
+		st.sh.commit(depth, c.start, a, b, minSeg)
+		st.spans = append(st.spans, spanCall{seg: minSeg, depth: depth, flags: FlagOpen, id: c.id, start: c.start})
+	}
+	return nil
+}
+
+// replayThread is pass 2 for one thread: its segments in order, then what is still open.
+func (sf *streamFile) replayThread(r *replayer, st *streamThread) error {
+	for k := range st.spans {
+		if st.spans[k].flags&FlagOpen != 0 {
+			st.spans[k].end = max(sf.maxTick, st.spans[k].start)
+		}
+	}
+	r.begin(sf, st)
+	var e StreamEvent
+	for _, fr := range st.frames {
+		it, err := sf.events(fr.off)
+		if err != nil {
+			return err
+		}
+		for k := uint32(0); ; k++ {
+			if ok, err := it.next(&e); err != nil {
+				return errChanged
+			} else if !ok {
+				break
+			}
+			if k > 0 && k%segEvents == 0 {
+				if err := r.finish(); err != nil {
+					return err
+				}
+			}
+			if e.Type == EventMark {
+				r.tot.Marks++
+				start := sf.ns(e.Start)
+				r.marks = append(r.marks, Mark{Kind: MarkKind(e.ID), StartNanos: start, DurNanos: sf.ns(e.End) - start, Count: e.Count, Thread: r.thread})
+				r.mprev = append(r.mprev, r.recs)
+				if MarkKind(e.ID) == MarkLost {
+					r.sh.seal()
+				}
+				continue
+			}
+			fl := int32(0)
+			if e.Type == EventUnwound {
+				fl = FlagUnwound
+			}
+			r.record(e.ID, e.Start, e.End, uint32(e.Depth), fl)
+		}
+		if err := r.finish(); err != nil {
+			return err
+		}
+	}
+	if err := r.finish(); err != nil { // the open calls with nothing after their start
+		return err
+	}
+	return r.end()
+}

@@ -1,0 +1,412 @@
+package tracer
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// treeEv is one thing a TreeSink was told.
+type treeEv struct {
+	Kind             byte // 'B' begin thread, 'E' enter, 'X' exit, 'M' mark
+	TID              uint64
+	Name             string
+	Start, Dur, Self uint64
+	Depth, Flags     int
+}
+
+// recTree records what it is told; with pre set it takes calls in pre-order (the stream
+// reader drives it directly), else it is a plain post-order Sink behind PreOrder.
+type recTree struct {
+	evs []treeEv
+	tid uint64
+}
+
+func (r *recTree) BeginThread(_ *Header, t *Thread) error {
+	r.tid = t.TID
+	r.evs = append(r.evs, treeEv{Kind: 'B', TID: t.TID})
+	return nil
+}
+func (r *recTree) Enter(c *Call, d int) error {
+	r.evs = append(r.evs, treeEv{'E', r.tid, c.Name, c.StartNanos, c.DurNanos, 0, d, c.Flags})
+	return nil
+}
+func (r *recTree) Exit(c *Call, d int) error {
+	r.evs = append(r.evs, treeEv{'X', r.tid, c.Name, c.StartNanos, c.DurNanos, c.SelfNanos, d, c.Flags})
+	return nil
+}
+func (r *recTree) Mark(m *Mark, d int) error {
+	r.evs = append(r.evs, treeEv{'M', r.tid, m.Kind.String(), m.StartNanos, m.DurNanos, m.Count, d, 0})
+	return nil
+}
+func (r *recTree) EndThread() error   { return nil }
+func (r *recTree) Close(Totals) error { return nil }
+
+// direct is a recTree the stream reader drives in pre-order.
+type direct struct {
+	Sink
+	r *recTree
+}
+
+func (d direct) treeSink() TreeSink { return d.r }
+
+func newDirect() direct {
+	r := &recTree{}
+	return direct{PreOrder(r), r}
+}
+
+// runloop makes one thread's calls: a single outermost call enclosing n calls in random
+// subtrees (deep recursion now and then), touching and zero-length calls, marks between
+// calls. It returns the events in post-order (what a stream holds) and what a TreeSink must
+// be told, with times relative to base.
+func runloop(r *rand.Rand, tid uint64, n, methods int, tick *uint64, marks bool) (evs []StreamEvent, want []treeEv) {
+	return runloopShaped(r, tid, n, methods, tick, marks, false)
+}
+
+// runloopShaped is runloop; with fixed, a call's method follows from its caller's and its
+// place among its siblings (as in a real program, where stacks repeat), else it is random.
+func runloopShaped(r *rand.Rand, tid uint64, n, methods int, tick *uint64, marks, fixed bool) (evs []StreamEvent, want []treeEv) {
+	count := 0
+	var emit func(depth int, maxDepth int, parent uint64, k int) (dur uint64)
+	emit = func(depth, maxDepth int, parent uint64, k int) uint64 {
+		start := *tick
+		*tick += uint64(r.Intn(3)) // touching and zero-length calls
+		id := uint64(r.Intn(methods) + 1)
+		if fixed { // two callees per method, recursion below depth 4
+			id = parent
+			if depth <= 4 {
+				id = (parent*7+uint64(min(k, 1))+uint64(depth))%uint64(methods) + 1
+			}
+		}
+		name := fmt.Sprintf("-[C%d s%d]", id%7, id)
+		fl := 0
+		typ := EventCall
+		if r.Intn(40) == 0 {
+			typ, fl = EventUnwound, FlagUnwound
+		}
+		wi := len(want)
+		want = append(want, treeEv{Kind: 'E', TID: tid, Name: name, Start: start, Depth: depth, Flags: fl})
+		count++
+		var kids uint64
+		for k := 0; depth < maxDepth && count < n && r.Intn(4) != 0; k++ {
+			kids += emit(depth+1, maxDepth, id, k)
+			if marks && r.Intn(16) == 0 {
+				ms := *tick
+				*tick += uint64(r.Intn(4))
+				cnt := uint64(r.Intn(3) + 1)
+				evs = append(evs, StreamEvent{Type: EventMark, ID: uint64(MarkLost), Start: ms, End: *tick, Count: cnt})
+				want = append(want, treeEv{Kind: 'M', TID: tid, Name: MarkLost.String(), Start: ms, Dur: *tick - ms, Self: cnt, Depth: depth + 1})
+			}
+			*tick += uint64(r.Intn(3))
+		}
+		*tick += uint64(r.Intn(3))
+		dur := *tick - start
+		want[wi].Dur = dur
+		want = append(want, treeEv{Kind: 'X', TID: tid, Name: name, Start: start, Dur: dur, Self: dur - kids, Depth: depth, Flags: fl})
+		evs = append(evs, StreamEvent{Type: typ, ID: id, Start: start, End: *tick, Depth: uint64(depth)})
+		return dur
+	}
+	start := *tick
+	*tick++
+	rootW := len(want)
+	want = append(want, treeEv{Kind: 'E', TID: tid, Name: "-[C1 s1]", Start: start})
+	var kids uint64
+	for count < n {
+		maxDepth := 6
+		if r.Intn(50) == 0 {
+			maxDepth = 200
+		}
+		kids += emit(1, maxDepth, 1, 0)
+		*tick += uint64(r.Intn(5))
+	}
+	*tick++
+	dur := *tick - start
+	want[rootW].Dur = dur
+	want = append(want, treeEv{Kind: 'X', TID: tid, Name: "-[C1 s1]", Start: start, Dur: dur, Self: dur - kids})
+	evs = append(evs, StreamEvent{Type: EventCall, ID: 1, Start: start, End: *tick, Depth: 0})
+	return evs, want
+}
+
+// writeThreads writes threads' events as a stream with 1:1 ticks to ns, in frames of random
+// sizes up to maxFrame, the threads' frames interleaved; with swap, now and then two frames of a
+// thread change places in the file (what a drain that wrote a quiet thread's partial chunk
+// before its previous chunk left).
+func writeThreads(t testing.TB, r *rand.Rand, evs [][]StreamEvent, maxFrame int, swap bool) []byte {
+	var buf bytes.Buffer
+	w := NewStreamWriter(&buf)
+	w.Process(StreamProcess{PID: 7, Name: "loop"})
+	w.Clock(ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1, RateDen: 1})
+	var ms []StreamMethod
+	for id := uint64(1); id <= 64; id++ {
+		ms = append(ms, StreamMethod{ID: id, Class: fmt.Sprintf("C%d", id%7), Selector: fmt.Sprintf("s%d", id)})
+	}
+	w.Methods(ms...)
+	type fr struct {
+		tid uint64
+		evs []StreamEvent
+	}
+	var frames []fr
+	for i, e := range evs {
+		w.Thread(StreamThread{TID: uint64(100 + i)})
+		var mine []fr
+		for len(e) > 0 {
+			k := min(len(e), 1+r.Intn(maxFrame))
+			mine = append(mine, fr{uint64(100 + i), e[:k]})
+			e = e[k:]
+		}
+		if swap {
+			for k := 0; k+1 < len(mine); k++ {
+				a, b := mine[k].evs, mine[k+1].evs
+				if r.Intn(5) == 0 && a[len(a)-1].End < b[0].End {
+					mine[k], mine[k+1] = mine[k+1], mine[k]
+					k++
+				}
+			}
+		}
+		frames = append(frames, mine...)
+	}
+	r.Shuffle(len(frames), func(a, b int) {}) // keep per-thread order; interleave below
+	// interleave threads round-robin, each thread's frames in their (possibly swapped) order
+	per := map[uint64][]fr{}
+	var order []uint64
+	for _, f := range frames {
+		if _, ok := per[f.tid]; !ok {
+			order = append(order, f.tid)
+		}
+		per[f.tid] = append(per[f.tid], f)
+	}
+	for left := true; left; {
+		left = false
+		for _, tid := range order {
+			if len(per[tid]) == 0 {
+				continue
+			}
+			left = true
+			f := per[tid][0]
+			per[tid] = per[tid][1:]
+			if _, err := w.Events(f.tid, f.evs[0].End, f.evs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	w.End(StreamCounters{})
+	if w.Err() != nil {
+		t.Fatal(w.Err())
+	}
+	return buf.Bytes()
+}
+
+func rebase(want []treeEv, base uint64) []treeEv {
+	out := slices.Clone(want)
+	for i := range out {
+		if out[i].Kind != 'B' {
+			out[i].Start -= base
+		}
+	}
+	return out
+}
+
+// TestStreamPreOrder: threads whose whole run is one call, cut into frames of every size (one
+// event to thousands), some frames out of order in the file: the reader tells a TreeSink
+// exactly the pre-order the calls were made in (names, times, depths, self times, marks where
+// they happened), thread by thread.
+func TestStreamPreOrder(t *testing.T) {
+	for seed := int64(1); seed <= 12; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		var all [][]StreamEvent
+		var want []treeEv
+		tick := uint64(1000)
+		base := tick
+		for th := 0; th < 3; th++ {
+			evs, w := runloop(r, uint64(100+th), 2000+r.Intn(3000), 60, &tick, seed%2 == 0)
+			all = append(all, evs)
+			want = append(want, treeEv{Kind: 'B', TID: uint64(100 + th)})
+			want = append(want, w...)
+		}
+		maxFrame := []int{1, 3, 50, 700, 5000}[seed%5]
+		b := writeThreads(t, r, all, maxFrame, seed%3 == 0)
+		d := newDirect()
+		tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = rebase(want, base)
+		if msg := diffEvs(d.r.evs, want); msg != "" {
+			t.Fatalf("seed %d (frames up to %d): %s", seed, maxFrame, msg)
+		}
+		if tot.Calls != tot.Kept || tot.Calls == 0 {
+			t.Fatalf("seed %d: totals %+v", seed, tot)
+		}
+	}
+}
+
+func diffEvs(got, want []treeEv) string {
+	for i := 0; i < min(len(got), len(want)); i++ {
+		if got[i] != want[i] {
+			lo := max(0, i-3)
+			return fmt.Sprintf("event %d:\n got %+v\nwant %+v\ncontext got %+v\n want %+v", i, got[i], want[i], got[lo:min(i+3, len(got))], want[lo:min(i+3, len(want))])
+		}
+	}
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d events, want %d", len(got), len(want))
+	}
+	return ""
+}
+
+// TestStreamPreOrderFiltered: with filters (a duration floor, a depth limit, include and
+// exclude patterns) the pre-order the reader gives equals what PreOrder makes of the kept calls
+// in the order they ended (the in-memory reference), self times included.
+func TestStreamPreOrderFiltered(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	tick := uint64(10)
+	var all [][]StreamEvent
+	for th := 0; th < 2; th++ {
+		evs, _ := runloop(r, uint64(100+th), 20000, 60, &tick, false)
+		all = append(all, evs)
+	}
+	b := writeThreads(t, r, all, 300, false)
+	for _, opt := range []Options{
+		{MaxDepth: -1, MinNanos: 20},
+		{MaxDepth: 3},
+		{MaxDepth: -1, Include: []string{"-[C3 *]", "-[C1 *]"}},
+		{MaxDepth: -1, Exclude: []string{"-[C2 *]"}, MinNanos: 5},
+	} {
+		d := newDirect()
+		if _, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, opt, d); err != nil {
+			t.Fatal(err)
+		}
+		// the reference: every call in the order they ended, through the post-order filter
+		// and PreOrder's in-memory trees
+		all, err := readStream(t, Options{MaxDepth: -1}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := &recTree{}
+		var tot Totals
+		f := newCallFilter(opt, PreOrder(ref), &tot)
+		var tid uint64
+		for _, c := range all.calls {
+			if c.TID != tid {
+				if tid != 0 {
+					f.sink.EndThread()
+				}
+				tid = c.TID
+				th := &Thread{TID: tid}
+				f.sink.BeginThread(&Header{}, th)
+				f.begin(th)
+			}
+			f.call(c.Name, c.Start, c.Dur, c.Depth, c.Flags)
+		}
+		f.sink.EndThread()
+		if msg := diffEvs(d.r.evs, ref.evs); msg != "" {
+			t.Fatalf("%+v: %s", opt, msg)
+		}
+	}
+}
+
+// TestStreamOrphans: calls whose parent's record was lost (drop mode) are not nested under a
+// later sibling of that parent: every thread's enters come in time order.
+func TestStreamOrphans(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	tick := uint64(10)
+	evs, _ := runloop(r, 100, 30000, 60, &tick, false)
+	// runs of calls lost (no buffer space), each followed by its loss mark, as the recorder
+	// writes them
+	var kept []StreamEvent
+	var calls uint64
+	for i := 0; i < len(evs); i++ {
+		if e := evs[i]; e.Depth > 0 && e.Depth < 4 && r.Intn(30) == 0 {
+			n := 1 + r.Intn(3)
+			k := min(i+n, len(evs)-1)
+			kept = append(kept, StreamEvent{Type: EventMark, ID: uint64(MarkLost), Start: evs[i].End, End: evs[k-1].End, Count: uint64(k - i)})
+			i = k - 1
+			continue
+		}
+		kept = append(kept, evs[i])
+		calls++
+	}
+	b := writeThreads(t, r, [][]StreamEvent{kept}, 200, false)
+	d := newDirect()
+	tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tot.Calls != calls {
+		t.Fatalf("%d calls, want %d", tot.Calls, calls)
+	}
+	checkTimeOrder(t, d.r.evs)
+}
+
+// checkTimeOrder: per thread, enters, exits and marks never go back in time, and every exit
+// closes the latest call entered.
+func checkTimeOrder(t *testing.T, evs []treeEv) {
+	t.Helper()
+	var last uint64
+	var open []treeEv
+	for i, e := range evs {
+		at := e.Start
+		switch e.Kind {
+		case 'B':
+			last, open = 0, open[:0]
+			continue
+		case 'X':
+			at = e.Start + e.Dur
+			if len(open) == 0 || open[len(open)-1].Start != e.Start || open[len(open)-1].Name != e.Name {
+				t.Fatalf("event %d: exit %+v does not close the latest call", i, e)
+			}
+			open = open[:len(open)-1]
+		case 'E':
+			if e.Depth != len(open) {
+				t.Fatalf("event %d: enter %+v at depth %d, %d calls open", i, e, e.Depth, len(open))
+			}
+			open = append(open, e)
+		}
+		if at < last {
+			t.Fatalf("event %d: %+v at %d after %d", i, e, at, last)
+		}
+		last = at
+	}
+}
+
+// TestStreamPreOrderMemory: converting a run that is one call enclosing everything allocates
+// the same whatever the number of calls (100 k and 1 M calls), to every format.
+func TestStreamPreOrderMemory(t *testing.T) {
+	make1 := func(n int) []byte {
+		r := rand.New(rand.NewSource(3))
+		tick := uint64(10)
+		evs, _ := runloopShaped(r, 100, n, 60, &tick, true, true)
+		return writeThreads(t, r, [][]StreamEvent{evs}, 2046, false)
+	}
+	small, big := make1(100_000), make1(1_000_000)
+	for _, format := range Formats {
+		alloc := func(b []byte) uint64 {
+			var m0, m1 runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&m0)
+			s, err := NewSink(format, discard{}, Meta{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s); err != nil {
+				t.Fatal(err)
+			}
+			runtime.ReadMemStats(&m1)
+			return m1.TotalAlloc - m0.TotalAlloc
+		}
+		a, b := alloc(small), alloc(big)
+		t.Logf("%s: %d bytes allocated for 100 k calls, %d for 1 M", format, a, b)
+		if b > a+4<<20 {
+			t.Errorf("%s: allocated %d bytes for 1 M calls, %d for 100 k", format, b, a)
+		}
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+var _ = strings.Contains
