@@ -47,6 +47,7 @@ type ChromeSink struct {
 	group   []chromeItem // events at one time, held until time moves on
 	groupTs uint64
 	pids    map[uint64]bool // processes named so far (a merged trace has several)
+	fold    FoldReport
 }
 
 // chromeItem is an event held in a ChromeSink's group: a begin ('B'), an end ('E'), a call of
@@ -154,6 +155,16 @@ func (s *ChromeSink) Close(t Totals) error {
 	b = strconv.AppendUint(b, t.Dropped, 10)
 	b = append(b, `,"untraced_stack_full":`...)
 	b = strconv.AppendUint(b, t.Overflow, 10)
+	if s.fold.FoldNanos > 0 {
+		b = append(b, `,"timeline_budget":`...)
+		b = strconv.AppendUint(b, s.fold.Budget, 10)
+		b = append(b, `,"timeline_kept":`...)
+		b = strconv.AppendUint(b, s.fold.Kept, 10)
+		b = append(b, `,"folded_calls":`...)
+		b = strconv.AppendUint(b, s.fold.Folded, 10)
+		b = append(b, `,"folded_under_ns":`...)
+		b = strconv.AppendUint(b, s.fold.FoldNanos, 10)
+	}
 	b = append(b, "}}\n"...)
 	if _, err := s.w.Write(b); err != nil {
 		return err
@@ -274,7 +285,20 @@ func (s *ChromeSink) writeBegin(call *Call) error {
 func (s *ChromeSink) writeEnd(call *Call, times bool) error {
 	b := s.head(s.buf[:0], 'E', call.Name, call.StartNanos+call.DurNanos)
 	unwound := call.Flags&FlagUnwound != 0
-	if times || unwound {
+	if call.Folded > 0 {
+		b = append(b, `,"args":{"folded_calls":`...)
+		b = strconv.AppendUint(b, call.Folded, 10)
+		if times {
+			b = append(b, `,"self_ns":`...)
+			b = strconv.AppendUint(b, call.SelfNanos, 10)
+			b = append(b, `,"dur_ns":`...)
+			b = strconv.AppendUint(b, call.DurNanos, 10)
+		}
+		if unwound {
+			b = append(b, `,"unwound":true`...)
+		}
+		b = append(b, '}')
+	} else if times || unwound {
 		b = append(b, `,"args":{`...)
 		if times {
 			b = append(b, `"self_ns":`...)

@@ -13,6 +13,7 @@ type Meta struct {
 	Program   string // process name shown by the viewers ("" for the base name of Path, or "pid N")
 	Path      string // the program's executable, pprof's main mapping
 	TimeNanos int64  // wall clock of the trace's base tick, Unix ns (0: unknown)
+	Budget    int    // timelines (json, perfetto, speedscope): keep at most this many calls, the longest; 0 the format's DefaultBudget, < 0 every call
 }
 
 func (m Meta) process(h *Header) string {

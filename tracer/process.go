@@ -28,6 +28,7 @@ type Call struct {
 	Depth      int    // on the thread's shadow stack
 	Flags      int    // FlagSuper, FlagTagged, FlagUnwound, FlagOpen
 	Thread     *Thread
+	Folded     uint64 // timelines: calls inside it folded into its self time by the budget (at Exit)
 }
 
 // Sink receives a processed trace.

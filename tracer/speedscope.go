@@ -33,6 +33,7 @@ type SpeedscopeSink struct {
 	startAt uint64
 	open    []bool // per depth: is the call open at that depth still running at the end
 	err     error
+	fold    FoldReport
 }
 
 // NewSpeedscopeSink writes to w.

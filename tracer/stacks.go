@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/google/pprof/profile"
 )
@@ -23,7 +24,9 @@ type stackTrie struct {
 	names   []string
 	nameID  map[string]int32
 	nodes   []trieNode
-	kids    map[[2]int32]int32 // (parent node, name) -> node
+	kids    map[uint64]int32 // parent node << 32 | name -> node
+	last    string           // the name looked up last, and its id
+	lastID  int32
 	threads []trieThread
 	labels  map[string]bool
 	path    []int32  // the current thread's root, then the open calls
@@ -35,6 +38,7 @@ type stackTrie struct {
 
 type trieNode struct {
 	parent, name int32
+	memo         int32 // the child looked up last
 	count, self  uint64
 }
 
@@ -47,27 +51,36 @@ type trieThread struct {
 }
 
 func newStackTrie() *stackTrie {
-	return &stackTrie{nameID: map[string]int32{}, kids: map[[2]int32]int32{}, labels: map[string]bool{}}
+	return &stackTrie{nameID: map[string]int32{}, kids: map[uint64]int32{}, labels: map[string]bool{}}
 }
 
 func (a *stackTrie) name(s string) int32 {
+	if len(s) == len(a.last) && (len(s) == 0 || unsafe.StringData(s) == unsafe.StringData(a.last)) {
+		return a.lastID // the same string as last time (the reader hands out one string per method)
+	}
 	id, ok := a.nameID[s]
 	if !ok {
 		id = int32(len(a.names))
 		a.names = append(a.names, s)
 		a.nameID[s] = id
 	}
+	a.last, a.lastID = s, id
 	return id
 }
 
 func (a *stackTrie) kid(parent int32, name string) int32 {
-	k := [2]int32{parent, a.name(name)}
+	nm := a.name(name)
+	if m := a.nodes[parent].memo; m > 0 && a.nodes[m].name == nm {
+		return m // the same callee as last time
+	}
+	k := uint64(uint32(parent))<<32 | uint64(uint32(nm))
 	n, ok := a.kids[k]
 	if !ok {
 		n = int32(len(a.nodes))
-		a.nodes = append(a.nodes, trieNode{parent: parent, name: k[1]})
+		a.nodes = append(a.nodes, trieNode{parent: parent, name: nm})
 		a.kids[k] = n
 	}
+	a.nodes[parent].memo = n
 	return n
 }
 

@@ -66,7 +66,11 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 		sf.base = base
 	}
 	sort.SliceStable(files, func(i, j int) bool { return files[i].first < files[j].first })
-	r := &replayer{ts: asTree(sink), flt: newTreeFilter(opt), tot: &tot}
+	var durs durHist
+	for _, sf := range files {
+		sf.addDurations(&durs)
+	}
+	r := &replayer{ts: asTreeWith(sink, &durs), flt: newTreeFilter(opt), tot: &tot}
 	for _, sf := range files {
 		tot.Processes++
 		for _, st := range sf.threads {
@@ -180,6 +184,8 @@ type streamFile struct {
 	tornBytes        uint64
 	resyncBudget     int64
 	clockMax         uint64
+	undo             shape   // a thread's pending stack before the frame being read
+	durs             durHist // its calls by duration, in ticks (timeline budgets)
 }
 
 type openEntry struct {
@@ -519,31 +525,28 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 		if d.bad {
 			return errMalformed
 		}
-		// checked whole before anything is taken from it
-		it := eventIter{b: d.b, prev: prev}
-		var e StreamEvent
-		var n uint32
-		for {
-			ok, err := it.next(&e)
-			if err != nil {
-				return errMalformed
-			}
-			if !ok {
-				break
-			}
-			n++
+		// decoded and analysed at once; a frame that turns out malformed is undone
+		st := sf.byTID[tid]
+		if st == nil {
+			st = &streamThread{t: Thread{TID: tid, PID: sf.hdr.PID}, openOff: -1}
 		}
-		if n == 0 {
-			return nil
-		}
-		st := sf.thread(tid)
-		fr := frameRef{off: off, n: n, minDepth: maxStreamDepth + 1}
+		sf.undo.pend = append(sf.undo.pend[:0], st.sh.pend...)
+		spans, unordered := len(st.spans), st.unordered
+		fr := frameRef{off: off, minDepth: maxStreamDepth + 1}
 		var calls, lost, overflow uint64
 		lo, hi := uint64(math.MaxUint64), uint64(0)
 		analyse := !st.unordered
-		it = eventIter{b: d.b, prev: prev}
+		it := eventIter{b: d.b, prev: prev}
+		var e StreamEvent
 		for k := uint32(0); ; k++ {
-			if ok, _ := it.next(&e); !ok {
+			ok, err := it.next(&e)
+			if err != nil {
+				st.sh.pend = append(st.sh.pend[:0], sf.undo.pend...)
+				st.spans, st.unordered = st.spans[:spans], unordered
+				return errMalformed
+			}
+			if !ok {
+				fr.n = k
 				break
 			}
 			if k == 0 {
@@ -556,6 +559,7 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 			switch {
 			case e.Type != EventMark:
 				calls++
+				sf.durs.add(e.End-e.Start, 1)
 				fr.minDepth = min(fr.minDepth, uint32(e.Depth))
 				if analyse {
 					st.shapeCall(&e, st.nseg+int32(k/segEvents))
@@ -569,9 +573,16 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 				overflow += e.Count
 			}
 		}
+		if fr.n == 0 {
+			return nil
+		}
+		if sf.byTID[tid] == nil {
+			sf.byTID[tid] = st
+			sf.threads = append(sf.threads, st)
+		}
 		fr.last = e.End
 		st.events, st.lastEnd = true, max(st.lastEnd, fr.last)
-		st.nseg += int32((n + segEvents - 1) / segEvents)
+		st.nseg += int32((fr.n + segEvents - 1) / segEvents)
 		st.frames = append(st.frames, fr)
 		st.t.Records += calls
 		st.t.Dropped += lost

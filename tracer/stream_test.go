@@ -751,7 +751,7 @@ func TestStreamMemory(t *testing.T) {
 	small, sf := alloc(100_000)
 	big, bf := alloc(1_000_000)
 	t.Logf("%d calls (%d bytes): %d bytes allocated; %d calls (%d bytes): %d", 100_000, sf, small, 1_000_000, bf, big)
-	if big > small+2<<20 {
+	if big > small+4<<20 { // pass 2 holds one segment (up to the largest frame) at a time
 		t.Errorf("allocated %d bytes for 1 M calls, %d for 100 k", big, small)
 	}
 }

@@ -410,3 +410,80 @@ type discard struct{}
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 var _ = strings.Contains
+
+// budgetRec is a timeline sink (a recTree) with a budget.
+type budgetRec struct {
+	direct
+	budget uint64
+	rep    FoldReport
+	folded uint64 // sum of Call.Folded at exits
+}
+
+func (b *budgetRec) timelineBudget() uint64  { return b.budget }
+func (b *budgetRec) foldReport() *FoldReport { return &b.rep }
+func (b *budgetRec) treeSink() TreeSink      { return (*foldCount)(b) }
+
+type foldCount budgetRec
+
+func (f *foldCount) BeginThread(h *Header, t *Thread) error { return f.r.BeginThread(h, t) }
+func (f *foldCount) Enter(c *Call, d int) error             { return f.r.Enter(c, d) }
+func (f *foldCount) Exit(c *Call, d int) error {
+	f.folded += c.Folded
+	return f.r.Exit(c, d)
+}
+func (f *foldCount) Mark(m *Mark, d int) error { return f.r.Mark(m, d) }
+func (f *foldCount) EndThread() error          { return nil }
+func (f *foldCount) Close(Totals) error        { return nil }
+
+// TestTimelineBudget: a timeline keeps at most its budget of calls, the longest ones; the
+// others are folded into their callers: the self times of the kept calls still add up to each
+// thread's run, the folded counts add up, and every thread stays in time order.
+func TestTimelineBudget(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	tick := uint64(10)
+	var all [][]StreamEvent
+	for th := 0; th < 2; th++ {
+		evs, _ := runloopShaped(r, uint64(100+th), 150_000, 60, &tick, true, true)
+		all = append(all, evs)
+	}
+	b := writeThreads(t, r, all, 2046, false)
+	for _, budget := range []uint64{1, 1000, 30_000, 1 << 30} {
+		s := &budgetRec{direct: newDirect(), budget: budget}
+		tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkTimeOrder(t, s.r.evs)
+		var kept, self, roots, nroots uint64
+		for _, e := range s.r.evs {
+			if e.Kind == 'X' {
+				kept++
+				self += e.Self
+				if e.Depth == 0 {
+					roots += e.Dur
+					nroots++
+				}
+				if e.Dur < s.rep.FoldNanos {
+					t.Fatalf("budget %d: kept %+v, shorter than %d ns", budget, e, s.rep.FoldNanos)
+				}
+			}
+		}
+		t.Logf("budget %d: kept %d of %d calls (folded under %d ns: %d)", budget, kept, tot.Calls, s.rep.FoldNanos, s.rep.Folded)
+		switch {
+		case budget >= tot.Calls:
+			if kept != tot.Calls || s.rep.FoldNanos != 0 {
+				t.Fatalf("budget %d: kept %d of %d", budget, kept, tot.Calls)
+			}
+		case kept > budget && kept > 2: // the longest are kept whatever the budget
+			t.Fatalf("budget %d: kept %d", budget, kept)
+		case budget >= 1000 && kept < budget/2:
+			t.Fatalf("budget %d: kept only %d", budget, kept)
+		}
+		if nroots == 2 && self != roots {
+			t.Fatalf("budget %d: self times add up to %d, the threads ran %d", budget, self, roots)
+		}
+		if s.rep.FoldNanos > 0 && (s.rep.Kept != kept || s.rep.Kept+s.rep.Folded != tot.Calls || s.folded != s.rep.Folded) {
+			t.Fatalf("budget %d: report %+v, kept %d of %d, folded counts %d", budget, s.rep, kept, tot.Calls, s.folded)
+		}
+	}
+}
