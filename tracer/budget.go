@@ -197,7 +197,7 @@ func (f *foldTree) BeginThread(h *Header, t *Thread) error {
 	f.folding, f.folded, f.foldDur = -1, f.folded[:0], f.foldDur[:0]
 	return f.ts.BeginThread(h, t)
 }
-func (f *foldTree) EndThread() error      { return f.ts.EndThread() }
+func (f *foldTree) EndThread() error     { return f.ts.EndThread() }
 func (f *foldTree) Close(t Totals) error { return f.ts.Close(t) }
 
 // asTreeWith returns the TreeSink the stream reader drives for a sink, timelines wrapped in

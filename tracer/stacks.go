@@ -31,7 +31,7 @@ type stackTrie struct {
 	labels  map[string]bool
 	path    []int32  // the current thread's root, then the open calls
 	marked  []uint64 // per entry of path: time of the marks inside it, taken from its self time
-	start   uint64  // earliest call start and latest end, over every thread
+	start   uint64   // earliest call start and latest end, over every thread
 	end     uint64
 	any     bool
 }
