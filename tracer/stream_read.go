@@ -150,7 +150,7 @@ type streamThread struct {
 	openOff   int64      // its latest open frame, or -1
 	openTick  uint64
 	sh        shape      // pass-1 pending stack
-	nseg      int32      // segments so far
+	segs      segCounter // its events' segments
 	spans     []spanCall // calls entered in an earlier segment than their record's
 }
 
@@ -530,8 +530,8 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 		if st == nil {
 			st = &streamThread{t: Thread{TID: tid, PID: sf.hdr.PID}, openOff: -1}
 		}
-		sf.undo.pend = append(sf.undo.pend[:0], st.sh.pend...)
-		spans, unordered := len(st.spans), st.unordered
+		sf.undo.pend, sf.undo.epoch = append(sf.undo.pend[:0], st.sh.pend...), st.sh.epoch
+		spans, unordered, segs := len(st.spans), st.unordered, st.segs
 		fr := frameRef{off: off, minDepth: maxStreamDepth + 1}
 		var calls, lost, overflow uint64
 		lo, hi := uint64(math.MaxUint64), uint64(0)
@@ -541,8 +541,8 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 		for k := uint32(0); ; k++ {
 			ok, err := it.next(&e)
 			if err != nil {
-				st.sh.pend = append(st.sh.pend[:0], sf.undo.pend...)
-				st.spans, st.unordered = st.spans[:spans], unordered
+				st.sh.pend, st.sh.epoch = append(st.sh.pend[:0], sf.undo.pend...), sf.undo.epoch
+				st.spans, st.unordered, st.segs = st.spans[:spans], unordered, segs
 				return errMalformed
 			}
 			if !ok {
@@ -556,13 +556,14 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 				}
 			}
 			lo, hi = min(lo, e.Start), max(hi, e.End)
+			seg, _ := st.segs.next()
 			switch {
 			case e.Type != EventMark:
 				calls++
 				sf.durs.add(e.End-e.Start, 1)
 				fr.minDepth = min(fr.minDepth, uint32(e.Depth))
 				if analyse {
-					st.shapeCall(&e, st.nseg+int32(k/segEvents))
+					st.shapeCall(&e, seg)
 				}
 			case MarkKind(e.ID) == MarkLost:
 				lost += e.Count
@@ -582,7 +583,6 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 		}
 		fr.last = e.End
 		st.events, st.lastEnd = true, max(st.lastEnd, fr.last)
-		st.nseg += int32((fr.n + segEvents - 1) / segEvents)
 		st.frames = append(st.frames, fr)
 		st.t.Records += calls
 		st.t.Dropped += lost
@@ -719,12 +719,17 @@ type clockMap struct {
 	pts      []clockPoint
 	num, den uint64
 	i        int // segment of the last conversion
+
+	// the line of the last conversion, for ticks in [fLo, fHi): ns = fMono + (t-fLo)*fMul/fDiv,
+	// divided through fInv = (2^64-1)/fDiv (a multiplication and at most two corrections)
+	fLo, fHi, fMono, fMul, fDiv, fInv uint64
 }
 
 type clockPoint struct{ tick, mono uint64 }
 
 // add takes a clock frame; one that goes back in time is ignored.
 func (c *clockMap) add(tick, mono, num, den uint64) {
+	c.fHi = 0
 	if num != 0 && den != 0 {
 		c.num, c.den = num, den
 	}
@@ -745,6 +750,18 @@ func scale(x, m, d uint64) uint64 {
 }
 
 func (c *clockMap) mono(t uint64) uint64 {
+	if t >= c.fLo && t < c.fHi {
+		n := (t - c.fLo) * c.fMul
+		q, _ := bits.Mul64(n, c.fInv)
+		for n-q*c.fDiv >= c.fDiv {
+			q++
+		}
+		return c.fMono + q
+	}
+	return c.slow(t)
+}
+
+func (c *clockMap) slow(t uint64) uint64 {
 	n := len(c.pts)
 	if n == 0 {
 		return t
@@ -764,6 +781,19 @@ func (c *clockMap) mono(t uint64) uint64 {
 		}
 		a = c.pts[i]
 		dm, dt = c.pts[i+1].mono-a.mono, c.pts[i+1].tick-a.tick
+	}
+	if t >= a.tick && dt > 0 {
+		c.fLo, c.fMono, c.fMul, c.fDiv, c.fInv = a.tick, a.mono, dm, dt, math.MaxUint64/dt
+		c.fHi = math.MaxUint64
+		if n > 2 && c.i < n-2 {
+			c.fHi = c.pts[c.i+1].tick
+		}
+		if dm > 0 {
+			c.fHi = min(c.fHi, a.tick+min(math.MaxUint64/dm, math.MaxUint64-a.tick))
+		}
+		if a.mono > math.MaxUint64/2 {
+			c.fHi = 0 // saturation is the slow path's
+		}
 	}
 	if t >= a.tick {
 		v := scale(t-a.tick, dm, dt)

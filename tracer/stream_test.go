@@ -858,3 +858,30 @@ func TestProcessSniffs(t *testing.T) {
 		sameCalls(t, name, s.calls, want)
 	}
 }
+
+// TestClockFast: the fast path of tick conversion gives exactly what the 128-bit scaling
+// gives, on random lines, rates and ticks.
+func TestClockFast(t *testing.T) {
+	r := rand.New(rand.NewSource(4))
+	for k := 0; k < 200; k++ {
+		var c, ref clockMap
+		tick, mono := uint64(r.Int63n(1<<50)), uint64(r.Int63n(1<<60))
+		num, den := uint64(r.Int63n(1<<32)+1), uint64(r.Int63n(1<<32)+1)
+		for p := 0; p < 1+r.Intn(6); p++ {
+			c.add(tick, mono, num, den)
+			ref.add(tick, mono, num, den)
+			tick += uint64(r.Int63n(1<<34) + 1)
+			mono += uint64(r.Int63n(1 << 33))
+		}
+		for i := 0; i < 2000; i++ {
+			x := uint64(r.Int63n(1 << 52))
+			if i%3 == 0 && len(c.pts) > 0 {
+				x = c.pts[r.Intn(len(c.pts))].tick + uint64(r.Int63n(1<<20)) - 1<<19
+			}
+			ref.fHi = 0
+			if got, want := c.mono(x), ref.slow(x); got != want {
+				t.Fatalf("line %d: tick %d: %d, want %d", k, x, got, want)
+			}
+		}
+	}
+}

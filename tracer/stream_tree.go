@@ -28,15 +28,41 @@ import (
 // in that earlier segment (a spanCall). Pass 2 runs the identical stack, so it tells which
 // records close calls it already entered.
 
-// segEvents bounds the events of one segment (the working set of pass 2).
-const segEvents = 1 << 15
+// segEvents is the number of events of a segment (the working set of pass 2): the calls that
+// span segments are what pass 1 keeps, so segments are made large (several frames).
+// (A variable for the tests, which cut segments of a few events.)
+var segEvents uint32 = 1 << 15
+
+// segCounter numbers a thread's events' segments.
+type segCounter struct {
+	seg  int32
+	fill uint32 // events in segment seg
+}
+
+// next returns the next event's segment, and whether that is a new segment after an earlier.
+func (s *segCounter) next() (seg int32, started bool) {
+	if s.fill == segEvents {
+		s.seg, s.fill, started = s.seg+1, 0, true
+	}
+	s.fill++
+	return s.seg, started
+}
+
+// count is the number of segments so far.
+func (s *segCounter) count() int32 {
+	if s.fill > 0 {
+		return s.seg + 1
+	}
+	return s.seg
+}
 
 // pendGroupShape is a run of sibling subtrees not yet claimed by a parent.
 type pendGroupShape struct {
-	depth  uint32
-	seg    int32  // earliest segment of any call in the group
-	start  uint64 // start tick of its first call
-	sealed bool   // calls were lost after it: a later call at its depth starts a new group
+	depth uint32
+	seg   int32  // earliest segment of any call in the group
+	start uint64 // start tick of its first call
+	epoch uint32 // losses before its last call: when calls were lost since (its epoch is not
+	// the stack's), a later call at its depth starts a new group
 }
 
 // maxPend bounds the pending stack: past it, sealed groups take later calls again.
@@ -44,7 +70,8 @@ const maxPend = 1 << 16
 
 // shape is the pending stack of one thread, identical in both passes.
 type shape struct {
-	pend []pendGroupShape
+	pend  []pendGroupShape
+	epoch uint32 // losses so far
 }
 
 // call takes a call's record at depth, starting at start, in segment seg. It returns the index
@@ -73,27 +100,24 @@ func (s *shape) claim(depth uint32, start uint64, seg int32) (i, j int, minSeg i
 func (s *shape) commit(depth uint32, start uint64, i, j int, minSeg int32) (orphans, merged bool) {
 	og := pendGroupShape{depth: depth}
 	if i < j {
-		og = pendGroupShape{depth, s.pend[i].seg, s.pend[i].start, true}
+		og = pendGroupShape{depth, s.pend[i].seg, s.pend[i].start, s.epoch - 1} // sealed
 	}
 	s.pend = s.pend[:i]
 	if i < j {
 		s.pend = append(s.pend, og)
 		orphans = true
 	}
-	if k := len(s.pend) - 1; k >= 0 && s.pend[k].depth == depth && (!s.pend[k].sealed || len(s.pend) >= maxPend) {
+	if k := len(s.pend) - 1; k >= 0 && s.pend[k].depth == depth && (s.pend[k].epoch == s.epoch || len(s.pend) >= maxPend) {
+		s.pend[k].epoch = s.epoch
 		return orphans, true
 	}
-	s.pend = append(s.pend, pendGroupShape{depth, minSeg, start, false})
+	s.pend = append(s.pend, pendGroupShape{depth, minSeg, start, s.epoch})
 	return orphans, false
 }
 
 // seal is a loss: calls whose records were lost may be the parents of the pending groups, so
 // calls that come later at their depths are not their siblings.
-func (s *shape) seal() {
-	for k := range s.pend {
-		s.pend[k].sealed = true
-	}
-}
+func (s *shape) seal() { s.epoch++ }
 
 // spanCall is a call whose record comes in a later segment than the one it is entered in, or
 // a call still open at the end of the thread.
@@ -174,7 +198,7 @@ type replayer struct {
 
 func (r *replayer) begin(sf *streamFile, st *streamThread) {
 	r.sf, r.thread = sf, &st.t
-	r.sh.pend = r.sh.pend[:0]
+	r.sh.pend, r.sh.epoch = r.sh.pend[:0], 0
 	r.groups = r.groups[:0]
 	r.out = r.out[:0]
 	r.spans, r.si, r.seg = st.spans, 0, 0
@@ -612,26 +636,26 @@ func (sf *streamFile) reanalyse(st *streamThread) error {
 		}
 		return fa.last < fb.last
 	})
-	st.sh.pend, st.spans, st.nseg = st.sh.pend[:0], st.spans[:0], 0
+	st.sh.pend, st.sh.epoch, st.spans, st.segs = st.sh.pend[:0], 0, st.spans[:0], segCounter{}
 	var e StreamEvent
 	for _, fr := range st.frames {
 		it, err := sf.events(fr.off)
 		if err != nil {
 			return err
 		}
-		for k := uint32(0); ; k++ {
+		for {
 			if ok, err := it.next(&e); err != nil {
 				return errChanged
 			} else if !ok {
 				break
 			}
+			seg, _ := st.segs.next()
 			if e.Type != EventMark {
-				st.shapeCall(&e, st.nseg+int32(k/segEvents))
+				st.shapeCall(&e, seg)
 			} else if MarkKind(e.ID) == MarkLost {
 				st.sh.seal()
 			}
 		}
-		st.nseg += int32((fr.n + segEvents - 1) / segEvents)
 	}
 	return nil
 }
@@ -707,7 +731,7 @@ func (sf *streamFile) openSpans(st *streamThread) error {
 	for i := k - 1; i >= 0; i-- {
 		c := open[i]
 		depth := uint32(c.depth)
-		a, b, minSeg := st.sh.claim(depth, c.start, st.nseg)
+		a, b, minSeg := st.sh.claim(depth, c.start, st.segs.count())
 		st.sh.commit(depth, c.start, a, b, minSeg)
 		st.spans = append(st.spans, spanCall{seg: minSeg, depth: depth, flags: FlagOpen, id: c.id, start: c.start})
 	}
@@ -723,18 +747,19 @@ func (sf *streamFile) replayThread(r *replayer, st *streamThread) error {
 	}
 	r.begin(sf, st)
 	var e StreamEvent
+	var segs segCounter
 	for _, fr := range st.frames {
 		it, err := sf.events(fr.off)
 		if err != nil {
 			return err
 		}
-		for k := uint32(0); ; k++ {
+		for {
 			if ok, err := it.next(&e); err != nil {
 				return errChanged
 			} else if !ok {
 				break
 			}
-			if k > 0 && k%segEvents == 0 {
+			if _, started := segs.next(); started {
 				if err := r.finish(); err != nil {
 					return err
 				}
@@ -755,6 +780,8 @@ func (sf *streamFile) replayThread(r *replayer, st *streamThread) error {
 			}
 			r.record(e.ID, e.Start, e.End, uint32(e.Depth), fl)
 		}
+	}
+	if segs.fill > 0 {
 		if err := r.finish(); err != nil {
 			return err
 		}

@@ -215,7 +215,9 @@ func rebase(want []treeEv, base uint64) []treeEv {
 // exactly the pre-order the calls were made in (names, times, depths, self times, marks where
 // they happened), thread by thread.
 func TestStreamPreOrder(t *testing.T) {
-	for seed := int64(1); seed <= 12; seed++ {
+	defer func(s uint32) { segEvents = s }(segEvents)
+	for seed := int64(1); seed <= 16; seed++ {
+		segEvents = []uint32{1, 5, 64, 1000, 1 << 15}[seed%5]
 		r := rand.New(rand.NewSource(seed))
 		var all [][]StreamEvent
 		var want []treeEv
@@ -236,7 +238,7 @@ func TestStreamPreOrder(t *testing.T) {
 		}
 		want = rebase(want, base)
 		if msg := diffEvs(d.r.evs, want); msg != "" {
-			t.Fatalf("seed %d (frames up to %d): %s", seed, maxFrame, msg)
+			t.Fatalf("seed %d (frames up to %d, segments of %d): %s", seed, maxFrame, segEvents, msg)
 		}
 		if tot.Calls != tot.Kept || tot.Calls == 0 {
 			t.Fatalf("seed %d: totals %+v", seed, tot)
@@ -261,6 +263,8 @@ func diffEvs(got, want []treeEv) string {
 // exclude patterns) the pre-order the reader gives equals what PreOrder makes of the kept calls
 // in the order they ended (the in-memory reference), self times included.
 func TestStreamPreOrderFiltered(t *testing.T) {
+	defer func(s uint32) { segEvents = s }(segEvents)
+	segEvents = 50
 	r := rand.New(rand.NewSource(5))
 	tick := uint64(10)
 	var all [][]StreamEvent
@@ -311,6 +315,8 @@ func TestStreamPreOrderFiltered(t *testing.T) {
 // TestStreamOrphans: calls whose parent's record was lost (drop mode) are not nested under a
 // later sibling of that parent: every thread's enters come in time order.
 func TestStreamOrphans(t *testing.T) {
+	defer func(s uint32) { segEvents = s }(segEvents)
+	segEvents = 100
 	r := rand.New(rand.NewSource(9))
 	tick := uint64(10)
 	evs, _ := runloop(r, 100, 30000, 60, &tick, false)
@@ -439,6 +445,8 @@ func (f *foldCount) Close(Totals) error        { return nil }
 // others are folded into their callers: the self times of the kept calls still add up to each
 // thread's run, the folded counts add up, and every thread stays in time order.
 func TestTimelineBudget(t *testing.T) {
+	defer func(s uint32) { segEvents = s }(segEvents)
+	segEvents = 3000
 	r := rand.New(rand.NewSource(11))
 	tick := uint64(10)
 	var all [][]StreamEvent
