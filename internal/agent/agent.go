@@ -181,7 +181,9 @@ func (a *Agent) flush(path string, final bool) (Flushed, error) {
 	}
 	format := a.cfg.Format
 	if path != "" {
-		format = formatOf(path)
+		if format, err = formatOf(path); err != nil {
+			return res, fmt.Errorf("msgtrace: %w", err)
+		}
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(res.Path), "."+filepath.Base(res.Path)+".*")
 	if err != nil {
@@ -198,7 +200,7 @@ func (a *Agent) flush(path string, final bool) (Flushed, error) {
 		} else {
 			var sink tracer.Sink
 			exe, _ := os.Executable()
-			if sink, err = tracer.NewSink(format, tmp, tracer.Meta{Path: exe}); err == nil {
+			if sink, err = tracer.NewSink(format, tmp, tracer.Meta{Path: exe, Budget: a.cfg.Budget}); err == nil {
 				res.Totals, err = tracer.Process(in, a.cfg.options(), sink)
 				res.Records = int(res.Totals.Calls)
 			}

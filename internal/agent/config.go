@@ -23,6 +23,7 @@ type Config struct {
 	Out      string   // MSGTRACE_OUT: where the trace is written; %p pid, %h host, %t tmpdir, %%
 	Format   string   // MSGTRACE_FORMAT: json (Chrome trace events), perfetto, speedscope, pprof, folded, svg or stream
 	MinUS    float64  // MSGTRACE_MIN_US: calls shorter than this are left out
+	Budget   int      // MSGTRACE_BUDGET: calls a timeline keeps (the longest); 0 the format's default, -1 all
 	MaxDepth int      // MSGTRACE_MAX_DEPTH: calls deeper than this are left out; -1: no limit
 	Include  []string // MSGTRACE_INCLUDE: comma list of method patterns to keep
 	Exclude  []string // MSGTRACE_EXCLUDE: comma list of method patterns to leave out
@@ -61,13 +62,13 @@ func extension(format string) string {
 }
 
 // formatOf infers a format from an output file name: .mtrace the stream itself, otherwise as
-// tracer.FormatOf (.pftrace Perfetto, .speedscope.json speedscope, .pb.gz/.pprof/.pb pprof,
-// .folded folded, .svg a flame graph, anything else JSON).
-func formatOf(path string) string {
-	if strings.HasSuffix(path, ".mtrace") {
-		return "stream"
+// tracer.FormatFor (.json Chrome JSON, .pftrace Perfetto, .speedscope.json speedscope,
+// .pb.gz/.pprof/.pb pprof, .folded folded, .svg a flame graph); any other name is an error.
+func formatOf(path string) (string, error) {
+	if strings.HasSuffix(strings.ToLower(path), tracer.StreamExtension) {
+		return "stream", nil
 	}
-	return tracer.FormatOf(path)
+	return tracer.FormatFor(path)
 }
 
 // FromEnv reads the configuration through getenv (os.Getenv in the library). The first bad
@@ -82,7 +83,11 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 	if c.Format == "" {
 		c.Format = "json"
 		if c.Out != "" {
-			c.Format = formatOf(c.Out)
+			f, err := formatOf(c.Out)
+			if err != nil {
+				return c, &ConfigError{"MSGTRACE_OUT", c.Out, "no format has this extension (name it .json, .pftrace, .speedscope.json, .pb.gz, .folded, .svg or .mtrace, or set MSGTRACE_FORMAT)"}
+			}
+			c.Format = f
 		}
 	}
 	if c.Out == "" {
@@ -101,6 +106,17 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 			return c, &ConfigError{"MSGTRACE_MIN_US", v, "must be a number of microseconds, 0 or more"}
 		}
 		c.MinUS = f
+	}
+	if v := strings.ToLower(strings.TrimSpace(getenv("MSGTRACE_BUDGET"))); v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case v == "all":
+			c.Budget = -1
+		case err != nil || n <= 0:
+			return c, &ConfigError{"MSGTRACE_BUDGET", getenv("MSGTRACE_BUDGET"), "must be a number of calls (1 or more) or all"}
+		default:
+			c.Budget = n
+		}
 	}
 	if v := getenv("MSGTRACE_MAX_DEPTH"); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))

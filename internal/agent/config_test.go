@@ -57,6 +57,14 @@ func TestFromEnvValues(t *testing.T) {
 	if c.Format != "json" || c.StreamPattern() != "/t/run-%p-%h.json.mtrace" {
 		t.Errorf("pattern: %+v", c)
 	}
+	// any name goes when the format is said; the budget
+	c, err = FromEnv(env(map[string]string{"MSGTRACE_OUT": "/tmp/a.txt", "MSGTRACE_FORMAT": "folded", "MSGTRACE_BUDGET": "5000"}), 1)
+	if err != nil || c.Format != "folded" || c.Budget != 5000 {
+		t.Errorf("named .txt: %+v %v", c, err)
+	}
+	if c, err = FromEnv(env(map[string]string{"MSGTRACE_BUDGET": " All"}), 1); err != nil || c.Budget != -1 {
+		t.Errorf("budget all: %+v %v", c, err)
+	}
 	c, _ = FromEnv(env(map[string]string{"MSGTRACE_METHODS": " ALL "}), 1)
 	if !reflect.DeepEqual(c.Methods, []string{"all"}) {
 		t.Errorf("methods all: %q", c.Methods)
@@ -100,6 +108,10 @@ func TestFromEnvBad(t *testing.T) {
 		{"MSGTRACE_METHODS", "[abc"},
 		{"MSGTRACE_METHODS", " , "},
 		{"MSGTRACE_CAPTURE", "calls"},
+		{"MSGTRACE_OUT", "/tmp/trace.bogus"},
+		{"MSGTRACE_OUT", "/tmp/trace.txt"},
+		{"MSGTRACE_BUDGET", "0"},
+		{"MSGTRACE_BUDGET", "many"},
 	} {
 		_, err := FromEnv(env(map[string]string{c.name: c.value}), 1)
 		var ce *ConfigError
