@@ -1,0 +1,64 @@
+package tracer
+
+import (
+	"fmt"
+	"strings"
+)
+
+// formatExtensions are the output file name endings each format owns, longest first where one
+// ends another (.speedscope.json before .json).
+var formatExtensions = []struct{ ext, format string }{
+	{".speedscope.json", "speedscope"},
+	{".json", "json"},
+	{".pftrace", "perfetto"},
+	{".perfetto-trace", "perfetto"},
+	{".pb.gz", "pprof"},
+	{".pprof", "pprof"},
+	{".pb", "pprof"},
+	{".folded", "folded"},
+	{".svg", "svg"},
+}
+
+// StreamExtension is the name ending of the recorder's own stream files.
+const StreamExtension = ".mtrace"
+
+// KnownExtensions lists the output name endings FormatFor accepts, for messages.
+func KnownExtensions() string {
+	var s []string
+	for _, e := range formatExtensions {
+		s = append(s, e.ext+" ("+e.format+")")
+	}
+	return strings.Join(s, ", ")
+}
+
+// FormatFor is the strict form of FormatOf: the format an output file name's extension names
+// (case-insensitive), or an error when no format owns it. A .mtrace name is the recorder's
+// stream, which no converter writes.
+func FormatFor(path string) (string, error) {
+	p := strings.ToLower(path)
+	for _, e := range formatExtensions {
+		if strings.HasSuffix(p, e.ext) {
+			return e.format, nil
+		}
+	}
+	if strings.HasSuffix(p, StreamExtension) {
+		return "", fmt.Errorf("%s: .mtrace is the recorder's stream format, not an output format; name the output after its format: %s", path, KnownExtensions())
+	}
+	return "", fmt.Errorf("%s: no output format has this extension; use one of %s", path, KnownExtensions())
+}
+
+// CheckOutputName checks that an output written in format may be called path: a name whose
+// extension belongs to another format, or a .mtrace name, is refused; any other name (or "-",
+// standard output) is taken as the caller asked.
+func CheckOutputName(path, format string) error {
+	if path == "-" {
+		return nil
+	}
+	if strings.HasSuffix(strings.ToLower(path), StreamExtension) {
+		return fmt.Errorf("%s: .mtrace is the recorder's stream format; a %s output needs another name (%s)", path, format, Extension(format))
+	}
+	if f, err := FormatFor(path); err == nil && f != format {
+		return fmt.Errorf("%s names the %s format, not %s (%s)", path, f, format, Extension(format))
+	}
+	return nil
+}

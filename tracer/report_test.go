@@ -1,0 +1,343 @@
+package tracer
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// rnode is a call of a test trace, times in ms (ticks are ns).
+type rnode struct {
+	name       string
+	start, end float64
+	kids       []*rnode
+	unwound    bool
+}
+
+func rn(name string, start, end float64, kids ...*rnode) *rnode {
+	return &rnode{name: name, start: start, end: end, kids: kids}
+}
+
+const ms = 1_000_000
+
+// rthread is a thread of a test stream: its calls and marks.
+type rthread struct {
+	tid   uint64
+	main  bool
+	name  string
+	roots []*rnode
+	marks []StreamEvent // Type EventMark, ticks in ns
+}
+
+// reportStream writes one process's stream: threads' calls in the order they ended, marks
+// placed by their end, a last clock frame at endMS and an end frame.
+func reportStream(t *testing.T, pid uint64, endMS float64, threads ...rthread) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := NewStreamWriter(&b)
+	w.Process(StreamProcess{PID: pid, Name: "app"})
+	w.Clock(ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
+	ids := map[string]uint64{}
+	id := func(name string) uint64 {
+		if v, ok := ids[name]; ok {
+			return v
+		}
+		v := uint64(len(ids) + 1)
+		ids[name] = v
+		cls, sel, _ := strings.Cut(strings.Trim(name[1:], "[]"), " ")
+		fl := uint64(0)
+		if name[0] == '+' {
+			fl = MethodClass
+		}
+		w.Methods(StreamMethod{ID: v, Flags: fl, Class: cls, Selector: sel})
+		return v
+	}
+	for _, th := range threads {
+		fl := uint64(0)
+		if th.main {
+			fl = ThreadMain
+		}
+		w.Thread(StreamThread{TID: th.tid, Flags: fl, Name: th.name})
+		var evs []StreamEvent
+		var post func(n *rnode, depth uint64)
+		post = func(n *rnode, depth uint64) {
+			for _, k := range n.kids {
+				post(k, depth+1)
+			}
+			typ := EventCall
+			if n.unwound {
+				typ = EventUnwound
+			}
+			evs = append(evs, StreamEvent{Type: typ, ID: id(n.name), Start: uint64(n.start * ms), End: uint64(n.end * ms), Depth: depth})
+		}
+		for _, r := range th.roots {
+			post(r, 0)
+		}
+		evs = append(evs, th.marks...)
+		sort.SliceStable(evs, func(i, j int) bool { return evs[i].End < evs[j].End })
+		if _, err := w.Events(th.tid, 0, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Clock(ClockSample{Tick: uint64(endMS * ms), MonoNanos: 1e9 + uint64(endMS*ms), RateNum: 1, RateDen: 1})
+	w.End(StreamCounters{})
+	if w.Err() != nil {
+		t.Fatal(w.Err())
+	}
+	return b.Bytes()
+}
+
+func reportOf(t *testing.T, opt ReportOptions, streams ...[]byte) *Report {
+	t.Helper()
+	var ins []Input
+	for _, s := range streams {
+		ins = append(ins, Input{R: bytes.NewReader(s), Size: int64(len(s))})
+	}
+	s := NewReportSink(opt)
+	if _, err := ProcessStreams(ins, Options{MaxDepth: -1}, s); err != nil {
+		t.Fatal(err)
+	}
+	return s.Report()
+}
+
+func callKeys(cs []ReportCall) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Thread+" "+c.Method+" in "+StackString(c.Stack))
+	}
+	return out
+}
+
+// TestReport: hitches are the innermost main-thread calls over the budget (a call whose long
+// time is all in its own body counts, one with a long child does not, a run loop's wait is no
+// hitch), other threads' long calls are listed apart, recursion is counted once in total time,
+// marks and open and unwound calls are counted.
+func TestReport(t *testing.T) {
+	mainTh := rthread{tid: 1, main: true, roots: []*rnode{
+		rn("+[App run]", 0, 200,
+			rn("-[App frame:]", 0, 10, rn("-[View layout]", 1, 5)),
+			rn("-[App frame:]", 10, 70,
+				rn("-[View layout]", 10, 12),
+				rn("-[Loader load]", 12, 62, rn("-[Parser parse:]", 13, 14), rn("-[Parser parse:]", 14, 15), rn("-[Parser parse:]", 15, 16), rn("-[Cache put:]", 16, 16.5))),
+			rn("-[App frame:]", 70, 100, rn("-[View layout]", 70, 72)),
+			rn("-[NSRunLoop runMode:beforeDate:]", 100, 200, rn("-[Timer fire]", 150, 152))),
+		// a method of the app driving a run loop: 20 ms of work between waits, no hitch
+		rn("-[App spin]", 300, 400,
+			rn("-[NSRunLoop runMode:beforeDate:]", 300, 350, rn("-[Timer fire]", 300, 310)),
+			rn("-[NSRunLoop runMode:beforeDate:]", 350, 400, rn("-[Timer fire]", 350, 360))),
+	}, marks: []StreamEvent{{Type: EventMark, ID: uint64(MarkWait), Start: 20 * ms, End: 25 * ms}}}
+	visit := rn("-[Node visit]", 110, 140, rn("-[Node visit]", 111, 130, rn("-[Node visit]", 112, 120)))
+	boom := rn("-[Worker boom]", 140, 141)
+	boom.unwound = true
+	worker := rthread{tid: 2, name: "worker", roots: []*rnode{
+		rn("-[Worker main]", 0, 300, rn("-[Worker crunch]", 0, 100), rn("-[Worker crunch]", 100, 110), visit, boom),
+	}, marks: []StreamEvent{{Type: EventMark, ID: uint64(MarkLost), Start: 301 * ms, End: 302 * ms, Count: 7}}}
+	stream := reportStream(t, 42, 500, mainTh, worker)
+	rep := reportOf(t, ReportOptions{}, stream)
+
+	if got, want := callKeys(rep.Hitches), []string{"main -[Loader load] in +[App run] > -[App frame:]", "main -[App frame:] in +[App run]"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("hitches %q, want %q", got, want)
+	}
+	if rep.HitchCount != 2 || rep.HitchNanos != 80*ms {
+		t.Errorf("hitch count %d, %d ns; want 2, 80 ms", rep.HitchCount, rep.HitchNanos)
+	}
+	if len(rep.Hitches) == 2 {
+		h := rep.Hitches[0]
+		if h.DurNanos != 50*ms || h.SelfNanos != 46.5*ms || h.WaitNanos != 5*ms || h.PID != 42 || h.TID != 1 || h.StartNanos != 12*ms {
+			t.Errorf("hitch %+v", h)
+		}
+		if want := []ChildStat{{"-[Parser parse:]", 3, 3 * ms}, {"-[Cache put:]", 1, ms / 2}}; !reflect.DeepEqual(h.Children, want) {
+			t.Errorf("children %+v, want %+v", h.Children, want)
+		}
+	}
+	if got, want := callKeys(rep.OffMain), []string{"worker -[Worker crunch] in -[Worker main]", "worker -[Node visit] in -[Worker main] > -[Node visit]"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("off main %q, want %q", got, want)
+	}
+	if rep.Longest[0].Method != "-[Worker main]" || rep.Longest[1].Method != "+[App run]" || len(rep.Longest) != 10 {
+		t.Errorf("longest %q", callKeys(rep.Longest))
+	}
+	var mainR, workerR *ThreadReport
+	for i := range rep.Threads {
+		switch rep.Threads[i].Name {
+		case "main":
+			mainR = &rep.Threads[i]
+		case "worker":
+			workerR = &rep.Threads[i]
+		}
+	}
+	if mainR == nil || workerR == nil {
+		t.Fatalf("threads %+v", rep.Threads)
+	}
+	// +[App run] 200 ms, of which the run loop's own 98 ms is waiting; -[App spin] 100 ms, 80 waiting
+	if mainR.Calls != 19 || mainR.BusyNanos != 122*ms || mainR.IdleNanos != 178*ms || mainR.Hitches != 2 {
+		t.Errorf("main: %d calls, busy %d, idle %d, %d hitches", mainR.Calls, mainR.BusyNanos, mainR.IdleNanos, mainR.Hitches)
+	}
+	find := func(ms []MethodStat, name string) MethodStat {
+		for _, m := range ms {
+			if m.Method == name {
+				return m
+			}
+		}
+		t.Errorf("%s not listed", name)
+		return MethodStat{}
+	}
+	if v := find(workerR.Methods.ByTotal, "-[Node visit]"); v.Calls != 3 || v.TotalNanos != 30*ms || v.SelfNanos != 30*ms {
+		t.Errorf("recursive -[Node visit]: %+v", v)
+	}
+	if workerR.Methods.BySelf[0].Method != "-[Worker main]" || workerR.Methods.ByCalls[0].Method != "-[Node visit]" {
+		t.Errorf("worker tops %+v", workerR.Methods)
+	}
+	if v := find(rep.Methods.ByCalls, "-[App frame:]"); v.Calls != 3 || v.TotalNanos != 100*ms {
+		t.Errorf("-[App frame:] %+v", v)
+	}
+	if workerR.Unwound != 1 || rep.Unwound != 1 || workerR.Lost != 7 || rep.Losses.Lost != (MarkStat{1, 7}) ||
+		rep.Losses.Waits.Count != 1 || rep.Losses.Waits.Nanos != 5*ms {
+		t.Errorf("unwound %d/%d, lost %d, losses %+v", workerR.Unwound, rep.Unwound, workerR.Lost, rep.Losses)
+	}
+	if rep.Recorder.Calls != 26 || rep.Recorder.Threads != 2 || rep.Recorder.Processes != 1 {
+		t.Errorf("recorder %+v", rep.Recorder)
+	}
+	all := rep.AllMethods()
+	if len(all) != 13 || all["-[Parser parse:]"].Calls != 3 {
+		t.Errorf("%d methods: %+v", len(all), all)
+	}
+
+	// JSON: the documented keys
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	for _, k := range []string{"budget_ns", "hitches", "hitch_count", "off_main", "longest", "open", "losses", "methods", "threads", "recorder"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	h := m["hitches"].([]any)[0].(map[string]any)
+	for _, k := range []string{"thread", "method", "dur_ns", "self_ns", "stack", "children"} {
+		if _, ok := h[k]; !ok {
+			t.Errorf("hitch JSON lacks %q: %v", k, h)
+		}
+	}
+
+	// a tighter budget: the timers' 10 ms and the first frame's 4 ms layout too; 3 listed
+	rep = reportOf(t, ReportOptions{BudgetNanos: 3 * ms, Top: 3}, stream)
+	if got, want := callKeys(rep.Hitches), []string{"main -[Loader load] in +[App run] > -[App frame:]", "main -[App frame:] in +[App run]", "main -[Timer fire] in -[App spin] > -[NSRunLoop runMode:beforeDate:]"}; !reflect.DeepEqual(got, want) || rep.HitchCount != 5 {
+		t.Errorf("3 ms budget: %d hitches %q, want %q", rep.HitchCount, got, want)
+	}
+	// without idle patterns, the run loop's waits are work: its iterations are hitches
+	rep = reportOf(t, ReportOptions{Idle: []string{}}, stream)
+	if rep.HitchCount != 5 || rep.Hitches[0].Method != "-[NSRunLoop runMode:beforeDate:]" || rep.Hitches[0].DurNanos != 100*ms {
+		t.Errorf("no idle patterns: %q", callKeys(rep.Hitches))
+	}
+}
+
+// TestReportOpenAndProcesses: a call still running on a killed process's main thread is a
+// hitch (a hang), marked open; two processes' main threads both count.
+func TestReportOpenAndProcesses(t *testing.T) {
+	a := reportStream(t, 10, 500, rthread{tid: 10, main: true, roots: []*rnode{rn("-[A spin]", 0, 20)}})
+	var b bytes.Buffer
+	w := NewStreamWriter(&b)
+	w.Process(StreamProcess{PID: 20, Name: "child"})
+	w.Clock(ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
+	w.Methods(StreamMethod{ID: 1, Class: "B", Selector: "hang"}, StreamMethod{ID: 2, Class: "B", Selector: "step"})
+	w.Thread(StreamThread{TID: 20, Flags: ThreadMain})
+	w.Events(20, 0, []StreamEvent{{ID: 2, Start: 1 * ms, End: 2 * ms, Depth: 1}})
+	w.Open(20, 100*ms, []OpenCall{{ID: 1, Start: 0, Depth: 0}})
+	w.Clock(ClockSample{Tick: 300 * ms, MonoNanos: 1e9 + 300*ms, RateNum: 1, RateDen: 1})
+	rep := reportOf(t, ReportOptions{}, a, b.Bytes())
+	if got := callKeys(rep.Hitches); len(got) != 2 || got[0] != "main -[B hang] in " || got[1] != "main -[A spin] in " {
+		t.Fatalf("hitches %q", got)
+	}
+	if h := rep.Hitches[0]; !h.Open || h.PID != 20 || h.DurNanos != 300*ms || rep.OpenCount != 1 || len(rep.Open) != 1 {
+		t.Errorf("open hitch %+v, %d open", h, rep.OpenCount)
+	}
+	if rep.Recorder.Processes != 2 || rep.Recorder.Unended != 1 {
+		t.Errorf("recorder %+v", rep.Recorder)
+	}
+}
+
+// TestReportBoundedChildren: a call with more distinct child methods than are kept lumps the
+// rest together.
+func TestReportBoundedChildren(t *testing.T) {
+	root := rn("-[Big run]", 0, 100)
+	for i := 0; i < maxKids+10; i++ {
+		name := "-[K m" + strings.Repeat("x", i) + "]"
+		root.kids = append(root.kids, rn(name, float64(i), float64(i)+0.5))
+	}
+	rep := reportOf(t, ReportOptions{Children: 100}, reportStream(t, 1, 200, rthread{tid: 1, main: true, roots: []*rnode{root}}))
+	h := rep.Hitches[0]
+	if len(h.Children) != maxKids+1 || h.Children[0] != (ChildStat{OtherChildren, 10, 5 * ms}) {
+		t.Errorf("%d children, heaviest %+v", len(h.Children), h.Children[0])
+	}
+}
+
+// TestFormatFor: strict output names.
+func TestFormatFor(t *testing.T) {
+	for in, want := range map[string]string{"a.json": "json", "A.SPEEDSCOPE.JSON": "speedscope", "x.pftrace": "perfetto",
+		"x.perfetto-trace": "perfetto", "x.pb.gz": "pprof", "x.pprof": "pprof", "x.folded": "folded", "x.svg": "svg"} {
+		if got, err := FormatFor(in); got != want || err != nil {
+			t.Errorf("FormatFor(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"t.txt", "x.bogus", "x.mtrace", "trace", "x.json.tmp"} {
+		if got, err := FormatFor(in); err == nil {
+			t.Errorf("FormatFor(%q) = %q, want an error", in, got)
+		}
+	}
+	if err := CheckOutputName("x.svg", "json"); err == nil {
+		t.Error("x.svg accepted for json")
+	}
+	if err := CheckOutputName("x.mtrace", "json"); err == nil {
+		t.Error("x.mtrace accepted for json")
+	}
+	for _, c := range [][2]string{{"out.dat", "pprof"}, {"-", "json"}, {"x.pb.gz", "pprof"}} {
+		if err := CheckOutputName(c[0], c[1]); err != nil {
+			t.Errorf("CheckOutputName(%q, %q): %v", c[0], c[1], err)
+		}
+	}
+}
+
+// enterBlind passes calls on with what is only final at Exit (duration, self time, flags)
+// scrambled at Enter, as an engine that streams calls may have them.
+type enterBlind struct{ TreeSink }
+
+func (e enterBlind) Enter(c *Call, depth int) error {
+	x := *c
+	x.DurNanos, x.SelfNanos, x.Flags = 1<<62, 1<<61, FlagOpen|FlagUnwound
+	return e.TreeSink.Enter(&x, depth)
+}
+
+// TestReportReadsAtExit: the report and the run profile read durations, self time and flags at
+// Exit only, and are driven through treeSink as well as through their Sink.
+func TestReportReadsAtExit(t *testing.T) {
+	mainTh := rthread{tid: 1, main: true, roots: []*rnode{
+		rn("+[App run]", 0, 100, rn("-[A b]", 0, 40, rn("-[A c]", 1, 2)), rn("-[A b]", 50, 60)),
+	}}
+	stream := reportStream(t, 1, 200, mainTh)
+	in := []Input{{R: bytes.NewReader(stream), Size: int64(len(stream))}}
+	want := reportOf(t, ReportOptions{}, stream)
+	s := NewReportSink(ReportOptions{})
+	if _, err := ProcessStreams(in, Options{MaxDepth: -1}, PreOrder(enterBlind{s.treeSink()})); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(want)
+	b, _ := json.Marshal(s.Report())
+	if !bytes.Equal(a, b) {
+		t.Errorf("report with calls scrambled at Enter:\n%s\nwant\n%s", b, a)
+	}
+	p := NewProfileSink()
+	if _, err := ProcessStreams(in, Options{MaxDepth: -1}, PreOrder(enterBlind{p.treeSink()})); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Profile().Methods["-[A b]"]; got != (MethodStat{"-[A b]", 2, 49 * ms, 50 * ms}) {
+		t.Errorf("profile: %+v", got)
+	}
+	if _, ok := p.Profile().Edges[[2]string{"-[A b]", "-[A c]"}]; !ok || len(p.Profile().Edges) != 2 {
+		t.Errorf("edges %v", p.Profile().Edges)
+	}
+}
