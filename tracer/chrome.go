@@ -202,15 +202,21 @@ func (c chromeTree) BeginThread(h *Header, t *Thread) error {
 	return nil
 }
 
-// hold adds an event at time ts to the group, writing the group first if ts is later.
-func (s *ChromeSink) hold(it chromeItem, ts uint64) error {
+// hold adds an event at time ts to the group (a call's or a mark's), writing the group first
+// if ts is later.
+func (s *ChromeSink) hold(kind byte, depth int, c *Call, m *Mark, ts uint64) error {
 	if len(s.group) > 0 && ts != s.groupTs {
 		if err := s.flushGroup(); err != nil {
 			return err
 		}
 	}
 	s.groupTs = ts
-	s.group = append(s.group, it)
+	s.group = append(s.group, chromeItem{kind: kind, depth: depth})
+	if it := &s.group[len(s.group)-1]; c != nil {
+		it.c = *c
+	} else {
+		it.m = *m
+	}
 	return nil
 }
 
@@ -348,20 +354,20 @@ func (s *ChromeSink) writeMark(m *Mark) error {
 
 func (c chromeTree) Enter(call *Call, d int) error {
 	if call.DurNanos == 0 && call.Flags&FlagOpen == 0 {
-		return c.s.hold(chromeItem{kind: 'i', depth: d, c: *call}, call.StartNanos)
+		return c.s.hold('i', d, call, nil, call.StartNanos)
 	}
-	return c.s.hold(chromeItem{kind: 'B', c: *call}, call.StartNanos)
+	return c.s.hold('B', 0, call, nil, call.StartNanos)
 }
 
 func (c chromeTree) Exit(call *Call, _ int) error {
 	if call.Flags&FlagOpen != 0 || call.DurNanos == 0 {
 		return nil // open: no end, a slice that did not end; no time: an instant
 	}
-	return c.s.hold(chromeItem{kind: 'E', c: *call}, call.StartNanos+call.DurNanos)
+	return c.s.hold('E', 0, call, nil, call.StartNanos+call.DurNanos)
 }
 
 func (c chromeTree) Mark(m *Mark, _ int) error {
-	return c.s.hold(chromeItem{kind: 'm', m: *m}, m.StartNanos)
+	return c.s.hold('m', 0, nil, m, m.StartNanos)
 }
 
 func (c chromeTree) EndThread() error     { return c.s.flushGroup() }

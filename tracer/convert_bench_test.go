@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -13,7 +14,8 @@ import (
 // threads, as a GUI app's run loop encloses its whole run; frames of 2046 events as the
 // drain writes 64 KiB chunks) to every format, discarding the output, and decodes the same
 // stream in the same run (every frame checked, every event decoded: the floor any
-// conversion stands on). Reports calls/s of each and its ratio to decoding.
+// conversion stands on). Reports calls/s of each and its ratio to decoding; the timelines
+// with their default budget, and with every call (-all).
 func BenchmarkConvert(b *testing.B) {
 	const n = 4_000_000
 	r := rand.New(rand.NewSource(1))
@@ -61,14 +63,21 @@ func BenchmarkConvert(b *testing.B) {
 		}
 		times["decode"] += time.Since(t0)
 		f.Close()
-		for _, format := range Formats {
+		for _, format := range append(Formats, "json-all", "perfetto-all", "speedscope-all") {
 			f, in := open()
-			s, err := NewSink(format, discard{}, Meta{})
+			m := Meta{}
+			if name, ok := strings.CutSuffix(format, "-all"); ok {
+				m.Budget, format = -1, name
+			}
+			s, err := NewSink(format, discard{}, m)
 			if err != nil {
 				b.Fatal(err)
 			}
 			t0 := time.Now()
 			tot, err := ProcessStreams([]Input{in}, Options{MaxDepth: -1}, s)
+			if m.Budget < 0 {
+				format += "-all"
+			}
 			times[format] += time.Since(t0)
 			f.Close()
 			if err != nil {
@@ -79,7 +88,7 @@ func BenchmarkConvert(b *testing.B) {
 	}
 	rate := func(d time.Duration) float64 { return float64(calls) * float64(b.N) / d.Seconds() }
 	b.ReportMetric(rate(times["decode"])/1e6, "decode-Mcalls/s")
-	for _, format := range Formats {
+	for _, format := range append(Formats, "json-all", "perfetto-all", "speedscope-all") {
 		b.ReportMetric(rate(times[format])/1e6, format+"-Mcalls/s")
 		b.ReportMetric(times["decode"].Seconds()/times[format].Seconds(), format+"/decode")
 	}

@@ -67,10 +67,18 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 	}
 	sort.SliceStable(files, func(i, j int) bool { return files[i].first < files[j].first })
 	var durs durHist
+	var calls uint64
 	for _, sf := range files {
 		sf.addDurations(&durs)
+		for _, st := range sf.threads {
+			calls += st.t.Records
+		}
 	}
-	r := &replayer{ts: asTreeWith(sink, &durs), flt: newTreeFilter(opt), tot: &tot}
+	d := newDriver(sink, asTreeWith(sink, &durs), calls)
+	if p, ok := d.(*pipe); ok {
+		defer p.stop() // on an error: the sink's goroutine ends
+	}
+	r := &replayer{ts: d, flt: newTreeFilter(opt), tot: &tot}
 	for _, sf := range files {
 		tot.Processes++
 		for _, st := range sf.threads {
@@ -81,19 +89,19 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 			tot.Threads++
 			tot.Dropped += t.Dropped
 			tot.Overflow += t.Overflow
-			if err := sink.BeginThread(&sf.hdr, t); err != nil {
+			if err := d.BeginThread(&sf.hdr, t); err != nil {
 				return tot, err
 			}
 			if err := sf.replayThread(r, st); err != nil {
 				return tot, err
 			}
-			if err := sink.EndThread(); err != nil {
+			if err := d.EndThread(); err != nil {
 				return tot, err
 			}
 		}
 		sf.w.buf = nil
 	}
-	return tot, sink.Close(tot)
+	return tot, d.Close(tot)
 }
 
 // window reads a file through one buffer: a frame is served from it when it is inside, and
