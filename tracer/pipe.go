@@ -18,11 +18,11 @@ type drive struct {
 }
 
 func (d drive) BeginThread(h *Header, t *Thread) error { return d.sink.BeginThread(h, t) }
-func (d drive) Enter(c *Call, depth int) error          { return d.ts.Enter(c, depth) }
-func (d drive) Exit(c *Call, depth int) error           { return d.ts.Exit(c, depth) }
-func (d drive) Mark(m *Mark, depth int) error           { return d.ts.Mark(m, depth) }
-func (d drive) EndThread() error                        { return d.sink.EndThread() }
-func (d drive) Close(t Totals) error                    { return d.sink.Close(t) }
+func (d drive) Enter(c *Call, depth int) error         { return d.ts.Enter(c, depth) }
+func (d drive) Exit(c *Call, depth int) error          { return d.ts.Exit(c, depth) }
+func (d drive) Mark(m *Mark, depth int) error          { return d.ts.Mark(m, depth) }
+func (d drive) EndThread() error                       { return d.sink.EndThread() }
+func (d drive) Close(t Totals) error                   { return d.sink.Close(t) }
 
 // pipeMin is the number of calls from which a conversion uses a second goroutine.
 const pipeMin = 200_000
