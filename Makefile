@@ -74,10 +74,11 @@ bench-dump: build corpus
 bench-rebind: fixtures corpus
 	$(GO) test ./machobind -run '^$$' -bench 'Rebind|Match' -benchtime 200x
 
-# Trace the demo app (the end-to-end test app: an Objective-C-style program on a small runtime)
-# under `machobind run`: trace.pftrace and trace.json (ui.perfetto.dev), trace.speedscope.json
-# (speedscope), trace.pb.gz (go tool pprof), trace.folded and trace.svg (a flame graph) in the
-# current directory.
+# Trace the demo app under `machobind run`: trace.pftrace and trace.json (ui.perfetto.dev),
+# trace.speedscope.json (speedscope), trace.pb.gz (go tool pprof), trace.folded and trace.svg
+# (a flame graph) in the current directory, and the report's summary (top methods, hitches).
+# Linux: testdata/gnustep/demo.m, a Foundation app built by gcc against gnustep-base, every
+# method traced (scripts/demo.sh); its streams stay in bin/demo/streams for `machobind report`.
 ifeq ($(UNAME),Darwin)
 demo: build
 	mkdir -p bin/demo
@@ -85,8 +86,7 @@ demo: build
 	./bin/machobind run --out trace.json --perfetto trace.pftrace --speedscope trace.speedscope.json --pprof trace.pb.gz --folded trace.folded --flame trace.svg -- bin/demo/demoapp
 else
 demo: setup build
-	bash scripts/testapp.sh $$($(GO) env GOARCH) bin/demo
-	./bin/machobind run --out trace.json --perfetto trace.pftrace --speedscope trace.speedscope.json --pprof trace.pb.gz --folded trace.folded --flame trace.svg -- bin/demo/testapp
+	bash scripts/demo.sh bin/demo
 endif
 	@echo "demo: open trace.pftrace (or trace.json) in https://ui.perfetto.dev, trace.speedscope.json in https://www.speedscope.app, trace.svg in a browser, or run: go tool pprof -top trace.pb.gz"
 

@@ -125,6 +125,7 @@ type MethodStat struct {
 	Calls      uint64 `json:"calls"`
 	SelfNanos  uint64 `json:"self_ns"`
 	TotalNanos uint64 `json:"total_ns"`
+	Idle       bool   `json:"idle,omitempty"` // a run-loop wait (ReportOptions.Idle): its self time is waiting
 }
 
 // MethodTops are the top methods three ways.
@@ -429,10 +430,10 @@ func (r *reportTree) EndThread() error {
 	th := r.th
 	ms := make([]MethodStat, 0, len(r.methods))
 	for _, m := range r.methods {
-		ms = append(ms, MethodStat{Method: m.name, Calls: m.calls, SelfNanos: m.self, TotalNanos: m.total})
+		ms = append(ms, MethodStat{Method: m.name, Calls: m.calls, SelfNanos: m.self, TotalNanos: m.total, Idle: m.idle})
 		a := r.all[m.name]
 		if a == nil {
-			a = &MethodStat{Method: m.name}
+			a = &MethodStat{Method: m.name, Idle: m.idle}
 			r.all[m.name] = a
 		}
 		a.Calls += m.calls

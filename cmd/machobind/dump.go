@@ -16,8 +16,8 @@ import (
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, usageError{err.Error()}
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
 		}
 		if fs.NArg() == 0 {
 			return pos, nil
@@ -28,8 +28,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 func dump(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("dump")
 	var opt machobind.DumpOptions
 	fs.StringVar(&opt.Arch, "arch", "", "only this architecture (arm64, arm64e, x86_64, ...)")
 	fs.StringVar(&opt.Symbol, "symbol", "", "only the slots of this symbol (objc_msgSend or _objc_msgSend)")

@@ -146,19 +146,27 @@ func TestTraceCommand(t *testing.T) {
 		err  string
 	}{
 		{[]string{"trace", raw}, 2, "-o"},
-		{[]string{"trace", raw, "-o", filepath.Join(dir, "x"), "--format", "xml"}, 2, "unknown format"},
-		{[]string{"trace", raw, "-o", filepath.Join(dir, "x"), "--include", "View"}, 2, "names no method"},
-		{[]string{"trace", raw, "-o", filepath.Join(dir, "x"), "--min-us", "-1"}, 2, "negative"},
-		{[]string{"trace", garbage, "-o", filepath.Join(dir, "x")}, 1, "byte offset"},
-		{[]string{"trace", raw, "-o", filepath.Join(dir, "no", "such", "dir", "x")}, 1, "no such file"},
+		{[]string{"trace", raw, "-o", filepath.Join(dir, "x.json"), "--format", "xml"}, 2, "unknown format"},
+		{[]string{"trace", raw, "-o", filepath.Join(dir, "x.json"), "--include", "View"}, 2, "names no method"},
+		{[]string{"trace", raw, "-o", filepath.Join(dir, "x.json"), "--min-us", "-1"}, 2, "negative"},
+		{[]string{"trace", garbage, "-o", filepath.Join(dir, "x.json")}, 1, "byte offset"},
+		{[]string{"trace", raw, "-o", filepath.Join(dir, "no", "such", "dir", "x.json")}, 1, "no such file"},
+		// names no format owns, or another format's
+		{[]string{"trace", raw, "-o", filepath.Join(dir, "x")}, 2, "no output format has this extension"},
+		{[]string{"trace", raw, "-o", filepath.Join(dir, "x.txt")}, 2, "no output format has this extension"},
+		{[]string{"trace", raw, "-o", filepath.Join(dir, "x.mtrace")}, 2, "stream format"},
+		{[]string{"trace", raw, "-o", filepath.Join(dir, "x.mtrace"), "--format", "json"}, 2, "stream format"},
+		{[]string{"trace", raw, "-o", filepath.Join(dir, "x.svg"), "--format", "json"}, 2, "names the svg format"},
 	} {
 		code, _, stderr := runCLI(c.args...)
 		if code != c.code || !strings.Contains(stderr, c.err) {
 			t.Errorf("machobind %v: exit %d, stderr %q; want %d and %q", c.args, code, stderr, c.code, c.err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
-		t.Error("a failed conversion left its output behind")
+	for _, x := range []string{"x", "x.json", "x.txt", "x.mtrace", "x.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, x)); err == nil {
+			t.Errorf("a failed conversion left %s behind", x)
+		}
 	}
 }
 

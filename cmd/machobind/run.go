@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,10 +9,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/msgtrace/msgtrace/tracer"
@@ -96,35 +93,59 @@ func injectionAdvice(app string) string {
 }
 
 func runTraced(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("run")
 	out := fs.String("out", "trace.json", "the trace, in the format its extension names: .json Chrome JSON, .pftrace Perfetto, .speedscope.json speedscope, .pb.gz pprof, .folded, .svg")
 	perfettoOut := fs.String("perfetto", "", "also write a Perfetto protobuf trace (ui.perfetto.dev)")
 	speedscopeOut := fs.String("speedscope", "", "also write a speedscope file (speedscope.app)")
 	pprofOut := fs.String("pprof", "", "also write a pprof profile (go tool pprof -http=: FILE)")
 	foldedOut := fs.String("folded", "", "also write folded stacks (flamegraph.pl, speedscope)")
-	streamsOut := fs.String("streams", "", "also keep the stream files (one per process that sent messages) in this directory")
+	streamsOut := fs.String("streams", "", "also keep the stream files (one per process that sent messages) in this directory (created if missing)")
 	flameOut := fs.String("flame", "", "also write an SVG flame graph")
 	lib := fs.String("lib", "", "the msgtrace library to preload (default: next to machobind)")
-	top := fs.Int("top", 10, "how many methods to list by self time")
+	top := fs.Int("top", 10, "how many methods and hitches the summary lists (0: no summary)")
+	budgetMS := fs.Float64("budget-ms", 16, "the main thread's budget: a call busy longer, none of whose children is, is a hitch")
 	minUS := fs.Float64("min-us", 0, "drop calls shorter than this many microseconds")
 	maxDepth := fs.Int("max-depth", -1, "drop calls deeper than this (0 = outermost only)")
 	threads := fs.String("threads", "all", "all, main, or a comma list of thread names and ids")
 	var inc, exc patterns
 	fs.Var(&inc, "include", "keep only methods matching this pattern (repeatable)")
 	fs.Var(&exc, "exclude", "drop methods matching this pattern (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	cmdline := fs.Args()
 	if len(cmdline) == 0 {
 		return usageError{"run needs a program: machobind run [flags] -- APP [ARGS...]"}
 	}
-	if *minUS < 0 || *maxDepth < -1 || *top < 0 {
-		return usageError{"-min-us, -max-depth and -top must not be negative"}
+	if *minUS < 0 || *maxDepth < -1 || *top < 0 || *budgetMS <= 0 {
+		return usageError{"-min-us, -max-depth and -top must not be negative, -budget-ms must be positive"}
 	}
 	if err := tracer.ValidateThreads(*threads); err != nil {
 		return usageError{err.Error()}
+	}
+	outFormat, err := tracer.FormatFor(*out)
+	if err != nil {
+		return usageError{"--out " + err.Error()}
+	}
+	extra := []struct {
+		flag, path, format string
+	}{
+		{"perfetto", *perfettoOut, "perfetto"},
+		{"speedscope", *speedscopeOut, "speedscope"},
+		{"pprof", *pprofOut, "pprof"},
+		{"folded", *foldedOut, "folded"},
+		{"flame", *flameOut, "svg"},
+	}
+	for _, o := range extra {
+		if o.path == "" {
+			continue
+		}
+		if o.path == "-" {
+			return usageError{fmt.Sprintf("--%s -: run writes files, not standard output (the program has it)", o.flag)}
+		}
+		if err := tracer.CheckOutputName(o.path, o.format); err != nil {
+			return usageError{"--" + o.flag + " " + err.Error()}
+		}
 	}
 	libPath, err := findLibrary(*lib)
 	if err != nil {
@@ -133,6 +154,11 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 	app, err := exec.LookPath(cmdline[0])
 	if err != nil {
 		return fmt.Errorf("cannot start %s: %w", cmdline[0], err)
+	}
+	if *streamsOut != "" {
+		if err := os.MkdirAll(*streamsOut, 0o755); err != nil {
+			return fmt.Errorf("cannot create --streams %s: %w", *streamsOut, errors.Unwrap(err))
+		}
 	}
 	// Outputs must be writable before the program runs, not after.
 	for _, p := range []string{*out, *pprofOut, *foldedOut, *flameOut, *perfettoOut, *speedscopeOut, filepath.Join(*streamsOut, "x")} {
@@ -187,11 +213,14 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		return exitStatus(status)
 	}
 	opt := tracer.Options{MinNanos: *minUS * 1000, MaxDepth: *maxDepth, Include: inc, Exclude: exc, Threads: *threads}
+	var kept []string
 	if *streamsOut != "" {
 		for _, s := range streams {
-			if err := copyFile(s, filepath.Join(*streamsOut, filepath.Base(s))); err != nil {
+			to := filepath.Join(*streamsOut, filepath.Base(s))
+			if err := copyFile(s, to); err != nil {
 				return err
 			}
+			kept = append(kept, to)
 		}
 	}
 	meta := tracer.Meta{Program: filepath.Base(cmdline[0]), Path: app, TimeNanos: started.UnixNano()}
@@ -200,27 +229,18 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 	}
 	sinkFor := func(format string) func(io.Writer) tracer.Sink {
 		return func(w io.Writer) tracer.Sink {
-			s, _ := tracer.NewSink(format, w, meta) // formats from tracer.FormatOf are all known
+			s, _ := tracer.NewSink(format, w, meta) // formats from tracer.FormatFor are all known
 			return s
 		}
 	}
-	topSink := &topSink{}
-	main := sinkFor(tracer.FormatOf(*out))
-	tot, err := convertStreams(streams, *out, opt, func(w io.Writer) tracer.Sink { return teeSink{main(w), topSink} })
+	rep := tracer.NewReportSink(tracer.ReportOptions{BudgetNanos: uint64(*budgetMS * 1e6), Top: max(*top, 1)})
+	main := sinkFor(outFormat)
+	tot, err := convertStreams(streams, *out, opt, func(w io.Writer) tracer.Sink { return tracer.Tee(main(w), rep) })
 	if err != nil {
 		return err
 	}
 	written := []string{*out}
-	for _, o := range []struct {
-		path   string
-		format string
-	}{
-		{*perfettoOut, "perfetto"},
-		{*speedscopeOut, "speedscope"},
-		{*pprofOut, "pprof"},
-		{*foldedOut, "folded"},
-		{*flameOut, "svg"},
-	} {
+	for _, o := range extra {
 		if o.path == "" {
 			continue
 		}
@@ -229,8 +249,8 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		}
 		written = append(written, o.path)
 	}
-	fmt.Fprintf(stderr, "machobind: %d calls on %d threads of %d processes (%d kept; %d lost: no buffer space; %d past the shadow stack",
-		tot.Calls, tot.Threads, len(streams), tot.Kept, tot.Dropped, tot.Overflow)
+	fmt.Fprintf(stderr, "machobind: %d calls on %d threads of %s (%d kept; %d lost: no buffer space; %d past the shadow stack",
+		tot.Calls, tot.Threads, plural(uint64(len(streams)), "process", "processes"), tot.Kept, tot.Dropped, tot.Overflow)
 	if tot.Open > 0 {
 		fmt.Fprintf(stderr, "; %d still running at the end", tot.Open)
 	}
@@ -238,7 +258,12 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "; %d processes ended without closing their stream (killed or crashed)", tot.Unended)
 	}
 	fmt.Fprintf(stderr, ") -> %s\n", strings.Join(written, ", "))
-	topSink.print(stderr, *top)
+	if *top > 0 {
+		writeSummary(stderr, rep.Report(), *top)
+		if len(kept) > 0 {
+			fmt.Fprintf(stderr, "the whole report: machobind report %s\n", shellQuote(*streamsOut))
+		}
+	}
 	if status != 0 {
 		return exitStatus(status)
 	}
@@ -282,72 +307,4 @@ func convertStreams(streams []string, path string, opt tracer.Options, sink func
 		return tot, fmt.Errorf("writing %s: %w", path, err)
 	}
 	return tot, nil
-}
-
-// teeSink feeds two sinks.
-type teeSink [2]tracer.Sink
-
-func (t teeSink) each(f func(tracer.Sink) error) error {
-	if err := f(t[0]); err != nil {
-		return err
-	}
-	return f(t[1])
-}
-func (t teeSink) BeginThread(h *tracer.Header, th *tracer.Thread) error {
-	return t.each(func(s tracer.Sink) error { return s.BeginThread(h, th) })
-}
-func (t teeSink) Call(c *tracer.Call) error {
-	return t.each(func(s tracer.Sink) error { return s.Call(c) })
-}
-func (t teeSink) Skip(d int) error { return t.each(func(s tracer.Sink) error { return s.Skip(d) }) }
-func (t teeSink) EndThread() error { return t.each(func(s tracer.Sink) error { return s.EndThread() }) }
-func (t teeSink) Mark(m *tracer.Mark) error {
-	return t.each(func(s tracer.Sink) error { return s.Mark(m) })
-}
-func (t teeSink) Close(tot tracer.Totals) error {
-	return t.each(func(s tracer.Sink) error { return s.Close(tot) })
-}
-
-// topSink adds up self time and calls per method over every thread.
-type topSink struct {
-	self  map[string]uint64
-	calls map[string]uint64
-}
-
-func (s *topSink) BeginThread(*tracer.Header, *tracer.Thread) error { return nil }
-func (s *topSink) Call(c *tracer.Call) error {
-	if s.self == nil {
-		s.self, s.calls = map[string]uint64{}, map[string]uint64{}
-	}
-	s.self[c.Name] += c.SelfNanos
-	s.calls[c.Name]++
-	return nil
-}
-func (s *topSink) Skip(int) error            { return nil }
-func (s *topSink) Mark(*tracer.Mark) error   { return nil }
-func (s *topSink) EndThread() error          { return nil }
-func (s *topSink) Close(tracer.Totals) error { return nil }
-
-func (s *topSink) print(w io.Writer, n int) {
-	if n == 0 || len(s.self) == 0 {
-		return
-	}
-	names := make([]string, 0, len(s.self))
-	for k := range s.self {
-		names = append(names, k)
-	}
-	sort.Slice(names, func(i, j int) bool {
-		a, b := s.self[names[i]], s.self[names[j]]
-		return a > b || a == b && names[i] < names[j]
-	})
-	if len(names) > n {
-		names = names[:n]
-	}
-	fmt.Fprintf(w, "top %d methods by self time:\n", len(names))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "self ms\tcalls\t\tmethod")
-	for _, k := range names {
-		fmt.Fprintf(tw, "%.3f\t%d\t\t%s\n", float64(s.self[k])/1e6, s.calls[k], k)
-	}
-	tw.Flush()
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,9 +22,8 @@ func (p *patterns) Set(v string) error {
 }
 
 func trace(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	out := fs.String("o", "", "output file (required; - for standard output)")
+	fs := newFlags("trace")
+	out := fs.String("o", "", "output file (required; - for standard output, JSON unless --format says otherwise)")
 	format := fs.String("format", "", "json (Chrome trace events), perfetto, speedscope, pprof, folded or svg (flame graph); default: from -o's extension")
 	name := fs.String("name", "", "the program's name, shown as the process name (default: the base name of -program)")
 	program := fs.String("program", "", "the traced program's path (pprof's main binary)")
@@ -54,6 +52,18 @@ func trace(args []string, stdout, stderr io.Writer) error {
 	if *format != "" && tracer.Extension(*format) == "" {
 		return usageError{fmt.Sprintf("unknown format %q (%s)", *format, strings.Join(tracer.Formats, ", "))}
 	}
+	if *format == "" && *out == "-" {
+		*format = "json"
+	}
+	if *format == "" {
+		f, err := tracer.FormatFor(*out)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		*format = f
+	} else if err := tracer.CheckOutputName(*out, *format); err != nil {
+		return usageError{err.Error()}
+	}
 	in, err := openTraces(pos)
 	if err != nil {
 		return err
@@ -66,9 +76,6 @@ func trace(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		w = f
-	}
-	if *format == "" {
-		*format = tracer.FormatOf(*out)
 	}
 	sink, err := tracer.NewSink(*format, w, tracer.Meta{Program: *name, Path: *program, TimeNanos: rawTime(in)})
 	if err != nil {
