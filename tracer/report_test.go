@@ -3,7 +3,9 @@ package tracer
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -339,5 +341,74 @@ func TestReportReadsAtExit(t *testing.T) {
 	}
 	if _, ok := p.Profile().Edges[[2]string{"-[A b]", "-[A c]"}]; !ok || len(p.Profile().Edges) != 2 {
 		t.Errorf("edges %v", p.Profile().Edges)
+	}
+}
+
+// runLoopStream is one thread whose single outermost call encloses n calls: frames of a
+// caller and three callees (of 40 distinct methods), written in the order they ended.
+func runLoopStream(t *testing.T, n int) []byte {
+	var b bytes.Buffer
+	w := NewStreamWriter(&b)
+	w.Process(StreamProcess{PID: 1, Name: "loop"})
+	w.Clock(ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
+	for i := uint64(1); i <= 41; i++ {
+		w.Methods(StreamMethod{ID: i, Class: "C", Selector: fmt.Sprintf("m%d", i)})
+	}
+	w.Thread(StreamThread{TID: 1, Flags: ThreadMain})
+	var evs []StreamEvent
+	prev, tick := uint64(0), uint64(10)
+	for i := 0; i < n/4; i++ {
+		start := tick
+		for k := uint64(0); k < 3; k++ {
+			evs = append(evs, StreamEvent{ID: 2 + (uint64(i)*3+k)%40, Start: tick, End: tick + 5 + k, Depth: 2})
+			tick += 6 + k
+		}
+		evs = append(evs, StreamEvent{ID: 2 + uint64(i)%40, Start: start, End: tick + 1, Depth: 1})
+		tick += 2
+		if len(evs) > 4000 {
+			prev, _ = w.Events(1, prev, evs)
+			evs = evs[:0]
+		}
+	}
+	evs = append(evs, StreamEvent{ID: 1, Start: 5, End: tick + 1, Depth: 0})
+	w.Events(1, prev, evs)
+	w.End(StreamCounters{})
+	if w.Err() != nil {
+		t.Fatal(w.Err())
+	}
+	return b.Bytes()
+}
+
+// TestReportMemory: a report and a run profile of one call enclosing everything allocate the
+// same for 100 k calls and for 1 M: no memory per call.
+func TestReportMemory(t *testing.T) {
+	small, big := runLoopStream(t, 100_000), runLoopStream(t, 1_000_000)
+	for _, c := range []struct {
+		name string
+		sink func() Sink
+	}{
+		{"report", func() Sink { return NewReportSink(ReportOptions{}) }},
+		{"profile", func() Sink { return NewProfileSink() }},
+	} {
+		alloc := func(b []byte) (uint64, Sink) {
+			var m0, m1 runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&m0)
+			s := c.sink()
+			if _, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s); err != nil {
+				t.Fatal(err)
+			}
+			runtime.ReadMemStats(&m1)
+			return m1.TotalAlloc - m0.TotalAlloc, s
+		}
+		a, _ := alloc(small)
+		b, s := alloc(big)
+		t.Logf("%s: %d bytes allocated for 100 k calls, %d for 1 M", c.name, a, b)
+		if b > a+4<<20 {
+			t.Errorf("%s: allocated %d bytes for 1 M calls, %d for 100 k", c.name, b, a)
+		}
+		if r, ok := s.(*ReportSink); ok && (r.Report().Recorder.Calls != 1_000_001 || len(r.Report().AllMethods()) != 41) {
+			t.Errorf("report of 1 M calls: %+v", r.Report().Recorder)
+		}
 	}
 }
