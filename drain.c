@@ -803,12 +803,13 @@ static void forget(struct mt_thread_info *i) {
 	free(i);
 }
 
-/* One pass: handed-over chunks encoded and returned; every period (or when forced) the quiet
- * threads' partial chunks and open calls; exited threads freed; the pool topped up. */
-static void pass(int force, int final) {
+/* Handed-over chunks, each thread's oldest first: encoded (kept in ring mode) and returned. */
+static void take_handed(void) {
 	for (struct mt_chunk *c = msgtrace_take_handed(), *n; c; c = n) {
 		n = c->qnext;
 		struct mt_thread_info *i = c->owner;
+		if (i)
+			i->taken = c->seq + 1;
 		if (ring_mode && i) {
 			int last = c->last;
 			ring_keep(c);
@@ -828,6 +829,69 @@ static void pass(int force, int final) {
 		}
 		msgtrace_pool_push(c);
 	}
+}
+
+/* A live thread's partial chunk (what it recorded since the last time), its open calls and, in
+ * a final pass, its losses no chunk carried a mark for. Returns 0, writing nothing, while an
+ * older chunk of the thread is in flight (handed over after this pass took the handed chunks):
+ * a thread's frames are written in the order its calls ended. */
+static int collect_thread(struct mt_thread_info *i, int force, int final, int names) {
+	struct mt_chunk *c = __atomic_load_n(&i->chunk, __ATOMIC_ACQUIRE);
+	struct mt_record *cur = __atomic_load_n(&i->t.rec_cur, __ATOMIC_ACQUIRE);
+	if (c ? c->seq != i->taken : i->taken != __atomic_load_n(&i->nchunks, __ATOMIC_RELAXED))
+		return 0;
+	if (c && cur >= c->drained && cur <= c->rec + msgtrace_chunk_records) {
+		encode(i, c->drained, cur);
+		c->drained = cur;
+		struct mt_record m[3];
+		int n = force ? msgtrace_claim_marks(i, c, cur, m) : 0;
+		encode(i, m, m + n);
+	}
+	if (names && i->announced)
+		announce(i, 1);
+	open_snapshot(i, final);
+	if (final)
+		final_marks(i);
+	return 1;
+}
+
+/* Every live thread (or, with retry, those the last call skipped): exited ones without a last
+ * chunk are written off and freed once their chunks are in. Returns how many were skipped. */
+static int collect(int force, int final, int names, int retry) {
+	int skipped = 0;
+	pthread_mutex_lock(&msgtrace_registry_lock);
+	for (struct mt_thread_info **pp = &msgtrace_registry; *pp;) {
+		struct mt_thread_info *i = *pp;
+		int ex = __atomic_load_n(&i->exited, __ATOMIC_ACQUIRE);
+		if (ex == 2) { /* exited with no chunk to say so */
+			if (i->taken != i->nchunks) { /* its last chunks are not in yet */
+				skipped++;
+				pp = &i->next;
+				continue;
+			}
+			announce(i, 0);
+			if (i->snap_top)
+				open_frame(i, msgtrace_now_ticks(), NULL, 0);
+			thread_frame(i, 1);
+			*pp = i->next;
+			msgtrace_thread_gone_mark(i);
+			free(i);
+			continue;
+		}
+		pp = &i->next;
+		if (ex || (retry && !i->skipped))
+			continue;
+		i->skipped = !collect_thread(i, force, final, names);
+		skipped += i->skipped;
+	}
+	pthread_mutex_unlock(&msgtrace_registry_lock);
+	return skipped;
+}
+
+/* One pass: handed-over chunks encoded and returned; every period (or when forced) the quiet
+ * threads' partial chunks and open calls; exited threads freed; the pool topped up. */
+static void pass(int force, int final) {
+	take_handed();
 	uint64_t now = mono_ns();
 	uint32_t low = msgtrace_pool_cap() / 8;
 	if (low < 4)
@@ -859,42 +923,23 @@ static void pass(int force, int final) {
 		}
 		return;
 	}
-	int collect = force || now - last_collect_ns >= (uint64_t)period_ms * 1000000ull;
-	if (collect) {
+	int do_collect = force || now - last_collect_ns >= (uint64_t)period_ms * 1000000ull;
+	if (do_collect) {
 		last_collect_ns = now;
 		int names = now - last_names_ns >= 1000000000ull;
 		if (names)
 			last_names_ns = now;
-		pthread_mutex_lock(&msgtrace_registry_lock);
-		for (struct mt_thread_info **pp = &msgtrace_registry; *pp;) {
-			struct mt_thread_info *i = *pp;
-			int ex = __atomic_load_n(&i->exited, __ATOMIC_ACQUIRE);
-			if (ex == 2) { /* exited with no chunk to say so */
-				announce(i, 0);
-				if (i->snap_top)
-					open_frame(i, msgtrace_now_ticks(), NULL, 0);
-				thread_frame(i, 1);
-				*pp = i->next;
-				msgtrace_thread_gone_mark(i);
-				free(i);
-				continue;
+		int skipped = collect(force, final, names, 0);
+		/* forced (a flush, the exit, a crash): what was recorded before it is written now; a
+		 * skipped thread's older chunk is handed over by now or within moments */
+		for (int round = 0; skipped && force && round < 200; round++) {
+			if (round) {
+				struct timespec ts = {0, 50000L};
+				nanosleep(&ts, NULL);
 			}
-			pp = &i->next;
-			if (ex)
-				continue;
-			struct mt_chunk *c = __atomic_load_n(&i->chunk, __ATOMIC_ACQUIRE);
-			struct mt_record *cur = __atomic_load_n(&i->t.rec_cur, __ATOMIC_ACQUIRE);
-			if (c && cur > c->drained && cur <= c->rec + msgtrace_chunk_records) {
-				encode(i, c->drained, cur);
-				c->drained = cur;
-			}
-			if (names && i->announced)
-				announce(i, 1);
-			open_snapshot(i, final);
-			if (final)
-				final_marks(i);
+			take_handed();
+			skipped = collect(force, final, 0, 1);
 		}
-		pthread_mutex_unlock(&msgtrace_registry_lock);
 	}
 	/* keep faulted-in chunks ahead of the threads */
 	while (msgtrace_pool_free_count() < low && msgtrace_pool_grow(1) == 1)

@@ -295,16 +295,75 @@ static void sleep_us(long us) {
 /* A record written from C (marks, calls closed at thread exit), or dropped and counted. */
 static void put(struct mt_thread_info *i, struct mt_record r);
 
+static struct mt_record mark(int kind, uint64_t start, uint64_t end, uint64_t count) {
+	return (struct mt_record){start, end, (uint64_t)kind | (uint64_t)F_MARK << FLAG_SHIFT, count};
+}
+
+/* The chunk becomes the thread's current one, with room for n records. */
+static void adopt(struct mt_thread_info *i, struct mt_chunk *c, uint32_t n) {
+	struct mt_thread *t = &i->t;
+	c->owner = i;
+	c->used = NULL;
+	c->drained = c->rec;
+	c->last = 0;
+	c->seq = i->nchunks;
+	__atomic_store_n(&i->nchunks, c->seq + 1, __ATOMIC_RELAXED); /* published with the chunk */
+	t->rec_end = c->rec + n;
+	__atomic_store_n(&i->chunk, c, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->rec_cur, c->rec, __ATOMIC_RELEASE);
+}
+
+/* The current chunk was given room for one record (marks wait for it, see defer_gen): the
+ * marks follow it, unless the drain took them, and the chunk's whole room is back. */
+static void settle(struct mt_thread_info *i) {
+	struct mt_thread *t = &i->t;
+	struct mt_chunk *c = i->chunk;
+	if (!c || t->rec_end == c->rec + msgtrace_chunk_records)
+		return;
+	t->rec_end = c->rec + msgtrace_chunk_records;
+	uint64_t g = __atomic_load_n(&i->defer_gen, __ATOMIC_RELAXED);
+	if (!(g & 1) || !__atomic_compare_exchange_n(&i->defer_gen, &g, g & ~1ull, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return;
+	for (uint32_t k = 0; k < i->ndefer && t->rec_cur < t->rec_end; k++) {
+		*t->rec_cur = i->defer[k];
+		i->marks++;
+		__atomic_store_n(&t->rec_cur, t->rec_cur + 1, __ATOMIC_RELEASE);
+	}
+}
+
+int msgtrace_claim_marks(struct mt_thread_info *i, struct mt_chunk *c, struct mt_record *cur, struct mt_record *out) {
+	uint64_t g = __atomic_load_n(&i->defer_gen, __ATOMIC_ACQUIRE);
+	if (!(g & 1) || cur != c->rec + 1 || __atomic_load_n(&i->defer_seq, __ATOMIC_RELAXED) != c->seq)
+		return 0;
+	uint32_t n = __atomic_load_n(&i->ndefer, __ATOMIC_RELAXED);
+	if (n > 3)
+		return 0;
+	for (uint32_t k = 0; k < n; k++) { /* the thread changes them only after a new generation */
+		out[k].start = __atomic_load_n(&i->defer[k].start, __ATOMIC_RELAXED);
+		out[k].end = __atomic_load_n(&i->defer[k].end, __ATOMIC_RELAXED);
+		out[k].cls = __atomic_load_n(&i->defer[k].cls, __ATOMIC_RELAXED);
+		out[k].sel = __atomic_load_n(&i->defer[k].sel, __ATOMIC_RELAXED);
+	}
+	/* the chunk was current and waiting for its first record when the marks were made, and
+	 * stays so until the thread settles (which changes the generation) */
+	if (!__atomic_compare_exchange_n(&i->defer_gen, &g, g & ~1ull, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return 0;
+	return (int)n;
+}
+
 /* Gives the thread a new chunk: from the pool, or a fresh one while under the cap, or (no
  * drain or MSGTRACE_FULL=drop) none; otherwise it waits for the drain to free one, and the
- * wait goes on its timeline. Marks for what happened since the last chunk come first. */
-static void next_chunk(struct mt_thread_info *i) {
+ * wait goes on its timeline. Marks for what happened since the last chunk (the wait, losses,
+ * overflow) come first; with pending set, a record that ended before them (the one the
+ * assembly or put is about to write) is still to come: it goes first and the marks follow. */
+static void next_chunk(struct mt_thread_info *i, int pending) {
 	struct mt_thread *t = &i->t;
 	struct mt_chunk *old = i->chunk;
 	if (old) {
+		settle(i);
 		old->used = t->rec_cur;
 		i->handed += (uint64_t)(t->rec_cur - old->rec);
-		i->chunk = NULL;
+		__atomic_store_n(&i->chunk, NULL, __ATOMIC_RELEASE);
 		t->rec_cur = t->rec_end = NULL;
 		hand_over(old);
 	}
@@ -327,41 +386,48 @@ static void next_chunk(struct mt_thread_info *i) {
 			i->lost_since = msgtrace_now_ticks();
 		return;
 	}
-	c->owner = i;
-	c->used = NULL;
-	c->drained = c->rec;
-	c->last = 0;
-	t->rec_end = c->rec + msgtrace_chunk_records;
-	__atomic_store_n(&i->chunk, c, __ATOMIC_RELEASE);
-	__atomic_store_n(&t->rec_cur, c->rec, __ATOMIC_RELEASE);
 	uint64_t now = msgtrace_now_ticks();
+	struct mt_record m[3];
+	uint32_t n = 0;
 	if (wait_start) {
 		__atomic_add_fetch(&waits, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&wait_ticks, now - wait_start, __ATOMIC_RELAXED);
-		put(i, (struct mt_record){wait_start, now, (uint64_t)MARK_WAIT | (uint64_t)F_MARK << FLAG_SHIFT, 0});
+		m[n++] = mark(MARK_WAIT, wait_start, now, 0);
 	}
 	if (t->dropped != i->lost_reported) {
-		uint64_t n = t->dropped - i->lost_reported;
+		m[n++] = mark(MARK_LOST, i->lost_since ? i->lost_since : now, now, t->dropped - i->lost_reported);
 		i->lost_reported = t->dropped;
-		put(i, (struct mt_record){i->lost_since ? i->lost_since : now, now, (uint64_t)MARK_LOST | (uint64_t)F_MARK << FLAG_SHIFT, n});
 		i->lost_since = 0;
 	}
 	if (t->overflow != i->overflow_reported) {
-		uint64_t n = t->overflow - i->overflow_reported;
+		m[n++] = mark(MARK_OVERFLOW, now, now, t->overflow - i->overflow_reported);
 		i->overflow_reported = t->overflow;
-		put(i, (struct mt_record){now, now, (uint64_t)MARK_OVERFLOW | (uint64_t)F_MARK << FLAG_SHIFT, n});
 	}
+	if (n && pending) {
+		memcpy(i->defer, m, n * sizeof *m);
+		i->ndefer = n;
+		i->defer_seq = i->nchunks;
+		__atomic_store_n(&i->defer_gen, ((i->defer_gen >> 1) + 1) << 1 | 1, __ATOMIC_RELEASE);
+		adopt(i, c, 1);
+		return;
+	}
+	adopt(i, c, msgtrace_chunk_records);
+	for (uint32_t k = 0; k < n; k++)
+		put(i, m[k]);
 }
 
 static void put(struct mt_thread_info *i, struct mt_record r) {
 	struct mt_thread *t = &i->t;
 	if (t->rec_cur >= t->rec_end) {
-		if (r.cls >> FLAG_SHIFT & F_MARK)
-			return; /* no room for a mark: it is made again with the next chunk */
-		next_chunk(i);
+		settle(i);
 		if (t->rec_cur >= t->rec_end) {
-			t->dropped++;
-			return;
+			if (r.cls >> FLAG_SHIFT & F_MARK)
+				return; /* no room for a mark: it is made again with the next chunk */
+			next_chunk(i, 1);
+			if (t->rec_cur >= t->rec_end) {
+				t->dropped++;
+				return;
+			}
 		}
 	}
 	*t->rec_cur = r;
@@ -370,13 +436,17 @@ static void put(struct mt_thread_info *i, struct mt_record r) {
 	__atomic_store_n(&t->rec_cur, t->rec_cur + 1, __ATOMIC_RELEASE);
 }
 
-/* Slow path: the thread's chunk is full (or it has none). */
+/* Slow path: the thread's chunk is full (or it has none, or room for one record only); the
+ * assembly writes its record when this returns. */
 void msgtrace_chunk_full(void) {
 	struct mt_thread *t = get_self();
 	if (!t || t == &untraced)
 		return;
 	t->busy++;
-	next_chunk(info_of(t));
+	struct mt_thread_info *i = info_of(t);
+	settle(i);
+	if (t->rec_cur >= t->rec_end)
+		next_chunk(i, 1);
 	t->busy--;
 }
 
@@ -422,7 +492,7 @@ void msgtrace_register_thread(void) {
 	msgtrace_registry = info;
 	threads_registered++;
 	pthread_mutex_unlock(&msgtrace_registry_lock);
-	next_chunk(info);
+	next_chunk(info, 0);
 	t->busy = 0;
 	set_self(t, 1);
 }
@@ -436,10 +506,11 @@ static void thread_exit(void *p) {
 	struct mt_thread_info *i = info_of(t);
 	set_self(&untraced, 0); /* later destructors' sends pass through */
 	t->busy = 1;
+	settle(i);
 	/* losses not marked yet need a chunk to carry their mark: exits are rare, so the thread
 	 * may wait a little for one (up to 100 ms) even under MSGTRACE_FULL=drop */
 	for (int k = 0; k < 200 && (t->dropped != i->lost_reported || t->overflow != i->overflow_reported); k++) {
-		next_chunk(i); /* hands the current chunk over; a new one starts with the marks */
+		next_chunk(i, 0); /* hands the current chunk over; a new one starts with the marks */
 		if (!i->chunk)
 			sleep_us(500);
 	}
@@ -448,21 +519,18 @@ static void thread_exit(void *p) {
 		struct mt_entry *e = --t->top;
 		put(i, (struct mt_record){e->start, now, e->cls | (uint64_t)F_UNWOUND << FLAG_SHIFT, e->sel});
 	}
+	settle(i);
 	struct mt_chunk *c = i->chunk;
 	if (!c) { /* no chunk to carry the news: take one if any, else the drain finds exited */
 		c = msgtrace_pool_pop();
-		if (c) {
-			c->owner = i;
-			c->drained = c->rec;
-			t->rec_cur = t->rec_end = c->rec;
-			i->chunk = c;
-		}
+		if (c)
+			adopt(i, c, 0);
 	}
 	if (c) {
 		c->used = t->rec_cur;
 		c->last = 1;
 		i->handed += (uint64_t)(t->rec_cur - c->rec);
-		i->chunk = NULL;
+		__atomic_store_n(&i->chunk, NULL, __ATOMIC_RELEASE);
 		__atomic_store_n(&i->exited, 1, __ATOMIC_RELEASE);
 		hand_over(c);
 	} else {
@@ -558,9 +626,12 @@ void msgtrace_reset_after_fork(void) {
 		keep->handed = keep->marks = 0;
 		keep->t.dropped = keep->lost_reported = 0;
 		keep->t.overflow = keep->overflow_reported = 0;
+		keep->defer_gen &= ~1ull; /* marks of the parent's */
+		keep->taken = keep->nchunks;
 		if (keep->chunk) {
 			keep->chunk->drained = keep->t.rec_cur;
 			keep->handed = -(uint64_t)(keep->t.rec_cur - keep->chunk->rec); /* count from here */
+			keep->taken = keep->chunk->seq; /* the older ones are the parent's */
 		}
 	}
 }

@@ -15,7 +15,9 @@ struct mt_chunk {
 	struct mt_record *drained;       /* records before this are in the stream (drain only) */
 	uint32_t next_free;              /* free list: index + 1 of the next free chunk, 0 = none */
 	uint32_t last;                   /* its thread exited: nothing follows */
-	uint64_t pad[3];
+	uint64_t seq;                    /* its place among the owner's chunks (0, 1, ...): set by
+					  * the owner before the chunk is published in ->chunk */
+	uint64_t pad[2];
 	struct mt_record rec[];
 };
 _Static_assert(sizeof(struct mt_chunk) == 64, "chunk header");
@@ -34,7 +36,23 @@ struct mt_thread_info {
 	uint64_t lost_reported;          /* t.dropped already marked (owner) */
 	uint64_t lost_since;             /* tick of the first unmarked drop (owner) */
 	uint64_t overflow_reported;      /* t.overflow already marked (owner) */
+	uint64_t nchunks;                /* chunks the thread took so far: the next one's seq (owner;
+					  * final once exited is set) */
+	/* Marks made by a chunk switch (a wait, losses, overflow) end after the record the switch
+	 * was made for, which the assembly writes when the slow path returns: they wait here, and
+	 * that record's chunk is given room for it alone (rec_end = rec + 1), so the next record
+	 * comes back to the slow path, which writes them after it (settle in rt.c). A flush or the
+	 * final pass may write them instead (msgtrace_claim_marks). */
+	uint64_t defer_gen;              /* generation << 1 | 1 while marks wait (owner sets, owner
+					  * or drain claims) */
+	uint64_t defer_seq;              /* seq of the chunk that waits for them */
+	uint32_t ndefer;
+	struct mt_record defer[3];
 	/* drain-only */
+	uint64_t taken;                  /* chunks of this thread the drain has taken (encoded or
+					  * kept): its current chunk is read only when taken equals
+					  * the chunk's seq, so that no older chunk is still in flight */
+	int skipped;                     /* the last collect could not read its current chunk */
 	int announced;
 	char announced_name[64];
 	uint64_t snap_top, snap_start;   /* identity of the last open snapshot written */
@@ -60,6 +78,11 @@ struct mt_chunk *msgtrace_take_handed(void);    /* every handed-over chunk, olde
 void msgtrace_reset_after_fork(void);           /* child: other threads' state is gone */
 void msgtrace_thread_gone_mark(struct mt_thread_info *i); /* final bookkeeping before free */
 uint64_t msgtrace_thread_id(void);
+/* The drain takes the marks a chunk switch left waiting (see defer_gen), having read c (the
+ * thread's current chunk) and cur (its cursor) in that order and written the chunk up to cur:
+ * copies them into out (3 records) and returns how many; 0 when none wait, or their record is
+ * not written yet, or the thread took them. */
+int msgtrace_claim_marks(struct mt_thread_info *i, struct mt_chunk *c, struct mt_record *cur, struct mt_record *out);
 void msgtrace_set_untraced_self(void);
 uint64_t msgtrace_stream_written(void);         /* drain.c */
 uint64_t msgtrace_stream_lost_bytes(void);         /* this thread (the drain) is never traced */

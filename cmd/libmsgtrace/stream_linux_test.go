@@ -138,6 +138,7 @@ func testStream(t *testing.T, b built) {
 			t.Errorf("a process that sent nothing left %s", out)
 		}
 		sent, rss, s, tot := soak(t, b, out, nil, calls)
+		streamOrder(t, out)
 		if want := 4 * (1 + 2*(calls/2)); sent != want || int(tot.Calls) != sent {
 			t.Fatalf("sent %d (want %d), the stream holds %d calls (%+v)", sent, want, tot.Calls, tot)
 		}
@@ -163,6 +164,7 @@ func testStream(t *testing.T, b built) {
 			t.Errorf("%.2f bytes per call", bpc)
 		}
 	})
+	t.Run("order", func(t *testing.T) { testOrder(t, b) })
 	t.Run("drop", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "drop.mtrace")
 		calls := 2_000_000
@@ -170,6 +172,7 @@ func testStream(t *testing.T, b built) {
 			calls = 200_000
 		}
 		sent, _, s, tot := soak(t, b, out, map[string]string{"MSGTRACE_FULL": "drop", "MSGTRACE_BUFFER_MB": "1"}, calls)
+		streamOrder(t, out)
 		if int(tot.Calls+tot.Dropped) != sent {
 			t.Fatalf("recorded %d + dropped %d != sent %d", tot.Calls, tot.Dropped, sent)
 		}
@@ -185,6 +188,7 @@ func testStream(t *testing.T, b built) {
 			calls = 200_000
 		}
 		sent, _, s, tot := soak(t, b, out, map[string]string{"MSGTRACE_MODE": "ring", "MSGTRACE_BUFFER_MB": "2"}, calls)
+		streamOrder(t, out)
 		st, _ := os.Stat(out)
 		// the ring keeps at most 2 MiB of 32-byte records; what it overwrote is counted exactly
 		ow := s.marks[tracer.MarkOverwritten]
@@ -260,6 +264,7 @@ func testStream(t *testing.T, b built) {
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		s, tot = readStreams(t, busy)
+		streamOrder(t, busy)
 		if tot.BadFrames != 0 || tot.Unended != 1 || tot.Calls == 0 || s.calls["-[Worker run:]"] > 4 {
 			t.Errorf("killed after %v: totals %+v, calls %v", delay, tot, s.calls)
 		}
@@ -277,6 +282,7 @@ func testStream(t *testing.T, b built) {
 			t.Errorf("stress crash ended with %v, want SIGSEGV (our handler re-raises)", err)
 		}
 		s, tot := readStreams(t, out)
+		streamOrder(t, out)
 		if s.calls["-[App work]"] != 10 || strings.Join(s.open, ",") != "-[App crash]@0" || tot.Unended != 1 {
 			t.Errorf("after the crash: calls %v, open %v, totals %+v", s.calls, s.open, tot)
 		}
@@ -318,6 +324,9 @@ func testStream(t *testing.T, b built) {
 			t.Fatalf("files %v, want one per process (parent, forked child, exec'd child)", files)
 		}
 		s, tot := readStreams(t, files...)
+		for _, f := range files {
+			streamOrder(t, f)
+		}
 		var got []string
 		for _, m := range s.perPID {
 			got = append(got, fmt.Sprint(m))

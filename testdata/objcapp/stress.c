@@ -13,6 +13,12 @@
  *                               "stress child" (40 -[Child work]).
  *   stress child                40 -[Child work].
  *   stress _exit N              5 -[App work], then _exit(N), past the exit handlers.
+ *   stress churn THREADS CALLS  threads that come and go while others run: THREADS at a time,
+ *                               2*THREADS in all, the k-th sending about CALLS*(k%THREADS+1)/
+ *                               THREADS messages as -[Worker run:] does (short ones exit
+ *                               mid-run and a new one starts in its place), and beside them a
+ *                               bursty thread: 50 bursts of CALLS/100 messages 2 ms apart (its
+ *                               partial chunks are taken while it is quiet). Prints the count.
  *   stress quiet                no message at all.
  */
 #define _GNU_SOURCE
@@ -68,6 +74,30 @@ static void *soak_thread(void *arg) {
 	return NULL;
 }
 
+static long churn_sent;
+static void *churn_thread(void *arg) {
+	long n = *(long *)arg;
+	char name[16];
+	snprintf(name, sizeof name, "churn-%ld", n >> 40);
+	pthread_setname_np(pthread_self(), name);
+	id w = class_createInstance(Worker, 0);
+	long calls = n & ((1L << 40) - 1);
+	SEND(w, s_run, calls / 2);
+	__atomic_add_fetch(&churn_sent, 1 + 2 * (calls / 2), __ATOMIC_RELAXED);
+	return NULL;
+}
+static void *bursty_thread(void *arg) {
+	long calls = *(long *)arg;
+	pthread_setname_np(pthread_self(), "bursty");
+	id w = class_createInstance(Worker, 0);
+	for (int b = 0; b < 50; b++) {
+		SEND(w, s_run, calls / 2);
+		__atomic_add_fetch(&churn_sent, 1 + 2 * (calls / 2), __ATOMIC_RELAXED);
+		usleep(2000);
+	}
+	return NULL;
+}
+
 static void setup(void) {
 	s_run = sel_registerName("run:");
 	s_step = sel_registerName("step:");
@@ -118,6 +148,26 @@ int main(int argc, char **argv) {
 			pthread_join(th[i], NULL);
 		/* per thread: 1 run + calls/2 steps + calls/2 leaves */
 		printf("sent %ld\n", (long)threads * (1 + 2 * (calls / 2)));
+		return 0;
+	}
+	if (!strcmp(mode, "churn") && argc == 4) {
+		int threads = atoi(argv[2]);
+		long calls = atol(argv[3]), burst = calls / 100;
+		if (threads < 1 || threads > 32)
+			threads = 4;
+		pthread_t th[64], bt;
+		long arg[64];
+		pthread_create(&bt, NULL, bursty_thread, &burst);
+		for (int i = 0; i < 2 * threads; i++) {
+			if (i >= threads) /* a new one when one of the first wave is done, shortest first */
+				pthread_join(th[i - threads], NULL);
+			arg[i] = (long)i << 40 | calls * (i % threads + 1) / threads;
+			pthread_create(&th[i], NULL, churn_thread, &arg[i]);
+		}
+		for (int i = threads; i < 2 * threads; i++)
+			pthread_join(th[i], NULL);
+		pthread_join(bt, NULL);
+		printf("sent %ld\n", churn_sent);
 		return 0;
 	}
 	if (!strcmp(mode, "hang")) {
