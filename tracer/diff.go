@@ -142,9 +142,10 @@ type PresenceEntry struct {
 type DiffResult struct {
 	BaseRuns     int     `json:"base_runs"`
 	HeadRuns     int     `json:"head_runs"`
-	Test         string  `json:"test"`
-	Testable     bool    `json:"testable"` // enough runs for the test to reach Alpha; else thresholds alone decide
-	MinP         float64 `json:"min_p"`    // the smallest p-value these run counts allow
+	Test         string  `json:"test"`       // mann-whitney-u (two-sided, exact up to 40 runs)
+	Correction   string  `json:"correction"` // holm, within each metric
+	Testable     bool    `json:"testable"`   // enough runs for the test to reach Alpha; else thresholds alone decide
+	MinP         float64 `json:"min_p"`      // the smallest p-value these run counts allow
 	ThresholdPct float64 `json:"threshold_pct"`
 	MinSelfNanos float64 `json:"min_self_ns"`
 	MinCalls     float64 `json:"min_calls"`
@@ -173,7 +174,7 @@ func (d *DiffResult) Regressed() bool {
 
 // Diff compares the runs of base with the runs of head.
 func Diff(base, head []*RunProfile, opt DiffOptions) *DiffResult {
-	d := &DiffResult{BaseRuns: len(base), HeadRuns: len(head), Test: "mann-whitney-u", ThresholdPct: opt.ThresholdPct,
+	d := &DiffResult{BaseRuns: len(base), HeadRuns: len(head), Test: "mann-whitney-u", Correction: "holm", ThresholdPct: opt.ThresholdPct,
 		MinSelfNanos: opt.MinSelfNanos, MinCalls: opt.MinCalls, Alpha: opt.Alpha,
 		Regressions: []DiffEntry{}, Improvements: []DiffEntry{}, ThroughCallees: []DiffEntry{}, New: []PresenceEntry{}, Vanished: []PresenceEntry{}}
 	d.MinP = MinMannWhitneyP(len(base), len(head))

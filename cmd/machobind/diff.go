@@ -224,11 +224,11 @@ func pval(p float64) string {
 }
 
 func diffRule(d *tracer.DiffResult) string {
-	s := fmt.Sprintf("a change counts when it is at least %g%% and %s of self time (%g calls) per run", d.ThresholdPct, number("self", d.MinSelfNanos), d.MinCalls)
+	s := fmt.Sprintf("a change counts when the median run and the fastest run both moved by %g%% and %s of self time (%g calls) per run", d.ThresholdPct, number("self", d.MinSelfNanos), d.MinCalls)
 	if d.Testable {
-		return s + fmt.Sprintf(", between medians of runs, and beyond noise: Mann-Whitney U p <= %g", d.Alpha)
+		return s + fmt.Sprintf(", beyond noise: Mann-Whitney U over the runs, Holm-adjusted p <= %g", d.Alpha)
 	}
-	return s + fmt.Sprintf(", between medians of runs; too few runs for a noise test (%d and %d: the smallest p possible is %.3f): thresholds alone decide, record 4 or more runs a side", d.BaseRuns, d.HeadRuns, d.MinP)
+	return s + fmt.Sprintf("; too few runs for a noise test (%d and %d: the smallest p possible is %.3f): thresholds alone decide, record 4 or more runs a side", d.BaseRuns, d.HeadRuns, d.MinP)
 }
 
 func writeDiffText(w io.Writer, d *tracer.DiffResult, pos []string, top int) {
@@ -241,13 +241,13 @@ func writeDiffText(w io.Writer, d *tracer.DiffResult, pos []string, top int) {
 		}
 		fmt.Fprintln(w, len(es))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  metric\tbase/run\thead/run\tchange\tp\tmethod")
+		fmt.Fprintln(tw, "  metric\tbase/run\thead/run\tchange\tp (Holm)\tmethod")
 		for _, e := range es[:min(top, len(es))] {
 			via := ""
 			if len(e.Via) > 0 {
 				via = "  (via " + strings.Join(e.Via, ", ") + ")"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s%s\n", e.Metric, number(e.Metric, e.Base), number(e.Metric, e.Head), change(e), pval(e.P), e.Method, via)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s%s\n", e.Metric, number(e.Metric, e.Base), number(e.Metric, e.Head), change(e), pval(e.PAdjusted), e.Method, via)
 		}
 		tw.Flush()
 		if len(es) > top {
@@ -311,7 +311,7 @@ func writeDiffMarkdown(w io.Writer, d *tracer.DiffResult, pos []string, top int)
 		if len(es) == 0 {
 			return
 		}
-		fmt.Fprintf(w, "\n#### %s (%d)\n\n| method | metric | base / run | head / run | change | p |\n|---|---|--:|--:|--:|--:|\n", title, len(es))
+		fmt.Fprintf(w, "\n#### %s (%d)\n\n| method | metric | base / run | head / run | change | p (Holm) |\n|---|---|--:|--:|--:|--:|\n", title, len(es))
 		for _, e := range es[:min(top, len(es))] {
 			m := mdCode(e.Method)
 			if len(e.Via) > 0 {
@@ -321,7 +321,7 @@ func writeDiffMarkdown(w io.Writer, d *tracer.DiffResult, pos []string, top int)
 				}
 				m += " via " + strings.Join(vs, ", ")
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", m, e.Metric, number(e.Metric, e.Base), number(e.Metric, e.Head), change(e), pval(e.P))
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", m, e.Metric, number(e.Metric, e.Base), number(e.Metric, e.Head), change(e), pval(e.PAdjusted))
 		}
 		if len(es) > top {
 			fmt.Fprintf(w, "\n%d more not shown.\n", len(es)-top)
