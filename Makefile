@@ -6,7 +6,7 @@ FIXTURES := testdata/fixtures
 CORPUS := testdata/corpus
 FUZZTIME ?= 60s
 
-.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-viewers cross clean
+.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-viewers bench-convert cross clean
 
 all: build
 
@@ -57,6 +57,14 @@ bench-tracer:
 # A 1,000,000-call trace in every output format: size, and the time speedscope takes to open it.
 bench-viewers: setup
 	bash scripts/bench-viewers.sh 1000000
+
+# A real program recorded big and converted: testdata/gnustep/oneloop.m (gnustep-base; its whole
+# run one long outermost call, as a run loop is) under MSGTRACE_METHODS=all, ~12 M calls, then
+# `machobind trace` to each format (wall, calls/s, peak RSS, bytes/call), and the library's
+# conversion at exit against writing the stream alone (scripts/bench-convert.sh; REPS=3 for
+# medians).
+bench-convert: build
+	bash scripts/bench-convert.sh
 
 # ns per call: interposer paused / recording vs direct call, dispatcher, malloc trampoline, rdtsc.
 bench-interposer: setup
