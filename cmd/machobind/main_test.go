@@ -290,3 +290,58 @@ func TestProgress(t *testing.T) {
 		t.Errorf("%q", s)
 	}
 }
+
+// TestTraceMaxCalls: a timeline with a budget keeps the longest calls, says what it folded and
+// how to keep everything; aggregates keep every call; a bad budget is bad usage.
+func TestTraceMaxCalls(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "loop.mtrace")
+	var b bytes.Buffer
+	w := tracer.NewStreamWriter(&b)
+	w.Process(tracer.StreamProcess{PID: 5, Name: "loop"})
+	w.Clock(tracer.ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
+	w.Methods(tracer.StreamMethod{ID: 1, Class: "App", Selector: "run"}, tracer.StreamMethod{ID: 2, Class: "App", Selector: "tick:"})
+	w.Thread(tracer.StreamThread{TID: 6, Flags: tracer.ThreadMain})
+	var evs []tracer.StreamEvent
+	for i := uint64(0); i < 100; i++ { // tick i lasts i+1 ns
+		start := 10 + i*200
+		evs = append(evs, tracer.StreamEvent{ID: 2, Start: start, End: start + i + 1, Depth: 1})
+	}
+	evs = append(evs, tracer.StreamEvent{ID: 1, Start: 5, End: 30000})
+	w.Events(6, 0, evs)
+	w.End(tracer.StreamCounters{Calls: 101})
+	if err := os.WriteFile(in, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "t.json")
+	code, _, stderr := runCLI("trace", in, "-o", out, "--max-calls", "20")
+	if code != 0 || !strings.Contains(stderr, "keeps the 18 longest calls (budget 20): 83 calls shorter than 0.084 µs are folded") || !strings.Contains(stderr, "--max-calls all") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	raw, _ := os.ReadFile(out)
+	var f struct {
+		TraceEvents []struct{ Ph, Name string }
+		OtherData   map[string]float64
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	ends := 0
+	for _, e := range f.TraceEvents {
+		if e.Ph == "E" {
+			ends++
+		}
+	}
+	if ends != 18 || f.OtherData["folded_calls"] != 83 || f.OtherData["timeline_kept"] != 18 {
+		t.Errorf("%d calls kept, otherData %v", ends, f.OtherData)
+	}
+	if code, _, stderr := runCLI("trace", in, "-o", filepath.Join(dir, "t.folded"), "--max-calls", "20"); code != 0 || strings.Contains(stderr, "folded into") {
+		t.Errorf("folded stacks keep every call: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI("trace", in, "-o", out, "--max-calls", "all"); code != 0 || strings.Contains(stderr, "folded into") {
+		t.Errorf("all: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI("trace", in, "-o", out, "--max-calls", "0"); code != 2 || !strings.Contains(stderr, "--max-calls") {
+		t.Errorf("0: exit %d: %s", code, stderr)
+	}
+}

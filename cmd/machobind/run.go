@@ -107,6 +107,8 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 	minUS := fs.Float64("min-us", 0, "drop calls shorter than this many microseconds")
 	maxDepth := fs.Int("max-depth", -1, "drop calls deeper than this (0 = outermost only)")
 	threads := fs.String("threads", "all", "all, main, or a comma list of thread names and ids")
+	var keep budget
+	fs.Var(&keep, "max-calls", budgetUsage)
 	var inc, exc patterns
 	fs.Var(&inc, "include", "keep only methods matching this pattern (repeatable)")
 	fs.Var(&exc, "exclude", "drop methods matching this pattern (repeatable)")
@@ -223,18 +225,20 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 			kept = append(kept, to)
 		}
 	}
-	meta := tracer.Meta{Program: filepath.Base(cmdline[0]), Path: app, TimeNanos: started.UnixNano()}
+	meta := tracer.Meta{Program: filepath.Base(cmdline[0]), Path: app, TimeNanos: started.UnixNano(), Budget: int(keep)}
 	if abs, err := filepath.Abs(app); err == nil {
 		meta.Path = abs
 	}
-	sinkFor := func(format string) func(io.Writer) tracer.Sink {
+	made := map[string]tracer.Sink{} // by output, to say what their budgets folded
+	sinkFor := func(format, out string) func(io.Writer) tracer.Sink {
 		return func(w io.Writer) tracer.Sink {
 			s, _ := tracer.NewSink(format, w, meta) // formats from tracer.FormatFor are all known
+			made[out] = s
 			return s
 		}
 	}
 	rep := tracer.NewReportSink(tracer.ReportOptions{BudgetNanos: uint64(*budgetMS * 1e6), Top: max(*top, 1)})
-	main := sinkFor(outFormat)
+	main := sinkFor(outFormat, *out)
 	tot, err := convertStreams(streams, *out, opt, func(w io.Writer) tracer.Sink { return tracer.Tee(main(w), rep) })
 	if err != nil {
 		return err
@@ -244,7 +248,7 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		if o.path == "" {
 			continue
 		}
-		if _, err := convertStreams(streams, o.path, opt, sinkFor(o.format)); err != nil {
+		if _, err := convertStreams(streams, o.path, opt, sinkFor(o.format, o.path)); err != nil {
 			return err
 		}
 		written = append(written, o.path)
@@ -258,6 +262,9 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "; %d processes ended without closing their stream (killed or crashed)", tot.Unended)
 	}
 	fmt.Fprintf(stderr, ") -> %s\n", strings.Join(written, ", "))
+	for _, o := range written {
+		reportFolded(stderr, o, made[o])
+	}
 	if *top > 0 {
 		writeSummary(stderr, rep.Report(), *top)
 		if len(kept) > 0 {

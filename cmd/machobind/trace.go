@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/msgtrace/msgtrace/tracer"
@@ -21,6 +23,45 @@ func (p *patterns) Set(v string) error {
 	return nil
 }
 
+// budget is the --max-calls flag: calls a timeline keeps (the longest), "all", or unset (0:
+// each format's default).
+type budget int
+
+func (b *budget) String() string {
+	switch {
+	case *b < 0:
+		return "all"
+	case *b == 0:
+		return "default"
+	}
+	return strconv.Itoa(int(*b))
+}
+
+func (b *budget) Set(v string) error {
+	if strings.EqualFold(v, "all") {
+		*b = -1
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return errors.New("--max-calls takes a number of calls (1 or more) or all")
+	}
+	*b = budget(n)
+	return nil
+}
+
+const budgetUsage = "timelines (json, perfetto, speedscope): keep at most N calls, the longest, folding the others into their callers' self time, or all (default: json 1000000, speedscope 2000000, perfetto 20000000)"
+
+// reportFolded says what a timeline's budget left out, and how to see everything.
+func reportFolded(stderr io.Writer, out string, s tracer.Sink) {
+	r := tracer.Folded(s)
+	if r == nil || r.FoldNanos == 0 {
+		return
+	}
+	fmt.Fprintf(stderr, "machobind: %s keeps the %d longest calls (budget %d): %d calls shorter than %.3f µs are folded into their callers' self time (--max-calls all keeps every call; a .pftrace of every call opens without the browser's memory limit through Perfetto's trace_processor --httpd)\n",
+		out, r.Kept, r.Budget, r.Folded, float64(r.FoldNanos)/1e3)
+}
+
 func trace(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("trace")
 	out := fs.String("o", "", "output file (required; - for standard output, JSON unless --format says otherwise)")
@@ -30,6 +71,8 @@ func trace(args []string, stdout, stderr io.Writer) error {
 	minUS := fs.Float64("min-us", 0, "drop calls shorter than this many microseconds")
 	maxDepth := fs.Int("max-depth", -1, "drop calls deeper than this (0 = outermost only)")
 	threads := fs.String("threads", "all", "all, main, or a comma list of thread names and ids")
+	var keep budget
+	fs.Var(&keep, "max-calls", budgetUsage)
 	var inc, exc patterns
 	fs.Var(&inc, "include", "keep only methods matching this pattern (repeatable): -[UIView *], *[RAC* *]")
 	fs.Var(&exc, "exclude", "drop methods matching this pattern (repeatable)")
@@ -77,7 +120,7 @@ func trace(args []string, stdout, stderr io.Writer) error {
 		}
 		w = f
 	}
-	sink, err := tracer.NewSink(*format, w, tracer.Meta{Program: *name, Path: *program, TimeNanos: rawTime(in)})
+	sink, err := tracer.NewSink(*format, w, tracer.Meta{Program: *name, Path: *program, TimeNanos: rawTime(in), Budget: int(keep)})
 	if err != nil {
 		if f != nil {
 			f.Close()
@@ -89,6 +132,7 @@ func trace(args []string, stdout, stderr io.Writer) error {
 	tot, perr := in.process(opt, sink, stderr)
 	if perr == nil {
 		reportStreams(stderr, tot)
+		reportFolded(stderr, *out, sink)
 	}
 	if f != nil {
 		if cerr := f.Close(); perr == nil {

@@ -23,7 +23,7 @@ type Config struct {
 	Out      string   // MSGTRACE_OUT: where the trace is written; %p pid, %h host, %t tmpdir, %%
 	Format   string   // MSGTRACE_FORMAT: json (Chrome trace events), perfetto, speedscope, pprof, folded, svg or stream
 	MinUS    float64  // MSGTRACE_MIN_US: calls shorter than this are left out
-	Budget   int      // MSGTRACE_BUDGET: calls a timeline keeps (the longest); 0 the format's default, -1 all
+	Budget   int      // MSGTRACE_MAX_CALLS: calls a timeline keeps (the longest); 0 the format's default, -1 all
 	MaxDepth int      // MSGTRACE_MAX_DEPTH: calls deeper than this are left out; -1: no limit
 	Include  []string // MSGTRACE_INCLUDE: comma list of method patterns to keep
 	Exclude  []string // MSGTRACE_EXCLUDE: comma list of method patterns to leave out
@@ -107,13 +107,13 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 		}
 		c.MinUS = f
 	}
-	if v := strings.ToLower(strings.TrimSpace(getenv("MSGTRACE_BUDGET"))); v != "" {
+	if v := strings.ToLower(strings.TrimSpace(getenv("MSGTRACE_MAX_CALLS"))); v != "" {
 		n, err := strconv.Atoi(v)
 		switch {
 		case v == "all":
 			c.Budget = -1
 		case err != nil || n <= 0:
-			return c, &ConfigError{"MSGTRACE_BUDGET", getenv("MSGTRACE_BUDGET"), "must be a number of calls (1 or more) or all"}
+			return c, &ConfigError{"MSGTRACE_MAX_CALLS", getenv("MSGTRACE_MAX_CALLS"), "must be a number of calls (1 or more) or all"}
 		default:
 			c.Budget = n
 		}

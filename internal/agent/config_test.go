@@ -58,11 +58,11 @@ func TestFromEnvValues(t *testing.T) {
 		t.Errorf("pattern: %+v", c)
 	}
 	// any name goes when the format is said; the budget
-	c, err = FromEnv(env(map[string]string{"MSGTRACE_OUT": "/tmp/a.txt", "MSGTRACE_FORMAT": "folded", "MSGTRACE_BUDGET": "5000"}), 1)
+	c, err = FromEnv(env(map[string]string{"MSGTRACE_OUT": "/tmp/a.txt", "MSGTRACE_FORMAT": "folded", "MSGTRACE_MAX_CALLS": "5000"}), 1)
 	if err != nil || c.Format != "folded" || c.Budget != 5000 {
 		t.Errorf("named .txt: %+v %v", c, err)
 	}
-	if c, err = FromEnv(env(map[string]string{"MSGTRACE_BUDGET": " All"}), 1); err != nil || c.Budget != -1 {
+	if c, err = FromEnv(env(map[string]string{"MSGTRACE_MAX_CALLS": " All"}), 1); err != nil || c.Budget != -1 {
 		t.Errorf("budget all: %+v %v", c, err)
 	}
 	c, _ = FromEnv(env(map[string]string{"MSGTRACE_METHODS": " ALL "}), 1)
@@ -110,8 +110,8 @@ func TestFromEnvBad(t *testing.T) {
 		{"MSGTRACE_CAPTURE", "calls"},
 		{"MSGTRACE_OUT", "/tmp/trace.bogus"},
 		{"MSGTRACE_OUT", "/tmp/trace.txt"},
-		{"MSGTRACE_BUDGET", "0"},
-		{"MSGTRACE_BUDGET", "many"},
+		{"MSGTRACE_MAX_CALLS", "0"},
+		{"MSGTRACE_MAX_CALLS", "many"},
 	} {
 		_, err := FromEnv(env(map[string]string{c.name: c.value}), 1)
 		var ce *ConfigError
