@@ -6,7 +6,7 @@
 # under /usr/bin/time: wall seconds, calls/s, peak RSS, output bytes and bytes a call, the median
 # of REPS runs (default 1). Then the same program converting at exit (MSGTRACE_OUT=x.pftrace,
 # x.json, x.pb.gz) against writing the stream alone (x.mtrace): the traced process's wall and
-# peak RSS.
+# peak RSS, medians of REPS runs too.
 #
 #	scripts/bench-convert.sh [MAIN_TURNS [WORKER_TURNS]]	(about 3,300 calls a turn)
 #
@@ -37,13 +37,14 @@ gcc -std=gnu11 $(gnustep-config --objc-flags) -o "$dir/oneloop" testdata/gnustep
 # shellcheck disable=SC2086
 rm -f $dir/*.d
 
-# timed OUT CMD...: runs CMD under /usr/bin/time; prints "wall_s peak_KiB"
+# timed OUT CMD...: runs CMD under /usr/bin/time; prints "wall_s peak_KiB cpu_s" (cpu: user +
+# sys, what a busy shared machine disturbs least)
 timed() {
 	local out=$1
 	shift
-	/usr/bin/time -f '%e %M' -o "$dir/time.txt" "$@" >"$out" 2>>"$dir/stderr.log" ||
+	/usr/bin/time -f '%e %M %U %S' -o "$dir/time.txt" "$@" >"$out" 2>>"$dir/stderr.log" ||
 		{ echo "bench-convert: failed: $*" >&2; tail -20 "$dir/stderr.log" >&2; exit 1; }
-	tail -1 "$dir/time.txt"
+	awk 'END { print $1, $2, $3 + $4 }' "$dir/time.txt"
 }
 
 # traced OUT ENV...: timed, the program preloaded (as machobind run does), every method
@@ -58,13 +59,13 @@ traced() {
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 plain=$("$dir/oneloop" "$main" "$worker")
-read -r pwall prss <<<"$(timed /dev/null "$dir/oneloop" "$main" "$worker")"
+read -r pwall prss _ <<<"$(timed /dev/null "$dir/oneloop" "$main" "$worker")"
 
 # record once
 stream=$dir/run.mtrace
 rm -f "$stream"
 : >"$dir/stderr.log"
-read -r rwall rrss <<<"$(traced "$dir/stdout.txt" MSGTRACE_OUT="$stream")"
+read -r rwall rrss _ <<<"$(traced "$dir/stdout.txt" MSGTRACE_OUT="$stream")"
 [ "$(cat "$dir/stdout.txt")" = "$plain" ] || { echo "bench-convert: the traced program printed something else" >&2; exit 1; }
 # the library's summary at exit: "msgtrace: FILE: N calls on T threads (...)"
 calls=$(sed -n 's/^msgtrace: .*: \([0-9][0-9]*\) calls on .*/\1/p' "$dir/stderr.log" | tail -1)
@@ -77,21 +78,23 @@ awk -v c="$calls" -v s="$ssize" -v w="$rwall" -v r="$rrss" -v pw="$pwall" -v pr=
 	printf "recorded: %d calls, stream %.1f MB (%.2f bytes/call); traced run %.2f s, peak RSS %d MiB (untraced %.2f s, %d MiB)\n",
 		c, s / 1e6, s / c, w, r / 1024, pw, pr / 1024 }'
 echo
-printf '%-18s %8s %12s %14s %14s %10s\n' "machobind trace" "wall s" "M calls/s" "peak RSS MiB" "output bytes" "bytes/call"
+printf '%-18s %8s %8s %12s %14s %14s %10s\n' "machobind trace" "wall s" "cpu s" "M calls/s" "peak RSS MiB" "output bytes" "bytes/call"
 for ext in pftrace json speedscope.json pb.gz folded svg; do
 	out=$dir/run.$ext
-	walls=() rsses=()
+	walls=() rsses=() cpus=()
 	for ((i = 0; i < reps; i++)); do
 		rm -f "$out"
-		read -r w r <<<"$(timed /dev/null bin/machobind trace "$stream" -o "$out")"
+		read -r w r u <<<"$(timed /dev/null bin/machobind trace "$stream" -o "$out")"
 		walls+=("$w")
 		rsses+=("$r")
+		cpus+=("$u")
 	done
 	w=$(printf '%s\n' "${walls[@]}" | median)
 	r=$(printf '%s\n' "${rsses[@]}" | median)
+	u=$(printf '%s\n' "${cpus[@]}" | median)
 	size=$(stat -c %s "$out")
-	awk -v e=".$ext" -v w="$w" -v r="$r" -v s="$size" -v c="$calls" 'BEGIN {
-		printf "%-18s %8.2f %12.2f %14.0f %14d %10.2f\n", e, w, (w > 0 ? c / w / 1e6 : 0), r / 1024, s, s / c }'
+	awk -v e=".$ext" -v w="$w" -v u="$u" -v r="$r" -v s="$size" -v c="$calls" 'BEGIN {
+		printf "%-18s %8.2f %8.2f %12.2f %14.0f %14d %10.2f\n", e, w, u, (w > 0 ? c / w / 1e6 : 0), r / 1024, s, s / c }'
 	if [ "$ext" = json ]; then
 		# the converter's own count (otherData.calls) is the recorder's
 		got=$(tail -c 400 "$out" | sed -n 's/.*"otherData":{"calls":\([0-9]*\).*/\1/p')
@@ -103,12 +106,21 @@ rm -f "$stream"
 
 echo
 echo "converting at exit (the library, in the traced process) against writing the stream alone:"
-printf '%-22s %8s %14s %14s\n' "MSGTRACE_OUT" "wall s" "peak RSS MiB" "output bytes"
+printf '%-22s %8s %8s %14s %14s\n' "MSGTRACE_OUT" "wall s" "cpu s" "peak RSS MiB" "output bytes"
 for ext in mtrace pftrace json pb.gz; do
 	out=$dir/exit.$ext
-	rm -f "$out"
-	read -r w r <<<"$(traced /dev/null MSGTRACE_OUT="$out" MSGTRACE_QUIET=1)"
+	walls=() rsses=() cpus=()
+	for ((i = 0; i < reps; i++)); do
+		rm -f "$out"
+		read -r w r u <<<"$(traced /dev/null MSGTRACE_OUT="$out" MSGTRACE_QUIET=1)"
+		walls+=("$w")
+		rsses+=("$r")
+		cpus+=("$u")
+	done
+	w=$(printf '%s\n' "${walls[@]}" | median)
+	r=$(printf '%s\n' "${rsses[@]}" | median)
+	u=$(printf '%s\n' "${cpus[@]}" | median)
 	size=$(stat -c %s "$out")
-	awk -v e="x.$ext" -v w="$w" -v r="$r" -v s="$size" 'BEGIN { printf "%-22s %8.2f %14.0f %14d\n", e, w, r / 1024, s }'
+	awk -v e="x.$ext" -v w="$w" -v u="$u" -v r="$r" -v s="$size" 'BEGIN { printf "%-22s %8.2f %8.2f %14.0f %14d\n", e, w, u, r / 1024, s }'
 	rm -f "$out"
 done
