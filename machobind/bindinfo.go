@@ -15,7 +15,7 @@ type boundSym struct {
 	weak    bool // BIND_SYMBOL_FLAGS_WEAK_IMPORT
 	lazy    bool
 	// linked is, for a weak-coalesced slot (ordinal WeakLookupOrdinal), the ordinal of the
-	// regular bind at the same slot, or noLinkedOrdinal when the weak-bind table alone binds it.
+	// regular (or lazy) bind at the same slot, or noLinkedOrdinal when no such bind exists.
 	linked int
 }
 
@@ -82,7 +82,7 @@ func (img *Image) runBindOpcodes(ops []byte, lazy bool, bind func(addr uint64, s
 		offset uint64
 		count  int
 	)
-	cur.lazy = lazy
+	cur.lazy, cur.linked = lazy, noLinkedOrdinal
 	pw := img.pointerWidth
 	do := func() error {
 		if seg == nil {
@@ -205,10 +205,18 @@ func (img *Image) classicBinds(inRange func(addr uint64) bool) (map[uint64]bound
 				// Weak-definition coalescing: dyld binds the regular bind first (if any), then
 				// rebinds the slot to the first definition of the symbol among the images with
 				// weak definitions, in load order; the regular bind is what stays when none
-				// exports it (dyld4 Loader::resolveSymbol, BIND_SPECIAL_DYLIB_WEAK_LOOKUP).
+				// exports it (dyld4 forEachBindUnified_Opcodes: weak binds "override other
+				// binds/rebases ... allowed to fail to find a target, in which case the normal
+				// rebase/bind will not be overridden"; Loader::resolveSymbol,
+				// BIND_SPECIAL_DYLIB_WEAK_LOOKUP). ld64 (650 and 711 seen) may list the same slot
+				// twice in both tables: a repeated weak-bind entry (or a regular bind that is
+				// itself a weak lookup) passes on the library the regular bind named, never "weak".
 				s.linked = noLinkedOrdinal
 				if prev, bound := out[addr]; bound {
 					s.linked, s.weak = prev.ordinal, prev.weak
+					if prev.ordinal == WeakLookupOrdinal {
+						s.linked = prev.linked
+					}
 				}
 				s.ordinal = WeakLookupOrdinal
 			}

@@ -113,14 +113,19 @@ func parseIndirect(t *testing.T, out string) map[string][]objdumpSlot {
 }
 
 // objdumpBind is what llvm-objdump binds at a slot; linked is, for a classic slot that the
-// weak-bind table coalesces, the library of the regular bind there.
+// weak-bind table coalesces, the library of the regular (or lazy) bind there, "" when there is
+// none.
 type objdumpBind struct{ dylib, symbol, linked string }
 
 // parseBinds reads the bind tables (--bind --lazy-bind --weak-bind for classic dyld info,
-// --dyld-info for chained fixups): slot address -> what is bound there.
+// --dyld-info for chained fixups): slot address -> what is bound there. The tables are kept
+// apart and combined at the end, as dyld applies them (regular and lazy binds, then the weak
+// binds over them): an address in the weak-bind table is "weak" however often either table
+// lists it (ld64 repeats entries), linked from the last regular or lazy bind there.
 func parseBinds(t *testing.T, out string, chained bool) map[uint64]objdumpBind {
 	t.Helper()
 	res := map[uint64]objdumpBind{}
+	weak := map[uint64]string{} // weak-bind table: address -> symbol
 	table := ""
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
@@ -138,31 +143,31 @@ func parseBinds(t *testing.T, out string, chained bool) map[uint64]objdumpBind {
 		}
 		f := strings.Fields(line)
 		if len(f) < 4 || !strings.HasPrefix(f[2], "0x") {
-			continue
+			continue // headers, and the weak table's "strong" (non-weak definition) lines
 		}
 		addr, err := strconv.ParseUint(f[2][2:], 16, 64)
 		if err != nil {
 			t.Fatalf("objdump line %q: %v", line, err)
 		}
-		var b objdumpBind
 		switch {
 		case chained && len(f) >= 8 && f[4] == "bind":
-			b = objdumpBind{dylib: f[6], symbol: f[7]}
+			res[addr] = objdumpBind{dylib: f[6], symbol: f[7]}
 		case chained:
-			continue // rebase
+			// rebase
 		case table == "bind" && len(f) >= 7:
-			b = objdumpBind{dylib: f[5], symbol: f[6]}
+			res[addr] = objdumpBind{dylib: f[5], symbol: f[6]}
 		case table == "lazy" && len(f) >= 5:
-			b = objdumpBind{dylib: f[3], symbol: f[4]}
+			res[addr] = objdumpBind{dylib: f[3], symbol: f[4]}
 		case table == "weak" && len(f) >= 6:
-			// weak-definition coalescing: dyld rebinds the slot to the first definition in load
-			// order; a regular bind at the same slot is what the static linker found
-			b = objdumpBind{dylib: "weak", symbol: f[5]}
-			if prev, ok := res[addr]; ok {
-				b.linked = prev.dylib
-			}
-		default:
-			continue
+			weak[addr] = f[5]
+		}
+	}
+	for addr, sym := range weak {
+		// weak-definition coalescing: dyld rebinds the slot to the first definition in load
+		// order; a regular bind at the same slot is what the static linker found
+		b := objdumpBind{dylib: "weak", symbol: sym}
+		if prev, ok := res[addr]; ok {
+			b.linked = prev.dylib
 		}
 		res[addr] = b
 	}
@@ -290,6 +295,7 @@ func crossCheckSlice(t *testing.T, file string, fat bool, s *FileSlice) {
 	default:
 		return // object files: nothing is bound yet
 	}
+	var nmLibs map[string]string
 	for _, sl := range slots {
 		if sl.Symbol == "" {
 			if b, ok := binds[sl.Addr]; ok {
@@ -307,6 +313,23 @@ func crossCheckSlice(t *testing.T, file string, fat bool, s *FileSlice) {
 		}
 		if b.linked != "" && !objdumpLibraryMatches(b.linked, sl.LinkedLibrary) {
 			t.Errorf("%s [%s] %s slot %#x: %s coalesced, linked from %s; objdump's regular bind is from %s", file, s.Arch, sl.Section.FullName(), sl.Addr, sl.Symbol, sl.LinkedLibrary, b.linked)
+		}
+		if b.dylib == "weak" && b.linked == "" && img.Fixups.Style == "classic" {
+			// coalesced by the weak-bind table alone: the symbol table says where the linker
+			// found it, llvm-nm -m too (an undefined symbol's library; defined: this image)
+			if nmLibs == nil {
+				nmLibs = nmLibraries(t, file, s.Arch, fat)
+			}
+			want, undefined := nmLibs[sl.Symbol]
+			if !undefined {
+				want = "this-image"
+			}
+			if !objdumpLibraryMatches(want, sl.LinkedLibrary) {
+				t.Errorf("%s [%s] %s slot %#x: %s coalesced, linked from %s; llvm-nm -m says %s", file, s.Arch, sl.Section.FullName(), sl.Addr, sl.Symbol, sl.LinkedLibrary, want)
+			}
+		}
+		if sl.LinkedLibrary == "weak" {
+			t.Errorf("%s [%s] %s slot %#x: %s linked from \"weak\": linked_library names where the linker found it", file, s.Arch, sl.Section.FullName(), sl.Addr, sl.Symbol)
 		}
 		if sl.Ordinal == WeakLookupOrdinal && sl.LinkedLibrary == "" {
 			t.Errorf("%s [%s] %s slot %#x: %s coalesced, but no linked library", file, s.Arch, sl.Section.FullName(), sl.Addr, sl.Symbol)

@@ -133,50 +133,82 @@ func TestSpecialOrdinals(t *testing.T) {
 	}
 }
 
-// TestWeakCoalescedLinkedLibrary: in a real C++ binary (parcel's watcher.node, ld64), the
-// imports of operator new/delete and typeinfo that the weak-bind table coalesces are "weak",
-// linked from libc++, and selected by a Library filter of "weak" or "libc++.1.dylib".
+// TestWeakCoalescedLinkedLibrary: in real C++ binaries linked by ld64 with classic dyld info,
+// the imports of operator new/delete and typeinfo that the weak-bind table coalesces over a
+// regular bind are "weak", linked from libc++, and selected by a Library filter of "weak" or
+// "libc++.1.dylib": parcel's watcher.node (bundles), libvips-cpp (a dylib) and leveldown's
+// universal addon, whose bind and weak-bind tables each list every such slot twice.
 func TestWeakCoalescedLinkedLibrary(t *testing.T) {
-	var files []string
+	found := map[string][]string{}
 	for _, f := range testfiles.Corpus(t) {
-		if strings.Contains(filepath.Base(f), "parcel-watcher") {
-			files = append(files, f)
-		}
-	}
-	if len(files) == 0 {
-		t.Fatal("no parcel-watcher binary in the corpus: run `make corpus`")
-	}
-	for _, file := range files {
-		d, err := DumpFile(file, DumpOptions{Symbol: "__Znwm"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps := d.Slices[0].Pointers
-		if len(ps) == 0 {
-			t.Fatalf("%s: no slot for operator new", file)
-		}
-		for _, p := range ps {
-			if p.Library != "weak" || p.Ordinal != WeakLookupOrdinal || p.LinkedLibrary != "/usr/lib/libc++.1.dylib" {
-				t.Errorf("%s: operator new slot %s: library %q ordinal %d linked %q", file, p.Address, p.Library, p.Ordinal, p.LinkedLibrary)
+		for _, p := range []string{"parcel-watcher", "libvips-cpp", "leveldown"} {
+			if strings.HasPrefix(filepath.Base(f), p) {
+				found[p] = append(found[p], f)
 			}
 		}
-		img, err := simdyld.Load(file, simdyld.Options{})
+	}
+	var files []string
+	for _, p := range []string{"parcel-watcher", "libvips-cpp", "leveldown"} {
+		if len(found[p]) == 0 {
+			t.Fatalf("no %s binary in the corpus: run `make corpus`", p)
+		}
+		files = append(files, found[p]...)
+	}
+	for _, file := range files {
+		d, err := DumpFile(file, DumpOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := loadedOf(img)
-		r := NewRebinder(&simRuntime{})
-		for filter, want := range map[string]int{"weak": len(ps), "libc++.1.dylib": len(ps), "/usr/lib/libc++.1.dylib": len(ps), "libSystem.B.dylib": 0} {
-			h, err := r.RebindImage(l, Rebinding{Name: "__Znwm", Replacement: 0x5150_0000_0300, Library: filter})
+		for _, sl := range d.Slices {
+			checkWeakCoalescedSlice(t, file, sl)
+		}
+	}
+}
+
+func checkWeakCoalescedSlice(t *testing.T, file string, sl SliceDump) {
+	const libcxx = "/usr/lib/libc++.1.dylib"
+	where := filepath.Base(file) + " [" + sl.Arch + "]"
+	var ps []PointerDump
+	for _, p := range sl.Pointers {
+		if p.LinkedLibrary == "weak" {
+			t.Errorf("%s: %s at %s linked from \"weak\"", where, p.Symbol, p.Address)
+		}
+		if p.Symbol == "__Znwm" || p.Symbol == "__ZdlPv" {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) == 0 {
+		t.Fatalf("%s: no slot for operator new or delete", where)
+	}
+	for _, p := range ps {
+		if p.Library != "weak" || p.Ordinal != WeakLookupOrdinal || p.LinkedLibrary != libcxx {
+			t.Errorf("%s: %s slot %s: library %q ordinal %d linked %q, want weak -3 %s", where, p.Symbol, p.Address, p.Library, p.Ordinal, p.LinkedLibrary, libcxx)
+		}
+	}
+	img, err := simdyld.Load(file, simdyld.Options{Arch: sl.Arch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	l := loadedOf(img)
+	r := NewRebinder(&simRuntime{})
+	for _, sym := range []string{"__Znwm", "__ZdlPv"} {
+		n := 0
+		for _, p := range ps {
+			if p.Symbol == sym {
+				n++
+			}
+		}
+		for filter, want := range map[string]int{"weak": n, "libc++.1.dylib": n, libcxx: n, "libSystem.B.dylib": 0} {
+			h, err := r.RebindImage(l, Rebinding{Name: sym, Replacement: 0x5150_0000_0300, Library: filter})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if h.Slots() != want {
-				t.Errorf("%s: Library %q rebound %d operator new slots, want %d", file, filter, h.Slots(), want)
+				t.Errorf("%s: Library %q rebound %d %s slots, want %d", where, filter, h.Slots(), sym, want)
 			}
 			h.Undo()
 		}
-		img.Close()
 	}
 }
 

@@ -18,6 +18,13 @@ pins=(
 	# through the weak-bind table (weak-definition coalescing), with and without a regular bind.
 	"@parcel/watcher-darwin-arm64@2.6.0 4e668008969832fd9fa7d1fd250b9bf1f2420ec0f0637fc07324fe1b8f0e131a package/watcher.node parcel-watcher-darwin-arm64.node"
 	"@parcel/watcher-darwin-x64@2.6.0 70b77ba5fa39082435d171f505f1c903617ba8feef4291f4bbee65dabf9a1f59 package/watcher.node parcel-watcher-darwin-x64.node"
+	# A C++ dylib (libvips' C++ API, ld64-1167, macOS 11): operator new/delete and typeinfo
+	# (__Znwm, __ZdlPv, __ZTISt12length_error) bound in __got by a bind and a weak-bind entry,
+	# and its own exported weak definitions coalesced through the weak-bind table alone. 18 MB.
+	"@img/sharp-libvips-darwin-arm64@1.3.4 e8350e62344d027995ef46cdd97a5ea1c88bc54ab82ab8c3fcb0c076d839675f package/lib/libvips-cpp.8.18.7.dylib libvips-cpp-darwin-arm64.dylib"
+	# Universal x86_64 + arm64 node addon (ld64-711 on arm64): each operator new/delete slot of
+	# __la_symbol_ptr listed twice in the bind table and twice in the weak-bind table.
+	"leveldown@6.1.1 fe534f13e475826331c9cd59f279f073c3238e4db2ff2c930e17a786ba0f4f01 package/prebuilds/darwin-x64+arm64/node.napi.node leveldown-darwin-x64+arm64.node"
 	# The only real ld64 binary here with chained fixups (macOS 13 minimum; the others all use
 	# classic dyld info), with imports of lib ordinal -3 (BIND_SPECIAL_DYLIB_WEAK_LOOKUP). 88 MB.
 	"@oven/bun-darwin-aarch64@1.4.5 88c398ee13212e8b189119a2bddc7d240ae4f1252c1d0ae2ac1fd44c921fdcb1 package/bin/bun bun-darwin-arm64"
