@@ -1,10 +1,3 @@
-// Package tracer turns the interposer's per-thread records into something a person reads:
-// Chrome trace event JSON (Perfetto, chrome://tracing), pprof profiles and folded stacks.
-//
-// Records come from a versioned raw dump (what the library writes at exit, and how traces come
-// off an iPhone) and are processed as a stream: a thread's records arrive in the order calls
-// ended (children before their parent), which is exactly the order in which self time can be
-// computed without holding the tree.
 package tracer
 
 import (
