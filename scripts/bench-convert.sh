@@ -78,13 +78,22 @@ awk -v c="$calls" -v s="$ssize" -v w="$rwall" -v r="$rrss" -v pw="$pwall" -v pr=
 	printf "recorded: %d calls, stream %.1f MB (%.2f bytes/call); traced run %.2f s, peak RSS %d MiB (untraced %.2f s, %d MiB)\n",
 		c, s / 1e6, s / c, w, r / 1024, pw, pr / 1024 }'
 echo
-printf '%-18s %8s %8s %12s %14s %14s %10s\n' "machobind trace" "wall s" "cpu s" "M calls/s" "peak RSS MiB" "output bytes" "bytes/call"
-for ext in pftrace json speedscope.json pb.gz folded svg; do
+printf '%-22s %8s %8s %12s %14s %14s %10s\n' "machobind trace" "wall s" "cpu s" "M calls/s" "peak RSS MiB" "output bytes" "bytes/call"
+# the timelines keep a budget of calls by default (the longest; the rest folded into their
+# callers): "all" rows convert every call (--max-calls all), as before budgets existed
+convs=(pftrace json speedscope.json pb.gz folded svg)
+if bin/machobind trace -h 2>&1 | grep -q -- -max-calls; then
+	convs+=("json all" "speedscope.json all")
+fi
+for conv in "${convs[@]}"; do
+	read -r ext every <<<"$conv"
 	out=$dir/run.$ext
+	flags=()
+	[ -z "$every" ] || flags=(--max-calls all)
 	walls=() rsses=() cpus=()
 	for ((i = 0; i < reps; i++)); do
 		rm -f "$out"
-		read -r w r u <<<"$(timed /dev/null bin/machobind trace "$stream" -o "$out")"
+		read -r w r u <<<"$(timed /dev/null bin/machobind trace "$stream" -o "$out" "${flags[@]}")"
 		walls+=("$w")
 		rsses+=("$r")
 		cpus+=("$u")
@@ -93,9 +102,9 @@ for ext in pftrace json speedscope.json pb.gz folded svg; do
 	r=$(printf '%s\n' "${rsses[@]}" | median)
 	u=$(printf '%s\n' "${cpus[@]}" | median)
 	size=$(stat -c %s "$out")
-	awk -v e=".$ext" -v w="$w" -v u="$u" -v r="$r" -v s="$size" -v c="$calls" 'BEGIN {
-		printf "%-18s %8.2f %8.2f %12.2f %14.0f %14d %10.2f\n", e, w, u, (w > 0 ? c / w / 1e6 : 0), r / 1024, s, s / c }'
-	if [ "$ext" = json ]; then
+	awk -v e=".$ext${every:+ $every}" -v w="$w" -v u="$u" -v r="$r" -v s="$size" -v c="$calls" 'BEGIN {
+		printf "%-22s %8.2f %8.2f %12.2f %14.0f %14d %10.2f\n", e, w, u, (w > 0 ? c / w / 1e6 : 0), r / 1024, s, s / c }'
+	if [ "$ext" = json ] && [ -z "$every" ]; then
 		# the converter's own count (otherData.calls) is the recorder's
 		got=$(tail -c 400 "$out" | sed -n 's/.*"otherData":{"calls":\([0-9]*\).*/\1/p')
 		[ "$got" = "$calls" ] || { echo "bench-convert: the JSON's otherData.calls is $got, the recorder's $calls" >&2; exit 1; }
