@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -127,6 +128,7 @@ type PerfettoSink struct {
 	lost    uint64
 
 	scratch []byte
+	cache   [1 << pfCacheBits]pfNameSlot
 
 	zp *pfCompressor // nil until a batch is full
 }
@@ -160,6 +162,14 @@ func appendUint(b []byte, num protowire.Number, v uint64) []byte {
 func appendStr(b []byte, num protowire.Number, v string) []byte {
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	return protowire.AppendString(b, v)
+}
+
+// appendVarint is protowire.AppendVarint, inlined for the one-byte values of the hot path.
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
 }
 
 // Tags of the hot path, encoded.
@@ -216,7 +226,7 @@ func (s *PerfettoSink) packet(body []byte) {
 func (s *PerfettoSink) time(b []byte, ts uint64) []byte {
 	if ts >= s.last {
 		b = append(b, tagTimestamp)
-		b = protowire.AppendVarint(b, ts-s.last)
+		b = appendVarint(b, ts-s.last)
 		s.last = ts
 		return b
 	}
@@ -225,12 +235,33 @@ func (s *PerfettoSink) time(b []byte, ts uint64) []byte {
 }
 
 // iid returns name's interned id, and whether the current sequence has yet to be told it.
+// The readers hand out one string per method: a cache keyed by where the string is spares
+// most calls hashing the name (a slot holds its string, so the memory is never another's).
 func (s *PerfettoSink) iid(name string) (uint64, bool) {
-	iid, ok := s.names[name]
-	if !ok {
-		iid = s.newName(name)
+	if len(name) == 0 { // not cached: an empty slot is an empty name
+		iid, ok := s.names[name]
+		if !ok {
+			iid = s.newName(name)
+		}
+		return iid, s.tell(iid)
 	}
-	return iid, s.tell(iid)
+	p := unsafe.StringData(name)
+	slot := &s.cache[uint64(uintptr(unsafe.Pointer(p)))*0x9e3779b97f4a7c15>>(64-pfCacheBits)]
+	if len(slot.name) != len(name) || unsafe.StringData(slot.name) != p {
+		iid, ok := s.names[name]
+		if !ok {
+			iid = s.newName(name)
+		}
+		slot.name, slot.iid = name, iid
+	}
+	return slot.iid, s.tell(slot.iid)
+}
+
+const pfCacheBits = 12
+
+type pfNameSlot struct {
+	name string
+	iid  uint64
 }
 
 // iidBytes is iid for a name in bytes (allocating only for a new name).
@@ -359,8 +390,16 @@ func (t perfettoTree) Enter(c *Call, _ int) error {
 	// the parts that vary last, so that the packet repeats an earlier one as far as can be
 	b = append(b, tagPacket, 0)
 	b = append(b, s.seqTag...)
-	b = append(b, tagFlags, pfSeqNeedsIncrement, tagEvent, byte(3+protowire.SizeVarint(iid)), tagType, pfSliceBegin, tagNameIID)
-	b = protowire.AppendVarint(b, iid)
+	if iid < 0x4000 { // the varint by hand: most are 2 bytes
+		if iid < 0x80 {
+			b = append(b, tagFlags, pfSeqNeedsIncrement, tagEvent, 4, tagType, pfSliceBegin, tagNameIID, byte(iid))
+		} else {
+			b = append(b, tagFlags, pfSeqNeedsIncrement, tagEvent, 5, tagType, pfSliceBegin, tagNameIID, byte(iid)|0x80, byte(iid>>7))
+		}
+	} else {
+		b = append(b, tagFlags, pfSeqNeedsIncrement, tagEvent, byte(3+protowire.SizeVarint(iid)), tagType, pfSliceBegin, tagNameIID)
+		b = protowire.AppendVarint(b, iid)
+	}
 	b = s.time(b, c.StartNanos)
 	if tell {
 		b = s.appendInterned(b, iid)
@@ -399,7 +438,15 @@ func (t perfettoTree) Exit(c *Call, _ int) error {
 	b = append(b, tagPacket, 0)
 	b = append(b, s.seqTag...)
 	b = append(b, tagFlags, pfSeqNeedsIncrement, tagEvent, 2, tagType, pfSliceEnd, tagTimestamp)
-	b = protowire.AppendVarint(b, ts-s.last)
+	if d := ts - s.last; d < 0x4000 { // the varint by hand: most are 1 or 2 bytes
+		if d < 0x80 {
+			b = append(b, byte(d))
+		} else {
+			b = append(b, byte(d)|0x80, byte(d>>7))
+		}
+	} else {
+		b = protowire.AppendVarint(b, d)
+	}
 	s.last = ts
 	b[start+1] = byte(len(b) - start - 2)
 	s.buf = b

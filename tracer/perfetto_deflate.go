@@ -236,5 +236,27 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 		acc >>= 8
 		nacc -= min(nacc, 8)
 	}
+	if len(out)-len(dst) > len(raw)+64 {
+		// Fixed codes take 9 bits for a byte over 143: on bytes that do not repeat, stored
+		// blocks are smaller, and keep a batch's packet under Perfetto's 512 KB.
+		out = pfStored(dst, raw)
+	}
 	return binary.BigEndian.AppendUint32(out, adler32.Checksum(raw))
+}
+
+// pfStored appends to dst a zlib header and raw in stored deflate blocks (5 bytes a block of
+// at most 65,535).
+func pfStored(dst, raw []byte) []byte {
+	out := append(dst, 0x78, 0x01)
+	for first := true; first || len(raw) > 0; first = false {
+		n := min(len(raw), 65535)
+		final := byte(0)
+		if n == len(raw) {
+			final = 1
+		}
+		out = append(out, final, byte(n), byte(n>>8), ^byte(n), ^byte(n>>8))
+		out = append(out, raw[:n]...)
+		raw = raw[n:]
+	}
+	return out
 }

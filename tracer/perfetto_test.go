@@ -636,7 +636,8 @@ func TestPerfettoTimeBack(t *testing.T) {
 
 // TestPerfettoDeflate: pfDeflater's streams inflate to their input, whatever the packets and
 // what is said of them: runs of identical packets (copies longer than 258, overlapping),
-// batches longer than the 32 KiB window, shapes and names that lie.
+// batches longer than the 32 KiB window, shapes and names that lie, bytes that do not
+// compress (stored, never much bigger than they are).
 func TestPerfettoDeflate(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	var df pfDeflater
@@ -668,7 +669,15 @@ func TestPerfettoDeflate(t *testing.T) {
 			raw = append(raw, p...)
 			prev = p
 		}
+		if round%50 == 7 { // bytes that do not repeat, over 143: stored blocks
+			for k := range raw {
+				raw[k] = byte(144 + r.IntN(112))
+			}
+		}
 		z := df.compress(nil, raw, pkts)
+		if len(z) > len(raw)+64+5*(len(raw)/65535+1) {
+			t.Errorf("round %d: %d bytes compressed to %d", round, len(raw), len(z))
+		}
 		zr, err := zlib.NewReader(bytes.NewReader(z))
 		if err != nil {
 			t.Fatal(err)
