@@ -77,9 +77,9 @@ const (
 )
 
 // pfBatchBytes is how many bytes of packets go into one compressed_packets: Perfetto wants
-// each such packet under 512 KB (trace_packet.proto), and deflate never grows its input by
-// more than a few bytes per 64 KiB, so a batch cut past this (by at most one packet) stays
-// under it compressed.
+// each such packet under 512 KB (trace_packet.proto), and neither pfDeflater nor
+// compress/zlib grows its input by more than a few bytes per 64 KiB (both fall back to
+// stored blocks), so a batch cut past this (by one packet) stays under it compressed.
 const pfBatchBytes = 448 << 10
 
 // PerfettoSink writes Perfetto's native protobuf trace (NAME.pftrace; ui.perfetto.dev opens
