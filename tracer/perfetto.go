@@ -128,6 +128,7 @@ type PerfettoSink struct {
 	lost    uint64
 
 	scratch []byte
+	fold    FoldReport
 	cache   [1 << pfCacheBits]pfNameSlot
 
 	zp *pfCompressor // nil until a batch is full
@@ -425,10 +426,13 @@ func (t perfettoTree) Exit(c *Call, _ int) error {
 		return s.err // a slice that did not end
 	}
 	ts := c.StartNanos + c.DurNanos
-	if c.Flags&FlagUnwound != 0 || ts < s.last {
+	if c.Flags&FlagUnwound != 0 || ts < s.last || c.Folded > 0 {
 		var extra []byte
 		if c.Flags&FlagUnwound != 0 {
 			extra = pfUnwound
+		}
+		if c.Folded > 0 { // the calls the budget folded into it: folded_calls=N
+			extra = append(append([]byte(nil), extra...), appendMsg(nil, pfEventDebug, appendUint(appendStr(nil, pfDebugName, "folded_calls"), pfDebugUint, c.Folded))...)
 		}
 		s.event(ts, pfSliceEnd, 0, false, 0, extra)
 		return s.err

@@ -495,3 +495,37 @@ func TestTimelineBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestTimelineBudgetFormats: each timeline format keeps its budget and says so; Perfetto and
+// Chrome JSON mark the calls that took in folded ones.
+func TestTimelineBudgetFormats(t *testing.T) {
+	r := rand.New(rand.NewSource(12))
+	tick := uint64(10)
+	evs, _ := runloopShaped(r, 100, 50_000, 60, &tick, false, true)
+	b := writeThreads(t, r, [][]StreamEvent{evs}, 2046, false)
+	for _, format := range []string{"json", "perfetto", "speedscope"} {
+		var out bytes.Buffer
+		s, err := NewSink(format, &out, Meta{Budget: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := Folded(s)
+		if rep == nil || rep.Kept > 500 || rep.Kept < 250 || rep.Kept+rep.Folded != tot.Calls || rep.FoldNanos == 0 {
+			t.Fatalf("%s: %+v of %d calls", format, rep, tot.Calls)
+		}
+		if format == "json" && !bytes.Contains(out.Bytes(), []byte(`"folded_calls":`)) {
+			t.Errorf("json: no folded_calls")
+		}
+		s, _ = NewSink(format, &out, Meta{Budget: -1})
+		if _, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s); err != nil || Folded(s).FoldNanos != 0 {
+			t.Fatalf("%s: every call: %+v %v", format, Folded(s), err)
+		}
+	}
+	if Folded(NewFoldedSink(&bytes.Buffer{})) != nil {
+		t.Error("folded stacks have no budget")
+	}
+}
