@@ -6,7 +6,7 @@ FIXTURES := testdata/fixtures
 CORPUS := testdata/corpus
 FUZZTIME ?= 60s
 
-.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-viewers bench-convert cross clean
+.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-viewers bench-convert cross clean
 
 all: build
 
@@ -47,7 +47,7 @@ fuzz: fixtures
 	$(GO) test ./machobind -run '^$$' -fuzz '^FuzzDump$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1
 	$(GO) test ./tracer -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1
 
-bench: bench-dump bench-rebind bench-interposer bench-tracer bench-startup
+bench: bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost
 
 # Raw trace (10,000,000 records) to Chrome JSON: records/s and peak RSS; 4,000,000 calls read
 # from a stream against the same calls from a raw dump (calls/s, bytes/call).
@@ -73,6 +73,12 @@ bench-interposer: setup
 # What preloading the library costs a process: /bin/true alone vs preloaded.
 bench-startup: build
 	bash scripts/bench-startup.sh
+
+# The fixed cost of a traced process: a small gnustep-base program (testdata/gnustep/startup.m)
+# from exec to exit, untraced and traced (default selection, MSGTRACE_METHODS=all), alternated,
+# medians (RUNS=30).
+bench-fixedcost: build
+	bash scripts/bench-fixedcost.sh $${RUNS:-30}
 
 # Time `machobind dump --json` against llvm-objdump on the largest corpus binary.
 bench-dump: build corpus

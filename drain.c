@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,9 @@ static int fd = -1;
 static int file_failed;             /* the file could not be created: nothing more is tried */
 static uint64_t lost_bytes, written_calls, written_marks;
 static uint64_t rate_num, rate_den; /* ns = ticks * num / den */
+static int rate_final;              /* the rate is the hardware's or the kernel's, or measured over 1 s */
+static int rate_news;               /* the rate changed: a clock frame says so */
+static uint64_t cal_tick, cal_ns;   /* calibration: the counter and the clock when the stream started */
 static uint64_t last_clock_ns;
 static pthread_t drain_thread;
 static pthread_mutex_t drain_mu = PTHREAD_MUTEX_INITIALIZER; /* held during a pass */
@@ -56,6 +60,7 @@ static int ring_mode;
 static volatile uint64_t drain_cpu; /* the drain thread's CPU time as of its last pass */
 static volatile int dump_req;
 static int namer_looked_up;
+static int wake_fd[2] = {-1, -1};  /* the drain waits on the read end; a byte written wakes it */
 
 static uint64_t mono_ns(void) {
 	struct timespec ts;
@@ -536,7 +541,16 @@ static void announce(struct mt_thread_info *i, int recheck) {
 }
 
 /* Encodes records [from, to) of a thread as one events frame (methods named first). */
+/* A call shorter than MSGTRACE_MIN_US, recorded before the threshold applied (the tick rate
+ * was not known yet): left out as the interposer leaves out the later ones. */
+static int too_short(const struct mt_record *r, uint64_t min_ticks) {
+	return min_ticks && !(r->cls >> FLAG_SHIFT & F_MARK) && (r->end >= r->start ? r->end - r->start : 0) < min_ticks;
+}
+
 static void encode(struct mt_thread_info *i, const struct mt_record *from, const struct mt_record *to) {
+	uint64_t min_ticks = __atomic_load_n(&msgtrace_min_ticks, __ATOMIC_RELAXED);
+	while (from < to && too_short(from, min_ticks))
+		from++;
 	if (from >= to)
 		return;
 	announce(i, 0);
@@ -547,6 +561,8 @@ static void encode(struct mt_thread_info *i, const struct mt_record *from, const
 	put_u64(b, prev);
 	for (const struct mt_record *r = from; r < to; r++) {
 		uint64_t flags = r->cls >> FLAG_SHIFT, end = r->end, dur = end >= r->start ? end - r->start : 0;
+		if (too_short(r, min_ticks))
+			continue;
 		if (flags & F_MARK) {
 			put_uv(b, (r->cls & 0xffff) << 2 | 2);
 			put_v(b, (int64_t)(end - prev));
@@ -651,6 +667,7 @@ static void final_marks(struct mt_thread_info *i) {
  * thread keeps, its partial chunk, its open calls, and per thread how much was overwritten. */
 #define RING_SHARE 2
 static void end_frame(void);
+static void calibrate(void);
 struct ring {
 	struct ring *next;
 	struct mt_chunk *head, *tail;    /* kept chunks, oldest first (qnext) */
@@ -803,6 +820,20 @@ static void forget(struct mt_thread_info *i) {
 	free(i);
 }
 
+/* Keeps faulted-in chunks ahead of the threads (first touch is the expensive part: better the
+ * drain than a recording thread): twice as many as are in use, 4 at least, up to low. A
+ * program that records little faults in (and tears down at exit) little. */
+static void grow_pool(uint32_t low) {
+	uint32_t made = msgtrace_pool_made(), free_ = msgtrace_pool_free_count();
+	uint32_t want = 2 * (made > free_ ? made - free_ : 0);
+	if (want < 4)
+		want = 4;
+	if (want > low)
+		want = low;
+	while (msgtrace_pool_free_count() < want && msgtrace_pool_grow(1) == 1)
+		;
+}
+
 /* Handed-over chunks, each thread's oldest first: encoded (kept in ring mode) and returned. */
 static void take_handed(void) {
 	for (struct mt_chunk *c = msgtrace_take_handed(), *n; c; c = n) {
@@ -891,6 +922,17 @@ static int collect(int force, int final, int names, int retry) {
 /* One pass: handed-over chunks encoded and returned; every period (or when forced) the quiet
  * threads' partial chunks and open calls; exited threads freed; the pool topped up. */
 static void pass(int force, int final) {
+	if (min_us > 0 && !rate_num) {
+		/* calls shorter than MSGTRACE_MIN_US recorded before the rate was known are left out
+		 * as they are encoded: nothing is encoded before (2 ms after the start at most) */
+		calibrate();
+		while (!rate_num && force) {
+			sleep_ms(1);
+			calibrate();
+		}
+		if (!rate_num)
+			return;
+	}
 	take_handed();
 	uint64_t now = mono_ns();
 	uint32_t low = msgtrace_pool_cap() / 8;
@@ -941,11 +983,11 @@ static void pass(int force, int final) {
 			skipped = collect(force, final, 0, 1);
 		}
 	}
-	/* keep faulted-in chunks ahead of the threads */
-	while (msgtrace_pool_free_count() < low && msgtrace_pool_grow(1) == 1)
-		;
-	if ((out.n || fd >= 0) && now - last_clock_ns >= 1000000000ull && !file_failed && fd >= 0)
+	grow_pool(low);
+	if ((out.n || fd >= 0) && (now - last_clock_ns >= 1000000000ull || rate_news) && !file_failed && fd >= 0) {
 		clock_frame();
+		rate_news = 0;
+	}
 	write_out();
 }
 
@@ -1010,15 +1052,11 @@ static int known_rate(void) {
 #endif
 }
 
-/* Measured against the monotonic clock over ms milliseconds. */
-static void measure_rate(long ms) {
-	uint64_t t0 = msgtrace_now_ticks(), m0 = mono_ns();
-	sleep_ms(ms);
-	uint64_t t1 = msgtrace_now_ticks(), m1 = mono_ns();
-	if (t1 > t0 && m1 > m0) {
-		rate_num = m1 - m0;
-		rate_den = t1 - t0;
-	}
+/* The counter and the monotonic clock read together: the counter's midpoint around the clock. */
+static void clock_pair(uint64_t *tick, uint64_t *ns) {
+	uint64_t a = msgtrace_now_ticks(), m = mono_ns(), b = msgtrace_now_ticks();
+	*tick = a + (b - a) / 2;
+	*ns = m;
 }
 
 static void apply_min_us(void) {
@@ -1026,15 +1064,76 @@ static void apply_min_us(void) {
 		__atomic_store_n(&msgtrace_min_ticks, (uint64_t)(min_us * 1000.0 * (double)rate_den / (double)rate_num), __ATOMIC_RELAXED);
 }
 
+/* Where neither the hardware nor the kernel says, the counter's rate is measured without
+ * waiting for it: against the monotonic clock, from the stream's start to now, as the drain
+ * runs (2 ms of it give 1e-4, what MSGTRACE_MIN_US needs; refined until a second has passed).
+ * Until then calls are recorded whatever their length, and the reader converts ticks through
+ * the clock frames (every one carries the rate as known then). */
+static void calibrate(void) {
+	if (rate_final || !cal_ns)
+		return;
+	uint64_t t, m;
+	clock_pair(&t, &m);
+	if (t <= cal_tick || m < cal_ns + 2000000ull)
+		return;
+	uint64_t dm = m - cal_ns;
+	if (rate_num && dm < 2 * rate_num) /* refine at 2x, 4x, ... the last span */
+		return;
+	rate_num = dm;
+	rate_den = t - cal_tick;
+	rate_final = dm >= 1000000000ull;
+	rate_news = 1;
+	apply_min_us();
+}
+
+/* Wakes the drain now (async-signal-safe: a write to a pipe). */
+void msgtrace_drain_wake(void) {
+	if (wake_fd[1] >= 0) {
+		char b = 1;
+		ssize_t r = write(wake_fd[1], &b, 1); /* a full pipe wakes it as well */
+		(void)r;
+	}
+}
+
+/* Waits up to ms for a wake-up. */
+static void drain_wait(int ms) {
+	if (wake_fd[0] < 0) {
+		sleep_ms(ms);
+		return;
+	}
+	struct pollfd p = {wake_fd[0], POLLIN, 0};
+	if (poll(&p, 1, ms) > 0) {
+		char b[64];
+		while (read(wake_fd[0], b, sizeof b) > 0)
+			;
+	}
+}
+
+static void make_wake_pipe(void) {
+	if (wake_fd[0] >= 0)
+		close(wake_fd[0]);
+	if (wake_fd[1] >= 0)
+		close(wake_fd[1]);
+	wake_fd[0] = wake_fd[1] = -1;
+	int p[2];
+	if (pipe(p) != 0)
+		return;
+	for (int k = 0; k < 2; k++) {
+		fcntl(p[k], F_SETFD, FD_CLOEXEC);
+		fcntl(p[k], F_SETFL, fcntl(p[k], F_GETFL) | O_NONBLOCK);
+	}
+	wake_fd[0] = p[0];
+	wake_fd[1] = p[1];
+}
+
 static void *drain_main(void *arg) {
 	(void)arg;
 	msgtrace_set_untraced_self();
-	if (!rate_num) {
-		measure_rate(20);
+	if (!rate_final && (rate_final = known_rate()))
 		apply_min_us();
-	}
 	int idle = 0;
 	while (!stop_req) {
+		calibrate();
 		pthread_mutex_lock(&req_mu);
 		uint64_t want = req_seq;
 		pthread_mutex_unlock(&req_mu);
@@ -1056,13 +1155,13 @@ static void *drain_main(void *arg) {
 			pthread_cond_broadcast(&req_cv);
 			pthread_mutex_unlock(&req_mu);
 		}
-		if (msgtrace_drain_urgent) {
-			msgtrace_drain_urgent = 0;
+		if (__atomic_exchange_n(&msgtrace_drain_urgent, 0, __ATOMIC_ACQ_REL)) {
 			idle = 0;
 			continue;
 		}
-		struct timespec ts = {0, (idle ? 10 : 1) * 1000000L};
-		nanosleep(&ts, NULL);
+		if (stop_req)
+			break;
+		drain_wait(idle ? 10 : 1); /* a flush, the exit, a crash or a waiting thread wakes it */
 		idle = 1; /* a quiet period: sleep longer until a chunk comes */
 		if (msgtrace_pool_free_count() + 4 < msgtrace_pool_made())
 			idle = 0;
@@ -1081,7 +1180,8 @@ static void on_signal(int sig, siginfo_t *info, void *uc) {
 	if (__atomic_exchange_n(&handling, 1, __ATOMIC_ACQ_REL) == 0 && msgtrace_drain_running &&
 	    !pthread_equal(pthread_self(), drain_thread)) {
 		crash_req = 1; /* the drain writes what it can: partial chunks, open calls */
-		msgtrace_drain_urgent = 1;
+		__atomic_store_n(&msgtrace_drain_urgent, 1, __ATOMIC_RELEASE);
+		msgtrace_drain_wake();
 		for (int k = 0; k < 1000 && !crash_done; k++) { /* 5 s at most: qemu on a loaded machine */
 			struct timespec ts = {0, 5000000L};
 			nanosleep(&ts, NULL);
@@ -1105,7 +1205,8 @@ static void on_signal(int sig, siginfo_t *info, void *uc) {
 
 static void on_dump_signal(int sig) {
 	(void)sig;
-	dump_req = 1; /* the drain writes the ring within 10 ms */
+	dump_req = 1; /* the drain writes the ring now */
+	msgtrace_drain_wake();
 }
 
 static void install_signals(void) {
@@ -1144,6 +1245,7 @@ static void fork_child(void) {
 	pthread_mutex_init(&req_mu, NULL);
 	pthread_cond_init(&req_cv, NULL);
 	msgtrace_reset_after_fork();
+	make_wake_pipe(); /* the parent's would wake the parent's drain */
 	if (fd >= 0)
 		close(fd);
 	fd = -1;
@@ -1200,12 +1302,11 @@ int msgtrace_stream_start(const struct mt_stream_config *cfg) {
 	min_us = cfg->min_us;
 	ring_mode = cfg->ring;
 	started = 1;
-	/* MSGTRACE_MIN_US needs the rate before the first call: known, or measured here (10 ms,
-	 * once, only when a threshold is asked for); otherwise the drain measures it */
-	if (!known_rate() && min_us > 0)
-		measure_rate(10);
-	apply_min_us();
-	msgtrace_pool_grow(8);
+	/* the tick rate: the drain asks the hardware or the kernel, or measures it as it runs;
+	 * nothing here waits (calls shorter than MSGTRACE_MIN_US recorded before the rate is known
+	 * are left out as they are encoded) */
+	clock_pair(&cal_tick, &cal_ns);
+	make_wake_pipe();
 	start_thread();
 	if (!msgtrace_drain_running) {
 		snprintf(error_text, sizeof error_text, "cannot start the drain thread");
@@ -1232,6 +1333,7 @@ int msgtrace_stream_flush(void) {
 	}
 	pthread_mutex_lock(&req_mu);
 	uint64_t my = ++req_seq;
+	msgtrace_drain_wake();
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += 30;
@@ -1248,6 +1350,7 @@ int msgtrace_stream_close(void) {
 		return started ? 0 : -1;
 	if (msgtrace_drain_running && !pthread_equal(pthread_self(), drain_thread)) {
 		stop_req = 1;
+		msgtrace_drain_wake();
 		pthread_join(drain_thread, NULL);
 		msgtrace_drain_running = 0;
 	}

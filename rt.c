@@ -142,7 +142,7 @@ static int cfg_drop = 1; /* no drain yet: nothing would ever free a chunk */
 static uint64_t threads_registered, waits, wait_ticks;
 uint32_t msgtrace_chunk_records;
 volatile int msgtrace_drain_running;
-volatile int msgtrace_drain_urgent;
+int msgtrace_drain_urgent;
 
 /* ---- the pool ----
  * One reserved region, carved into chunks as they are needed (faulted in by the drain ahead of
@@ -373,7 +373,8 @@ static void next_chunk(struct mt_thread_info *i, int pending) {
 		c = pool_make();
 	if (!c && !__atomic_load_n(&cfg_drop, __ATOMIC_ACQUIRE) && msgtrace_drain_running) {
 		wait_start = msgtrace_now_ticks();
-		msgtrace_drain_urgent = 1;
+		if (!__atomic_exchange_n(&msgtrace_drain_urgent, 1, __ATOMIC_ACQ_REL))
+			msgtrace_drain_wake();
 		long us = 20;
 		while (!(c = msgtrace_pool_pop()) && msgtrace_drain_running) {
 			sleep_us(us);

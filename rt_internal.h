@@ -64,7 +64,7 @@ extern pthread_mutex_t msgtrace_registry_lock;
 extern struct mt_thread_info *msgtrace_registry;
 extern uint32_t msgtrace_chunk_records;        /* records per chunk */
 extern volatile int msgtrace_drain_running;
-extern volatile int msgtrace_drain_urgent;      /* a thread waits or the pool runs low */
+extern int msgtrace_drain_urgent;               /* a thread waits for a chunk (atomic) */
 extern uint64_t msgtrace_exited_totals[4];      /* records, marks, dropped, overflow of freed threads */
 
 /* Pool (rt.c). */
@@ -85,5 +85,6 @@ uint64_t msgtrace_thread_id(void);
 int msgtrace_claim_marks(struct mt_thread_info *i, struct mt_chunk *c, struct mt_record *cur, struct mt_record *out);
 void msgtrace_set_untraced_self(void);
 uint64_t msgtrace_stream_written(void);         /* drain.c */
+void msgtrace_drain_wake(void);                 /* drain.c: the drain runs a pass now (async-signal-safe) */
 uint64_t msgtrace_stream_lost_bytes(void);         /* this thread (the drain) is never traced */
 #endif

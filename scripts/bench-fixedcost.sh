@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The fixed cost of tracing a process: a small gnustep-base program (testdata/gnustep/startup.m,
+# ~50 ms, a few hundred calls) from exec to exit, untraced and preloaded with the library (the
+# stream written as the program runs: MSGTRACE_OUT=*.mtrace, no conversion at exit), at the
+# default selection (the app's own methods) and with MSGTRACE_METHODS=all; and, to tell the
+# parts apart, loaded but not installed (a bad MSGTRACE_MIN_US turns tracing off after the
+# library and its Go runtime started). Runs alternate (untraced, loaded, default, all,
+# untraced, ...) so that a drift of the machine's speed hits all alike; the medians of the wall
+# times and of the differences pair by pair are printed.
+#   bench-fixedcost.sh [RUNS] [BIN]   (RUNS: 30; BIN: bin, with libmsgtrace-preload.so)
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+runs=${1:-30}
+bin=${2:-$MSGTRACE_ROOT/bin}
+for f in libmsgtrace.so libmsgtrace-preload.so; do
+	[ -f "$bin/$f" ] || { echo "bench-fixedcost: $bin/$f missing (make build)" >&2; exit 1; }
+done
+command -v gnustep-config >/dev/null || { echo "bench-fixedcost: gnustep-config missing (make setup)" >&2; exit 1; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+# shellcheck disable=SC2046
+if ! gcc -std=gnu11 $(gnustep-config --objc-flags) -w -o "$dir/startup" "$MSGTRACE_ROOT/testdata/gnustep/startup.m" \
+	$(gnustep-config --base-libs) 2>"$dir/cc.txt"; then
+	cat "$dir/cc.txt" >&2
+	exit 1
+fi
+mkdir -p "$dir/home"
+export HOME=$dir/home
+
+# one run's wall time in microseconds (bash's clock around fork + exec + wait)
+run_us() {
+	local t0 t1
+	t0=$EPOCHREALTIME
+	"$@" >/dev/null 2>&1
+	t1=$EPOCHREALTIME
+	echo $(((${t1/./} - ${t0/./})))
+}
+plain=() load=() def=() all=()
+for ((i = 0; i < runs + 1; i++)); do # the first round warms the caches and is not counted
+	p=$(run_us env "$dir/startup") # through env as the others
+	l=$(run_us env LD_PRELOAD="$bin/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/l.mtrace" MSGTRACE_MIN_US=off "$dir/startup")
+	d=$(run_us env LD_PRELOAD="$bin/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/t.mtrace" MSGTRACE_QUIET=1 "$dir/startup")
+	a=$(run_us env LD_PRELOAD="$bin/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/a.mtrace" MSGTRACE_QUIET=1 \
+		MSGTRACE_METHODS=all "$dir/startup")
+	((i == 0)) && continue
+	plain+=("$p") load+=("$l") def+=("$d") all+=("$a")
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
+diffs() { # pairwise: $1-th array minus plain
+	local -n x=$1
+	for ((i = 0; i < ${#plain[@]}; i++)); do echo $((x[i] - plain[i])); done
+}
+ms() { awk -v u="$1" 'BEGIN {printf "%.1f ms", u / 1000}'; }
+mp=$(median "${plain[@]}") ml=$(median "${load[@]}") md=$(median "${def[@]}") ma=$(median "${all[@]}")
+dl=$(median $(diffs load)) dd=$(median $(diffs def)) da=$(median $(diffs all))
+echo "bench-fixedcost: startup.m, $runs runs each, median wall time"
+echo "  untraced                          $(ms "$mp")"
+echo "  loaded, tracing off (bad config)  $(ms "$ml")  (+$(ms "$dl") pair by pair)"
+echo "  traced, default selection         $(ms "$md")  (+$(ms "$dd") pair by pair)"
+echo "  traced, MSGTRACE_METHODS=all      $(ms "$ma")  (+$(ms "$da") pair by pair)"

@@ -1,0 +1,42 @@
+/* A small Foundation program (gnustep-base, gcc's GNU runtime) for the fixed cost of tracing a
+ * process: it starts, makes a few hundred calls into methods of its own (sorting 100 numbers
+ * with -[Num compare:], each calling -[Num value]) and Foundation, prints one line and exits.
+ * What it records does not matter; the time from exec to exit, traced and untraced, does
+ * (scripts/bench-startup.sh). */
+#import <Foundation/Foundation.h>
+#include <stdio.h>
+
+@interface Num : NSObject {
+	int v;
+}
+- (id)initWithValue:(int)x;
+- (int)value;
+- (NSComparisonResult)compare:(Num *)o;
+@end
+
+@implementation Num
+- (id)initWithValue:(int)x {
+	if ((self = [super init]))
+		v = x;
+	return self;
+}
+- (int)value {
+	return v;
+}
+- (NSComparisonResult)compare:(Num *)o {
+	int w = [o value];
+	return v < w ? NSOrderedAscending : v > w ? NSOrderedDescending : NSOrderedSame;
+}
+@end
+
+int main(void) {
+	NSAutoreleasePool *pool = [NSAutoreleasePool new];
+	NSMutableArray *a = [NSMutableArray array];
+	for (int i = 0; i < 100; i++)
+		[a addObject:[[[Num alloc] initWithValue:(i * 37) % 101] autorelease]];
+	[a sortUsingSelector:@selector(compare:)];
+	NSString *s = [NSString stringWithFormat:@"first %d last %d", [[a objectAtIndex:0] value], [[a lastObject] value]];
+	printf("%s\n", [s UTF8String]);
+	[pool drain];
+	return 0;
+}
