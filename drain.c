@@ -490,11 +490,19 @@ static uint32_t method_id(uint64_t cls, uint64_t sel) {
 	return id;
 }
 
+static int dumping;      /* a ring dump: methods frames go to pre, nothing is written before the end */
+static struct buf pre;
 static void flush_methods(void) {
-	if (methods.n) {
+	if (methods.n && dumping) { /* a ring dump: its methods frames come before all its events */
+		struct buf o = out;
+		out = pre;
 		frame(3, &methods);
-		methods.n = 0;
+		pre = out;
+		out = o;
+	} else if (methods.n) {
+		frame(3, &methods);
 	}
+	methods.n = 0;
 }
 
 /* ---- threads ---- */
@@ -582,7 +590,7 @@ static void encode(struct mt_thread_info *i, const struct mt_record *from, const
 	}
 	flush_methods();
 	frame(5, b);
-	if (out.n > (256u << 10))
+	if (out.n > (256u << 10) && !dumping)
 		write_out();
 }
 
@@ -660,139 +668,155 @@ static void final_marks(struct mt_thread_info *i) {
 }
 
 /* ---- ring mode (the flight recorder) ----
- * Handed-over chunks are kept per thread, oldest first, instead of being written. When the
- * pool runs low the drain takes back the oldest chunk of the thread that keeps the most (each
- * thread keeps RING_SHARE chunks before any is taken from it, so a chatty worker cannot evict
- * the main thread), counting what it overwrote. A dump writes a whole new file: what every
- * thread keeps, its partial chunk, its open calls, and per thread how much was overwritten. */
-#define RING_SHARE 2
+ * The threads keep their chunks in rings of their own and take them back themselves
+ * (rt_internal.h, rt.c): the drain only writes them, on msgtrace_stream_flush, at exit and on
+ * SIGUSR2. A dump is a whole new file: per thread how much was overwritten (a mark), what its
+ * ring keeps, its partial chunk, its open calls. The threads go on recording, and taking
+ * chunks back, while it is written: a thread's chunks are read newest first, each copied and
+ * kept only if the ring's head had not passed it meanwhile; the first one taken back ends the
+ * thread's part, whose overwritten count is then what the chunks before the oldest one kept
+ * held. The frames are put back in time order before they are written. */
 static void end_frame(void);
 static void calibrate(void);
-struct ring {
-	struct ring *next;
-	struct mt_chunk *head, *tail;    /* kept chunks, oldest first (qnext) */
-	uint32_t count;
-	int exited;
-	uint64_t overwritten, ow_start, ow_end;
-	struct mt_thread_info id;        /* identity for the frames (tid, name, main); last: it ends
-					  * in an empty shadow stack */
-};
-static struct ring *rings;
+static struct mt_record *dump_copy; /* one chunk's records */
+static struct buf rev;              /* a thread's frames in time order */
+static size_t *segs, nsegs, capsegs;
 
-static struct ring *ring_of(struct mt_thread_info *i) {
-	if (i->ring)
-		return i->ring;
-	struct ring *r = calloc(1, sizeof *r);
-	if (!r)
-		return NULL;
-	r->id.tid = i->tid;
-	r->id.main = i->main;
-	r->id.pt = i->pt;
-	memcpy(r->id.name, i->name, sizeof r->id.name);
-	r->next = rings;
-	rings = r;
-	i->ring = r;
-	return r;
+static int add_seg(size_t at) {
+	if (nsegs == capsegs) {
+		size_t cap = capsegs ? 2 * capsegs : 64;
+		size_t *p = realloc(segs, cap * sizeof *segs);
+		if (!p)
+			return -1;
+		segs = p;
+		capsegs = cap;
+	}
+	segs[nsegs++] = at;
+	return 0;
 }
 
-static void ring_keep(struct mt_chunk *c) {
-	struct ring *r = ring_of(c->owner);
-	if (!r) {
-		msgtrace_pool_push(c);
-		return;
-	}
-	c->qnext = NULL;
-	if (r->tail)
-		r->tail->qnext = c;
-	else
-		r->head = c;
-	r->tail = c;
-	r->count++;
-	if (c->last) {
-		r->exited = 1;
-		thread_name(c->owner, r->id.name, sizeof r->id.name);
-		c->owner->ring = NULL;
-	}
-}
-
-/* Takes back chunks while the pool is low: the oldest of the thread keeping the most. */
-static void ring_reclaim(uint32_t low) {
-	while (msgtrace_pool_free_count() < low && msgtrace_pool_made() >= msgtrace_pool_cap()) {
-		struct ring *v = NULL;
-		for (struct ring *r = rings; r; r = r->next)
-			if (r->count && (!v || (r->count > RING_SHARE) > (v->count > RING_SHARE) ||
-					 ((r->count > RING_SHARE) == (v->count > RING_SHARE) && r->count > v->count)))
-				v = r;
-		if (!v)
-			return;
-		struct mt_chunk *c = v->head;
-		v->head = c->qnext;
-		if (!v->head)
-			v->tail = NULL;
-		v->count--;
-		for (struct mt_record *r = c->rec; r < c->used; r++) {
-			if (r->cls >> FLAG_SHIFT & F_MARK)
-				continue;
-			if (!v->overwritten || r->start < v->ow_start)
-				v->ow_start = r->start;
-			if (r->end > v->ow_end)
-				v->ow_end = r->end;
-			v->overwritten++;
-		}
-		msgtrace_pool_push(c);
-	}
-	for (struct ring **pp = &rings; *pp;) { /* exited threads with nothing kept are gone */
-		struct ring *r = *pp;
-		if (r->exited && !r->count) {
-			*pp = r->next;
-			free(r);
-		} else {
-			pp = &r->next;
-		}
-	}
-}
-
-static void ring_thread(struct ring *r, struct mt_thread_info *live) {
-	struct mt_thread_info *id = live ? live : &r->id;
-	id->announced = 0;
-	if (r && r->overwritten) {
-		struct mt_record m = {r->ow_start, r->ow_end, (uint64_t)MARK_OVERWRITTEN | (uint64_t)F_MARK << FLAG_SHIFT, r->overwritten};
-		encode(id, &m, &m + 1);
-	}
-	for (struct mt_chunk *c = r ? r->head : NULL; c; c = c->qnext)
-		encode(id, c->rec, c->used);
+/* One try at a thread's frames; 0 when it put a chunk in between two reads or took back its
+ * partial chunk while it was read: what was written must be rolled back and read again. */
+static int ring_thread_once(struct mt_ring *r, struct mt_thread_info *live, struct mt_thread_info *id) {
+	uint32_t n = msgtrace_chunk_records;
+	uint64_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	struct mt_chunk *c = NULL;
+	struct mt_record *cur = NULL;
 	if (live) {
-		struct mt_chunk *c = __atomic_load_n(&live->chunk, __ATOMIC_ACQUIRE);
-		struct mt_record *cur = __atomic_load_n(&live->t.rec_cur, __ATOMIC_ACQUIRE);
-		if (c && cur > c->rec && cur <= c->rec + msgtrace_chunk_records)
-			encode(live, c->rec, cur);
+		c = __atomic_load_n(&live->chunk, __ATOMIC_ACQUIRE);
+		cur = __atomic_load_n(&live->t.rec_cur, __ATOMIC_ACQUIRE);
+		if (c && (c->seq != t || cur < c->rec || cur > c->rec + n))
+			return 0; /* it switched chunks between the reads */
+	}
+	/* the totals of every chunk before position t: what was overwritten if none is kept */
+	uint32_t s1 = __atomic_load_n(&r->seqlock, __ATOMIC_ACQUIRE);
+	uint64_t t2 = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
+	uint64_t calls = __atomic_load_n(&r->calls, __ATOMIC_RELAXED);
+	uint64_t first = __atomic_load_n(&r->first, __ATOMIC_RELAXED);
+	uint64_t last = __atomic_load_n(&r->last, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if ((s1 & 1) || t2 != t || __atomic_load_n(&r->seqlock, __ATOMIC_RELAXED) != s1)
+		return 0;
+	announce(id, 0);
+	size_t base = out.n;
+	nsegs = 0;
+	if (c) { /* the partial chunk: it may be put in the ring meanwhile, but not taken back */
+		struct mt_record *from = c->drained;
+		uint64_t m = from >= c->rec && cur >= from ? (uint64_t)(cur - from) : 0;
+		memcpy(dump_copy, from, m * sizeof *from);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&r->head, __ATOMIC_RELAXED) > t)
+			return 0;
+		if (add_seg(out.n) != 0)
+			return 0;
+		encode(id, dump_copy, dump_copy + m);
+	}
+	for (uint64_t p = t; p > 0; p--) { /* the kept chunks, newest first */
+		uint64_t q = p - 1;
+		if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) > q)
+			break;
+		struct mt_chunk *k = msgtrace_chunk_at(__atomic_load_n(&r->slots[q & r->mask], __ATOMIC_RELAXED));
+		struct mt_record *from = k->drained, *to = k->used;
+		uint64_t bc = k->before_calls, bf = k->before_first, bl = k->before_last;
+		int ok = from >= k->rec && to >= from && to <= k->rec + n;
+		uint64_t m = ok ? (uint64_t)(to - from) : 0;
+		memcpy(dump_copy, from, m * sizeof *from);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&r->head, __ATOMIC_RELAXED) > q || !ok)
+			break; /* taken back while it was read: it and the older ones were overwritten */
+		calls = bc, first = bf, last = bl;
+		if (add_seg(out.n) != 0)
+			return 0;
+		encode(id, dump_copy, dump_copy + m);
+	}
+	/* the overwritten mark, then the chunks oldest first */
+	rev.n = 0;
+	for (size_t k = nsegs, end = out.n; k-- > 0; end = segs[k])
+		put_bytes(&rev, out.p + segs[k], end - segs[k]);
+	out.n = base;
+	if (calls) {
+		struct mt_record mk = {first, last, (uint64_t)MARK_OVERWRITTEN | (uint64_t)F_MARK << FLAG_SHIFT, calls};
+		encode(id, &mk, &mk + 1);
+	}
+	put_bytes(&out, rev.p, rev.n);
+	return 1;
+}
+
+static void ring_thread(struct mt_ring *r) {
+	uint32_t st = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
+	if (st != RING_LIVE && st != RING_EXITED && st != RING_DONE)
+		return;
+	struct mt_thread_info *live = st == RING_LIVE && r->live && !__atomic_load_n(&r->live->exited, __ATOMIC_ACQUIRE) ? r->live : NULL;
+	struct mt_thread_info *id = live ? live : &r->id;
+	size_t at = out.n;
+	uint64_t calls = written_calls, marks = written_marks;
+	int ok = 0;
+	for (int k = 0; k < 16 && !ok; k++) {
+		id->announced = 0;
+		ok = ring_thread_once(r, live, id);
+		if (!ok) {
+			out.n = at;
+			written_calls = calls, written_marks = marks;
+		}
+	}
+	if (!ok)
+		return;
+	if (live) {
 		live->snap_top = live->snap_start = 0;
 		open_snapshot(live, 0);
-	} else {
-		announce(id, 0);
+	} else if (written_calls + written_marks > calls + marks) {
 		thread_frame(id, 1);
+	} else {
+		out.n = at; /* a thread that is gone and left nothing */
 	}
 }
 
-/* Writes the ring to a new file (replacing the previous dump). */
+/* Writes the rings to a new file (replacing the previous dump). */
 static void ring_dump(void) {
 	if (fd >= 0)
 		close(fd);
 	fd = -1;
 	file_failed = 0;
-	out.n = methods.n = 0;
+	out.n = methods.n = pre.n = 0;
 	table_reset(&raw_ids);
 	table_reset(&canon_ids);
 	next_id = 1;
+	written_calls = written_marks = 0;
+	if (!dump_copy && !(dump_copy = malloc((size_t)msgtrace_chunk_records * sizeof *dump_copy)))
+		return;
+	dumping = 1;
 	pthread_mutex_lock(&msgtrace_registry_lock);
-	for (struct mt_thread_info *i = msgtrace_registry; i; i = i->next)
-		if (!__atomic_load_n(&i->exited, __ATOMIC_ACQUIRE))
-			ring_thread(i->ring, i);
+	for (struct mt_ring *r = __atomic_load_n(&msgtrace_rings, __ATOMIC_ACQUIRE); r; r = r->next)
+		ring_thread(r);
 	pthread_mutex_unlock(&msgtrace_registry_lock);
-	for (struct ring *r = rings; r; r = r->next)
-		if (r->exited)
-			ring_thread(r, NULL);
-	if (out.n) {
+	dumping = 0;
+	flush_methods();
+	if (out.n) { /* the methods frames first, then the threads' frames */
+		put_bytes(&pre, out.p, out.n);
+		struct buf b = out;
+		out = pre;
+		pre = b;
+		pre.n = 0;
 		clock_frame();
 		end_frame();
 	}
@@ -841,12 +865,10 @@ static void take_handed(void) {
 		struct mt_thread_info *i = c->owner;
 		if (i)
 			i->taken = c->seq + 1;
-		if (ring_mode && i) {
-			int last = c->last;
-			ring_keep(c);
-			if (last) {
+		if (ring_mode) { /* a thread without a ring (no memory for one): not kept */
+			if (i && c->last)
 				forget(i);
-			}
+			msgtrace_pool_push(c);
 			continue;
 		}
 		if (i && c->used)
@@ -942,23 +964,23 @@ static void pass(int force, int final) {
 		pthread_mutex_lock(&msgtrace_registry_lock);
 		for (struct mt_thread_info **pp = &msgtrace_registry; *pp;) {
 			struct mt_thread_info *i = *pp;
-			if (__atomic_load_n(&i->exited, __ATOMIC_ACQUIRE) != 2) {
+			if (!__atomic_load_n(&i->exited, __ATOMIC_ACQUIRE) || (!i->ring && i->taken != i->nchunks)) {
 				pp = &i->next;
 				continue;
 			}
-			struct ring *r = i->ring; /* exited with no chunk to say so */
-			if (r) {
-				r->exited = 1;
-				thread_name(i, r->id.name, sizeof r->id.name);
-			}
+			if (i->ring) /* gone: its ring stays, named as it went */
+				i->ring->live = NULL;
 			*pp = i->next;
 			msgtrace_thread_gone_mark(i);
 			free(i);
 		}
+		/* rings that keep nothing of a thread that is gone give their slots back */
+		for (struct mt_ring *r = __atomic_load_n(&msgtrace_rings, __ATOMIC_ACQUIRE); r; r = r->next)
+			if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == RING_EXITED && !r->live &&
+			    __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) == __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE))
+				msgtrace_ring_release(r);
 		pthread_mutex_unlock(&msgtrace_registry_lock);
-		while (msgtrace_pool_free_count() < low && msgtrace_pool_grow(1) == 1)
-			;
-		ring_reclaim(low);
+		grow_pool(low);
 		if (force || dump_req) {
 			dump_req = 0;
 			ring_dump();
@@ -1301,6 +1323,7 @@ int msgtrace_stream_start(const struct mt_stream_config *cfg) {
 	period_ms = cfg->period_ms ? cfg->period_ms : 100;
 	min_us = cfg->min_us;
 	ring_mode = cfg->ring;
+	__atomic_store_n(&msgtrace_ring_mode, ring_mode, __ATOMIC_RELEASE);
 	started = 1;
 	/* the tick rate: the drain asks the hardware or the kernel, or measures it as it runs;
 	 * nothing here waits (calls shorter than MSGTRACE_MIN_US recorded before the rate is known

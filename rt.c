@@ -158,6 +158,7 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* reserving the r
 
 static struct mt_chunk *chunk_at(uint32_t i) { return (struct mt_chunk *)(pool_base + (uint64_t)i * pool_chunk_bytes); }
 static uint32_t chunk_index(struct mt_chunk *c) { return (uint32_t)(((char *)c - pool_base) / pool_chunk_bytes); }
+struct mt_chunk *msgtrace_chunk_at(uint32_t i) { return chunk_at(i); }
 
 int msgtrace_configure(uint32_t stack_depth, uint64_t pool_bytes, uint32_t chunk_bytes) {
 	if (stack_depth == 0 || stack_depth > (1u << 20) || chunk_bytes < 4096 || chunk_bytes > (16u << 20) ||
@@ -281,6 +282,122 @@ struct mt_chunk *msgtrace_take_handed(void) {
 	return rev;
 }
 
+/* ---- ring mode: each thread's kept chunks (rt_internal.h) ---- */
+int msgtrace_ring_mode;
+struct mt_ring *msgtrace_rings;
+static uint32_t *free_slots; /* slot arrays given back, linked through their first 8 bytes (registry_lock) */
+
+/* The thread's ring, made at its first chunk switch in ring mode: positions start at the seq
+ * of the chunk it will put in first. NULL without memory (its chunks then go to the drain). */
+static struct mt_ring *ring_make(struct mt_thread_info *i) {
+	uint64_t n = 4;
+	while (n < pool_cap)
+		n <<= 1;
+	uint32_t *slots = NULL;
+	pthread_mutex_lock(&msgtrace_registry_lock);
+	if (free_slots) {
+		slots = free_slots;
+		memcpy(&free_slots, slots, sizeof free_slots);
+	}
+	pthread_mutex_unlock(&msgtrace_registry_lock);
+	if (!slots)
+		slots = calloc(n, sizeof *slots);
+	struct mt_ring *r = calloc(1, sizeof *r);
+	if (!slots || !r) {
+		free(slots);
+		free(r);
+		return NULL;
+	}
+	r->slots = slots;
+	r->mask = n - 1;
+	r->head = r->tail = i->chunk ? i->chunk->seq : i->nchunks;
+	r->first = UINT64_MAX;
+	r->id.tid = i->tid;
+	r->id.pt = i->pt;
+	r->id.main = i->main;
+	memcpy(r->id.name, i->name, sizeof r->id.name);
+	r->live = i;
+	r->state = RING_LIVE;
+	struct mt_ring *h = __atomic_load_n(&msgtrace_rings, __ATOMIC_RELAXED);
+	do
+		r->next = h;
+	while (!__atomic_compare_exchange_n(&msgtrace_rings, &h, r, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	return r;
+}
+
+void msgtrace_ring_release(struct mt_ring *r) {
+	memcpy(r->slots, &free_slots, sizeof free_slots); /* r->slots stays: a late reader fails its CAS */
+	free_slots = r->slots;
+	__atomic_store_n(&r->state, RING_DONE, __ATOMIC_RELEASE);
+}
+
+/* The owner puts its full chunk in (at position == its seq), with the totals before it. */
+static void ring_push(struct mt_ring *r, struct mt_chunk *c) {
+	uint64_t calls = 0, first = UINT64_MAX, last = 0;
+	for (const struct mt_record *x = c->drained; x < c->used; x++) {
+		if (x->cls >> FLAG_SHIFT & F_MARK)
+			continue;
+		calls++;
+		if (x->start < first)
+			first = x->start;
+		if (x->end > last)
+			last = x->end;
+	}
+	uint32_t s = r->seqlock;
+	__atomic_store_n(&r->seqlock, s + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	c->before_calls = r->calls;
+	c->before_first = r->first;
+	c->before_last = r->last;
+	__atomic_store_n(&r->calls, r->calls + calls, __ATOMIC_RELAXED);
+	if (first < r->first)
+		__atomic_store_n(&r->first, first, __ATOMIC_RELAXED);
+	if (last > r->last)
+		__atomic_store_n(&r->last, last, __ATOMIC_RELAXED);
+	uint64_t t = r->tail;
+	__atomic_store_n(&r->slots[t & r->mask], chunk_index(c), __ATOMIC_RELAXED);
+	__atomic_store_n(&r->tail, t + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->seqlock, s + 2, __ATOMIC_RELEASE);
+}
+
+static uint64_t ring_count(struct mt_ring *r) {
+	uint64_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	return t > h ? t - h : 0;
+}
+
+/* The pool is empty: a kept chunk taken back, the oldest of the thread's own ring when it keeps
+ * more than RING_SHARE, else of the ring keeping the most (its own when none keeps more than
+ * RING_SHARE). Lock-free: a failed compare-and-swap means another thread took one. NULL when
+ * no ring keeps anything (every chunk is some thread's current one). */
+static struct mt_chunk *ring_take(struct mt_thread_info *i) {
+	struct mt_ring *own = i->ring;
+	for (int k = 0; k < 64; k++) {
+		uint64_t on = own ? ring_count(own) : 0, vn = 0;
+		struct mt_ring *v = NULL;
+		if (on > RING_SHARE) {
+			v = own, vn = on;
+		} else {
+			for (struct mt_ring *r = __atomic_load_n(&msgtrace_rings, __ATOMIC_ACQUIRE); r; r = r->next) {
+				uint32_t st = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
+				uint64_t n = st == RING_LIVE || st == RING_EXITED ? ring_count(r) : 0;
+				if (n > vn)
+					v = r, vn = n;
+			}
+			if (vn <= RING_SHARE && on)
+				v = own, vn = on;
+		}
+		if (!v)
+			return NULL;
+		uint64_t h = __atomic_load_n(&v->head, __ATOMIC_ACQUIRE), t = __atomic_load_n(&v->tail, __ATOMIC_ACQUIRE);
+		if (h >= t)
+			continue;
+		uint32_t idx = __atomic_load_n(&v->slots[h & v->mask], __ATOMIC_RELAXED);
+		if (__atomic_compare_exchange_n(&v->head, &h, h + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) && idx < pool_cap)
+			return chunk_at(idx);
+	}
+	return NULL;
+}
+
 /* ---- a thread's chunks ---- */
 
 static struct mt_thread_info *info_of(struct mt_thread *t) {
@@ -359,19 +476,26 @@ int msgtrace_claim_marks(struct mt_thread_info *i, struct mt_chunk *c, struct mt
 static void next_chunk(struct mt_thread_info *i, int pending) {
 	struct mt_thread *t = &i->t;
 	struct mt_chunk *old = i->chunk;
+	if (!i->ring && __atomic_load_n(&msgtrace_ring_mode, __ATOMIC_ACQUIRE))
+		i->ring = ring_make(i);
 	if (old) {
 		settle(i);
 		old->used = t->rec_cur;
 		i->handed += (uint64_t)(t->rec_cur - old->rec);
 		__atomic_store_n(&i->chunk, NULL, __ATOMIC_RELEASE);
 		t->rec_cur = t->rec_end = NULL;
-		hand_over(old);
+		if (i->ring)
+			ring_push(i->ring, old);
+		else
+			hand_over(old);
 	}
 	uint64_t wait_start = 0;
 	struct mt_chunk *c = msgtrace_pool_pop();
 	if (!c)
 		c = pool_make();
-	if (!c && !__atomic_load_n(&cfg_drop, __ATOMIC_ACQUIRE) && msgtrace_drain_running) {
+	if (!c && i->ring) /* ring mode: never waits */
+		c = ring_take(i);
+	if (!c && !i->ring && !__atomic_load_n(&cfg_drop, __ATOMIC_ACQUIRE) && msgtrace_drain_running) {
 		wait_start = msgtrace_now_ticks();
 		if (!__atomic_exchange_n(&msgtrace_drain_urgent, 1, __ATOMIC_ACQ_REL))
 			msgtrace_drain_wake();
@@ -527,14 +651,28 @@ static void thread_exit(void *p) {
 		if (c)
 			adopt(i, c, 0);
 	}
+	struct mt_ring *r = i->ring;
+	if (r) { /* its name as it goes, for dumps after it is gone */
+		pthread_getname_np(pthread_self(), r->id.name, sizeof r->id.name);
+		if (!r->id.name[0])
+			memcpy(r->id.name, i->name, sizeof r->id.name);
+	}
 	if (c) {
 		c->used = t->rec_cur;
 		c->last = 1;
 		i->handed += (uint64_t)(t->rec_cur - c->rec);
 		__atomic_store_n(&i->chunk, NULL, __ATOMIC_RELEASE);
-		__atomic_store_n(&i->exited, 1, __ATOMIC_RELEASE);
-		hand_over(c);
+		if (r) {
+			ring_push(r, c);
+			__atomic_store_n(&r->state, RING_EXITED, __ATOMIC_RELEASE);
+			__atomic_store_n(&i->exited, 1, __ATOMIC_RELEASE);
+		} else {
+			__atomic_store_n(&i->exited, 1, __ATOMIC_RELEASE);
+			hand_over(c);
+		}
 	} else {
+		if (r)
+			__atomic_store_n(&r->state, RING_EXITED, __ATOMIC_RELEASE);
 		__atomic_store_n(&i->exited, 2, __ATOMIC_RELEASE); /* exited without a last chunk */
 	}
 }
@@ -615,6 +753,15 @@ void msgtrace_reset_after_fork(void) {
 		free(i); /* its thread does not exist here */
 	}
 	msgtrace_registry = keep;
+	/* rings: the parent's history; the chunks they keep go back to the pool */
+	for (struct mt_ring *r = msgtrace_rings; r; r = r->next) {
+		if (r->state == RING_LIVE || r->state == RING_EXITED)
+			for (uint64_t p = r->head; p < r->tail; p++)
+				msgtrace_pool_push(chunk_at(r->slots[p & r->mask]));
+		r->head = r->tail;
+		if (!keep || keep->ring != r)
+			r->state = RING_GONE;
+	}
 	memset(msgtrace_exited_totals, 0, sizeof msgtrace_exited_totals);
 	threads_registered = keep ? 1 : 0;
 	waits = wait_ticks = 0;
@@ -629,6 +776,15 @@ void msgtrace_reset_after_fork(void) {
 		keep->t.overflow = keep->overflow_reported = 0;
 		keep->defer_gen &= ~1ull; /* marks of the parent's */
 		keep->taken = keep->nchunks;
+		if (keep->ring) {
+			struct mt_ring *r = keep->ring;
+			r->head = r->tail = keep->chunk ? keep->chunk->seq : keep->nchunks;
+			r->calls = r->last = r->seqlock = 0;
+			r->first = UINT64_MAX;
+			r->id.tid = keep->tid;
+			r->id.main = 1;
+			r->live = keep;
+		}
 		if (keep->chunk) {
 			keep->chunk->drained = keep->t.rec_cur;
 			keep->handed = -(uint64_t)(keep->t.rec_cur - keep->chunk->rec); /* count from here */

@@ -12,15 +12,23 @@ struct mt_chunk {
 	struct mt_chunk *qnext;          /* handed-over queue (drain) */
 	struct mt_thread_info *owner;    /* thread that filled it */
 	struct mt_record *used;          /* end of its records, set when handed over */
-	struct mt_record *drained;       /* records before this are in the stream (drain only) */
+	struct mt_record *drained;       /* stream: records before this are in the stream (drain
+					  * only); ring: this process's first record (a forked child
+					  * starts mid-chunk) */
 	uint32_t next_free;              /* free list: index + 1 of the next free chunk, 0 = none */
 	uint32_t last;                   /* its thread exited: nothing follows */
 	uint64_t seq;                    /* its place among the owner's chunks (0, 1, ...): set by
-					  * the owner before the chunk is published in ->chunk */
-	uint64_t pad[2];
+					  * the owner before the chunk is published in ->chunk; in
+					  * ring mode also its place in the owner's ring */
+	/* ring mode, set as the chunk goes into its thread's ring: what the chunks the thread put
+	 * there before it held (calls, lowest start tick, latest end tick) */
+	uint64_t before_calls, before_first, before_last;
+	uint64_t pad[7];
 	struct mt_record rec[];
 };
-_Static_assert(sizeof(struct mt_chunk) == 64, "chunk header");
+_Static_assert(sizeof(struct mt_chunk) == 128, "chunk header");
+
+struct mt_ring;
 
 /* Registry of every thread that made a traced call. */
 struct mt_thread_info {
@@ -56,9 +64,43 @@ struct mt_thread_info {
 	int announced;
 	char announced_name[64];
 	uint64_t snap_top, snap_start;   /* identity of the last open snapshot written */
-	void *ring;                      /* ring mode: the thread's kept chunks (struct ring) */
+	struct mt_ring *ring;            /* ring mode: the thread's kept chunks */
 	struct mt_thread t;              /* last: its shadow stack follows */
 };
+
+/* Ring mode (the flight recorder, MSGTRACE_MODE=ring). Every thread keeps its full chunks in
+ * a ring of its own, oldest first: positions head..tail-1 (a chunk's position is its seq). A
+ * thread that needs a chunk when the pool is empty takes one back itself, never waiting: its
+ * own oldest, or (when it keeps RING_SHARE or fewer) the oldest of the thread keeping the
+ * most; head moves by compare-and-swap, so the owner and any other thread may take at once,
+ * while only the owner adds (tail). What was taken back is counted exactly without a counter:
+ * every chunk carries the totals of the chunks before it (before_*), so a ring's oldest kept
+ * chunk says how much was overwritten, and the ring's totals (under a sequence lock the
+ * owner never waits on) say it when nothing is kept. The drain reads rings only to dump them,
+ * copying each chunk and checking afterwards that head had not passed it. Rings are never
+ * freed (an exited thread's stays for its overwritten count); their slot arrays are reused. */
+#define RING_SHARE 2
+enum { RING_LIVE = 1, RING_EXITED = 2, RING_DONE = 3, RING_GONE = 4 };
+struct mt_ring {
+	struct mt_ring *next;            /* every ring made (msgtrace_rings; pushed, never removed) */
+	uint64_t head;                   /* oldest kept chunk's position (CAS) */
+	uint64_t tail;                   /* next position (owner; release) */
+	uint32_t *slots;                 /* chunk index at position & mask */
+	uint64_t mask;
+	uint32_t state;                  /* RING_*: LIVE, EXITED (owner), DONE (nothing kept and
+					  * the slots given back: drain), GONE (a fork child's other
+					  * threads) */
+	uint32_t seqlock;                /* odd while the owner changes tail and the totals */
+	uint64_t calls, first, last;     /* totals of every chunk the owner put in */
+	struct mt_thread_info *live;     /* the thread while it lives (drain only) */
+	struct mt_thread_info id;        /* identity (tid, main, name) for the frames; last: it ends
+					  * in an empty shadow stack */
+};
+extern struct mt_ring *msgtrace_rings;
+extern int msgtrace_ring_mode;                  /* set before the drain starts */
+struct mt_chunk *msgtrace_chunk_at(uint32_t index);
+/* The drain: rings whose thread exited and that keep nothing give their slots back. */
+void msgtrace_ring_release(struct mt_ring *r);
 
 extern pthread_mutex_t msgtrace_registry_lock;
 extern struct mt_thread_info *msgtrace_registry;

@@ -206,6 +206,8 @@ func testStream(t *testing.T, b built) {
 		}
 		t.Logf("ring: %d sent, last %d kept (%d bytes), %d overwritten", sent, tot.Calls, st.Size(), ow)
 	})
+	t.Run("ring-nowait", func(t *testing.T) { testRingNoWait(t, b) })
+	t.Run("ring-dumps", func(t *testing.T) { testRingDumps(t, b) })
 	t.Run("diskfull", func(t *testing.T) {
 		// the stream file is /dev/full: every write fails with ENOSPC. The program runs and
 		// exits as without us; the library counts and reports what it could not write.

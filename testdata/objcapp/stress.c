@@ -13,6 +13,12 @@
  *                               "stress child" (40 -[Child work]).
  *   stress child                40 -[Child work].
  *   stress _exit N              5 -[App work], then _exit(N), past the exit handlers.
+ *   stress soak-ready THREADS CALLS  the same, printing "ready" first (the library is loaded: a
+ *                               signal it handles may be sent).
+ *   stress cycle-ready THREADS CALLS  "ready", then THREADS threads each send CALLS messages,
+ *                               one after the other (not nested), to -[Worker m0] ... -[Worker
+ *                               m4] in turn: the n-th call of a thread is m(n % 5), so a trace
+ *                               that keeps a thread's last calls says how many came before.
  *   stress churn THREADS CALLS  threads that come and go while others run: THREADS at a time,
  *                               2*THREADS in all, the k-th sending about CALLS*(k%THREADS+1)/
  *                               THREADS messages as -[Worker run:] does (short ones exit
@@ -32,7 +38,7 @@
 
 #include "tobjc.h"
 
-static SEL s_run, s_step, s_leaf, s_work, s_hang, s_wait, s_crash;
+static SEL s_run, s_step, s_leaf, s_work, s_hang, s_wait, s_crash, s_m[5];
 static Class Worker, App, Child;
 
 typedef long (*send_l)(id, SEL, long);
@@ -98,6 +104,18 @@ static void *bursty_thread(void *arg) {
 	return NULL;
 }
 
+static void *cycle_thread(void *arg) {
+	long n = *(long *)arg;
+	char name[16];
+	snprintf(name, sizeof name, "cycle-%ld", n >> 40);
+	pthread_setname_np(pthread_self(), name);
+	id w = class_createInstance(Worker, 0);
+	long calls = n & ((1L << 40) - 1);
+	for (long i = 0; i < calls; i++)
+		SEND(w, s_m[i % 5], i);
+	return NULL;
+}
+
 static void setup(void) {
 	s_run = sel_registerName("run:");
 	s_step = sel_registerName("step:");
@@ -110,6 +128,11 @@ static void setup(void) {
 	class_addMethod(Worker, s_run, (IMP)run, "l@:l");
 	class_addMethod(Worker, s_step, (IMP)step, "l@:l");
 	class_addMethod(Worker, s_leaf, (IMP)leaf, "l@:l");
+	for (int i = 0; i < 5; i++) {
+		char m[4] = {'m', (char)('0' + i), 0};
+		s_m[i] = sel_registerName(m);
+		class_addMethod(Worker, s_m[i], (IMP)leaf, "l@:l");
+	}
 	objc_registerClassPair(Worker);
 	App = objc_allocateClassPair(NULL, "App", 0);
 	class_addMethod(App, s_work, (IMP)work, "l@:l");
@@ -135,6 +158,11 @@ int main(int argc, char **argv) {
 	}
 	setup();
 	const char *mode = argv[1];
+	if (!strcmp(mode, "soak-ready") && argc == 4) {
+		printf("ready\n");
+		fflush(stdout);
+		mode = "soak";
+	}
 	if (!strcmp(mode, "soak") && argc == 4) {
 		int threads = atoi(argv[2]);
 		long calls = atol(argv[3]);
@@ -148,6 +176,22 @@ int main(int argc, char **argv) {
 			pthread_join(th[i], NULL);
 		/* per thread: 1 run + calls/2 steps + calls/2 leaves */
 		printf("sent %ld\n", (long)threads * (1 + 2 * (calls / 2)));
+		return 0;
+	}
+	if (!strcmp(mode, "cycle-ready") && argc == 4) {
+		int threads = atoi(argv[2]);
+		long calls = atol(argv[3]);
+		pthread_t th[64];
+		long arg[64];
+		printf("ready\n");
+		fflush(stdout);
+		for (int i = 0; i < threads && i < 64; i++) {
+			arg[i] = (long)i << 40 | calls;
+			pthread_create(&th[i], NULL, cycle_thread, &arg[i]);
+		}
+		for (int i = 0; i < threads && i < 64; i++)
+			pthread_join(th[i], NULL);
+		printf("sent %ld\n", (long)threads * calls);
 		return 0;
 	}
 	if (!strcmp(mode, "churn") && argc == 4) {
