@@ -534,14 +534,6 @@ func (t tee) Mark(m *Mark) error    { return t.each(func(s Sink) error { return 
 func (t tee) EndThread() error      { return t.each(func(s Sink) error { return s.EndThread() }) }
 func (t tee) Close(tt Totals) error { return t.each(func(s Sink) error { return s.Close(tt) }) }
 
-func (t tee) treeSink() TreeSink {
-	ts := make(teeTree, len(t))
-	for i, s := range t {
-		ts[i] = asTree(s)
-	}
-	return ts
-}
-
 type teeTree []TreeSink
 
 func (t teeTree) BeginThread(h *Header, th *Thread) error {
