@@ -64,57 +64,15 @@ package tracer
 //	             waits, ticks waited, bytes that could not be written. Last frame of a stream
 //	             closed cleanly; a stream without it ended with its process (a kill, a crash)
 //	             or is still being written.
-const (
-	StreamMagic   = "MTSF"
-	StreamVersion = 1
+//go:generate go run ../internal/streamspec/gen -root ..
 
-	FrameProcess = 1
-	FrameClock   = 2
-	FrameMethods = 3
-	FrameThread  = 4
-	FrameEvents  = 5
-	FrameOpen    = 6
-	FrameEnd     = 7
-
-	// MaxFramePayload bounds a frame's payload.
-	MaxFramePayload = 16 << 20
-)
-
-// Event types in an events frame (the low 2 bits of an event's code).
-const (
-	EventCall    = 0
-	EventUnwound = 1
-	EventMark    = 2
-)
+// The numbers (frame kinds, event types, mark kinds, flags, modes, framing) are generated from
+// internal/streamspec into stream_format.go here and stream_format.h for the C encoder.
 
 // FlagOpen marks a call that was still running when the trace ended (a hang, a kill, or a
-// call in flight at exit): its duration runs to the end of the trace.
+// call in flight at exit): its duration runs to the end of the trace. A flag the reader sets
+// on a call (with FlagSuper, FlagTagged, FlagUnwound), not a number of the stream.
 const FlagOpen = 8
-
-// MarkKind says what a mark on a thread's timeline is.
-type MarkKind int
-
-// Mark kinds, as numbered in the stream format.
-const (
-	MarkLost        MarkKind = 1 // calls not recorded: no buffer space (MSGTRACE_FULL=drop)
-	MarkWait        MarkKind = 2 // the thread waited for buffer space
-	MarkOverflow    MarkKind = 3 // calls nested deeper than the shadow stack, untraced
-	MarkOverwritten MarkKind = 4 // ring mode: calls overwritten before the snapshot
-)
-
-func (k MarkKind) String() string {
-	switch k {
-	case MarkLost:
-		return "lost"
-	case MarkWait:
-		return "wait"
-	case MarkOverflow:
-		return "overflow"
-	case MarkOverwritten:
-		return "overwritten"
-	}
-	return "mark"
-}
 
 // Mark is something on a thread's timeline that is not a call: calls lost, or time the
 // thread spent waiting for the tracer. Sinks show it where and when it happened.

@@ -274,7 +274,7 @@ func (sf *streamFile) check(off int64, resync bool) (length int, ok, torn bool, 
 	if string(h[:4]) != StreamMagic {
 		return 0, false, false, nil
 	}
-	n := binary.LittleEndian.Uint32(h[8:])
+	n := binary.LittleEndian.Uint32(h[frameLenAt:])
 	if n > MaxFramePayload {
 		return 0, false, false, nil
 	}
@@ -291,8 +291,8 @@ func (sf *streamFile) check(off int64, resync bool) (length int, ok, torn bool, 
 	if err != nil {
 		return 0, false, false, err
 	}
-	crc := crc32.Update(crc32.Update(0, castagnoli, b[4:12]), castagnoli, b[frameHeader:])
-	return int(n), crc == binary.LittleEndian.Uint32(b[12:]), false, nil
+	crc := crc32.Update(crc32.Update(0, castagnoli, b[frameKindAt:frameCRCAt]), castagnoli, b[frameHeader:])
+	return int(n), crc == binary.LittleEndian.Uint32(b[frameCRCAt:]), false, nil
 }
 
 // resync finds the next valid frame from off (-1: none), and the first torn frame met on the
@@ -353,7 +353,7 @@ func (sf *streamFile) next() (kind uint8, off int64, payload []byte, err error) 
 				return 0, 0, nil, err
 			}
 			sf.off += int64(frameHeader + n)
-			return b[4], off, b[frameHeader:], nil
+			return b[frameKindAt], off, b[frameHeader:], nil
 		}
 		valid, tornAt, err := sf.resync(sf.off + 1)
 		if err != nil {
@@ -670,7 +670,7 @@ func (it *eventIter) next(e *StreamEvent) (bool, error) {
 	if (delta < 0 && end > it.prev) || (delta > 0 && end < it.prev) || dur > end {
 		return false, errMalformed
 	}
-	e.Type, e.ID, e.Start, e.End = int(code&3), code>>2, end-dur, end
+	e.Type, e.ID, e.Start, e.End = int(code&EventTypeMask), code>>EventTypeBits, end-dur, end
 	switch e.Type {
 	case EventCall, EventUnwound:
 		if arg > maxStreamDepth {
@@ -712,7 +712,7 @@ func (sf *streamFile) frameAt(off int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := binary.LittleEndian.Uint32(h[8:])
+	n := binary.LittleEndian.Uint32(h[frameLenAt:])
 	if n > MaxFramePayload {
 		return nil, errors.New("stream changed while being read")
 	}

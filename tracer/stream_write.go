@@ -10,28 +10,12 @@ import (
 // castagnoli is the CRC-32C table frames are checked with.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// frameHeader is the size of a frame's header: magic, kind, reserved, length, checksum.
-const frameHeader = 16
-
-// Method flags in a methods frame.
-const (
-	MethodClass  = 1 // class method: +[Class sel]
-	MethodSuper  = 2 // reached through a super send
-	MethodTagged = 4 // tagged-pointer receiver
-)
-
-// Thread flags in a thread frame.
-const (
-	ThreadMain   = 1
-	ThreadExited = 2
-)
-
 // StreamProcess is a process frame.
 type StreamProcess struct {
 	PID, PPID         uint64
 	Path, Name        string
 	Arch, OS          string
-	Mode              uint64 // 0 stream, 1 ring snapshot
+	Mode              uint64 // ModeStream, ModeRing
 	Version, Reserved uint32 // written as is; Version 0 means StreamVersion
 }
 
@@ -100,10 +84,10 @@ func (sw *StreamWriter) Frame(kind uint8, payload []byte) error {
 	}
 	var h [frameHeader]byte
 	copy(h[:], StreamMagic)
-	h[4] = kind
-	binary.LittleEndian.PutUint32(h[8:], uint32(len(payload)))
-	crc := crc32.Update(crc32.Update(0, castagnoli, h[4:12]), castagnoli, payload)
-	binary.LittleEndian.PutUint32(h[12:], crc)
+	h[frameKindAt] = kind
+	binary.LittleEndian.PutUint32(h[frameLenAt:], uint32(len(payload)))
+	crc := crc32.Update(crc32.Update(0, castagnoli, h[frameKindAt:frameCRCAt]), castagnoli, payload)
+	binary.LittleEndian.PutUint32(h[frameCRCAt:], crc)
 	if _, sw.err = sw.w.Write(h[:]); sw.err == nil {
 		_, sw.err = sw.w.Write(payload)
 	}
@@ -172,7 +156,7 @@ func (sw *StreamWriter) Events(tid, prevEnd uint64, evs []StreamEvent) (uint64, 
 			if len(b) > MaxFramePayload-64 {
 				break
 			}
-			b = binary.AppendUvarint(b, e.ID<<2|uint64(e.Type&3))
+			b = binary.AppendUvarint(b, e.ID<<EventTypeBits|uint64(e.Type)&EventTypeMask)
 			b = binary.AppendVarint(b, int64(e.End-prev))
 			b = binary.AppendUvarint(b, e.End-e.Start)
 			if e.Type == EventMark {

@@ -1,0 +1,133 @@
+// Package streamspec is the one definition of the stream format's numbers: frame kinds, event
+// types, mark kinds, method and thread flags, the process frame's modes, the bit layout of an
+// event's code and the frame header's fields. The format's prose (payload layouts) is the
+// comment of tracer/stream.go; the numbers are the tables below, and nowhere else.
+//
+// `go generate ./tracer` (gen/main.go) writes them out twice:
+//
+//	tracer/stream_format.go  Go constants for the reader and the reference writer
+//	                         (FrameProcess, EventCall, MarkLost, MethodClass, ...)
+//	stream_format.h          C macros for the recorder's encoder (MT_FRAME_PROCESS,
+//	                         MT_EVENT_CALL, MT_MARK_LOST, MT_METHOD_CLASS, ...)
+//
+// and TestGeneratedFilesCurrent fails when either file is not what the tables generate now.
+//
+// Adding a value is one entry: a frame kind is a Value in FrameKinds ({"Instant", 8, "..."}),
+// which becomes FrameInstant in Go and MT_FRAME_INSTANT in C. (Its payload is then written by
+// a function of the C encoder, encode.c, and one of tracer.StreamWriter, and read by
+// tracer's reader.)
+package streamspec
+
+// Value is one named number of a group.
+type Value struct {
+	Name string // CamelCase: Go name = group prefix + Name, C name = MT_ + PREFIX + NAME
+	N    uint64
+	Doc  string
+}
+
+// Group is one field of the format and the values it takes.
+type Group struct {
+	Doc      string // what the field is (comment above the constants)
+	GoPrefix string // "Frame" -> FrameProcess
+	CPrefix  string // "FRAME" -> MT_FRAME_PROCESS
+	GoType   string // "" for untyped constants; otherwise a named type of int declared with them
+	Stringer bool   // GoType gets a String method: the lower-case value names
+	Values   []Value
+}
+
+// Scalar is one number (or string) of the format's framing.
+type Scalar struct {
+	GoName string // "" = C only; lower case = unexported in Go
+	CName  string // "" = Go only (without the MT_ prefix)
+	N      uint64
+	Str    string // a string constant instead of N when not ""
+	Expr   string // how N is spelled ("16 << 20", "0x82f63b78"): valid Go and C
+	Doc    string // a verb phrase: "Name " + Doc is the Go doc comment
+}
+
+// FrameKinds are the kinds of frame (the header's kind byte).
+var FrameKinds = Group{
+	Doc:      "Frame kinds (the kind byte of a frame's header; payloads in the format's comment).",
+	GoPrefix: "Frame", CPrefix: "FRAME",
+	Values: []Value{
+		{"Process", 1, "who wrote the stream; first frame"},
+		{"Clock", 2, "a tick and the clocks read with it"},
+		{"Methods", 3, "method ids named"},
+		{"Thread", 4, "a thread's id, flags and name"},
+		{"Events", 5, "calls and marks of one thread, in the order they ended"},
+		{"Open", 6, "the calls open on a thread at a tick"},
+		{"End", 7, "counters; last frame of a stream closed cleanly"},
+	},
+}
+
+// EventTypes are the low EventTypeBits bits of an event's code.
+var EventTypes = Group{
+	Doc:      "Event types in an events frame (the low bits of an event's code; the rest is the method id or mark kind).",
+	GoPrefix: "Event", CPrefix: "EVENT",
+	Values: []Value{
+		{"Call", 0, "a call: end delta, duration, depth"},
+		{"Unwound", 1, "a call an exception, a longjmp or the thread's exit went past: same fields"},
+		{"Mark", 2, "a mark: end delta, duration, count"},
+	},
+}
+
+// MarkKinds are what a mark event says.
+var MarkKinds = Group{
+	Doc:      "Mark kinds, as numbered in the stream format (a mark event's code above its type).",
+	GoPrefix: "Mark", CPrefix: "MARK", GoType: "MarkKind", Stringer: true,
+	Values: []Value{
+		{"Lost", 1, "calls not recorded: no buffer space (MSGTRACE_FULL=drop)"},
+		{"Wait", 2, "the thread waited for buffer space"},
+		{"Overflow", 3, "calls nested deeper than the shadow stack, untraced"},
+		{"Overwritten", 4, "ring mode: calls overwritten before the snapshot"},
+	},
+}
+
+// MethodFlags are the bits of a methods frame entry's flags.
+var MethodFlags = Group{
+	Doc:      "Method flags in a methods frame (bits).",
+	GoPrefix: "Method", CPrefix: "METHOD",
+	Values: []Value{
+		{"Class", 1, "class method: +[Class sel]"},
+		{"Super", 2, "reached through a super send"},
+		{"Tagged", 4, "tagged-pointer receiver"},
+	},
+}
+
+// ThreadFlags are the bits of a thread frame's flags.
+var ThreadFlags = Group{
+	Doc:      "Thread flags in a thread frame (bits).",
+	GoPrefix: "Thread", CPrefix: "THREAD",
+	Values: []Value{
+		{"Main", 1, "the process's main thread"},
+		{"Exited", 2, "the thread exited"},
+	},
+}
+
+// ProcessModes are the process frame's mode.
+var ProcessModes = Group{
+	Doc:      "Process frame modes: how the stream was written.",
+	GoPrefix: "Mode", CPrefix: "MODE",
+	Values: []Value{
+		{"Stream", 0, "written as the program ran"},
+		{"Ring", 1, "a ring-mode snapshot (the flight recorder's dump)"},
+	},
+}
+
+// Groups is every group, in the order they are generated.
+var Groups = []*Group{&FrameKinds, &EventTypes, &MarkKinds, &MethodFlags, &ThreadFlags, &ProcessModes}
+
+// Scalars are the framing's numbers.
+var Scalars = []Scalar{
+	{GoName: "StreamMagic", CName: "STREAM_MAGIC", Str: "MTSF", Doc: "is the first 4 bytes of every frame"},
+	{GoName: "StreamVersion", CName: "STREAM_VERSION", N: 1, Doc: "is the process frame's version"},
+	{GoName: "MaxFramePayload", CName: "MAX_FRAME_PAYLOAD", N: 16 << 20, Expr: "16 << 20", Doc: "bounds a frame's payload"},
+	{GoName: "frameHeader", CName: "FRAME_HEADER", N: 16, Doc: "is the size of a frame's header: magic, kind, reserved, length, checksum"},
+	{GoName: "frameKindAt", CName: "FRAME_KIND_AT", N: 4, Doc: "is the header offset of the kind byte (then a reserved byte and a reserved u16, 0)"},
+	{GoName: "frameLenAt", CName: "FRAME_LEN_AT", N: 8, Doc: "is the header offset of the payload length (u32)"},
+	{GoName: "frameCRCAt", CName: "FRAME_CRC_AT", N: 12, Doc: "is the header offset of the CRC-32C (u32) of the header from the kind byte up to here, then the payload"},
+	{CName: "CRC32C_POLY", N: 0x82f63b78, Expr: "0x82f63b78", Doc: "is CRC-32C's (Castagnoli's) reversed polynomial (Go: crc32.Castagnoli)"},
+	{GoName: "EventTypeBits", CName: "EVENT_TYPE_BITS", N: 2, Doc: "is how many low bits of an event's code hold its type (the method id or mark kind above)"},
+	{GoName: "EventTypeMask", CName: "EVENT_TYPE_MASK", N: 3, Doc: "masks the type bits of an event's code"},
+	{CName: "MAX_STRING", N: 4096, Doc: "is how many bytes of a string the recorder writes at most (longer names are cut)"},
+}
