@@ -22,7 +22,7 @@
 #define MT_APPLE_API 0
 #endif
 #endif
-#include "rt_internal.h"
+#include "rt.h"
 #include "trampoline.h"
 
 #include <dlfcn.h>

@@ -139,6 +139,8 @@ void msgtrace_visit(mt_visit_fn fn, void *ctx);
 /* Tests without a drain: every handed-over chunk back to the pool, unread. */
 void msgtrace_recycle_all(void);
 struct mt_thread *msgtrace_current_thread(void);
+/* This thread is never traced (the drain, threads of ours). */
+void msgtrace_set_untraced_self(void);
 
 /* The counter the interposers read (rdtsc / CNTVCT_EL0), and its frequency in Hz where the
  * hardware says (CNTFRQ_EL0); 0 where it must be measured (x86). */

@@ -1,6 +1,14 @@
 /*
- * What rt.c (the threads' side: registration, chunks, the pool) and drain.c (the drain
- * thread) share. Not part of the interface the assembly or Go see.
+ * The recorder's internals: what its files share, and what the drain (drain_*.c) reads. Not
+ * part of the interface the assembly or Go see. The recorder's files, each calling only those
+ * before it (never the drain):
+ *
+ *   rt.c           what the assembly reads (configuration, masks, the originals), the tick
+ *                  counter, the struct offsets checked
+ *   rt_pool.c      the chunk pool and the recorder's sizes
+ *   rt_handover.c  full chunks handed to the drain, waking it, the full-pool policy
+ *   rt_ring.c      ring mode: each thread's kept chunks
+ *   rt_thread.c    thread records: registration, the chunk switch, marks, exit, counters, fork
  */
 #ifndef MSGTRACE_RT_INTERNAL_H
 #define MSGTRACE_RT_INTERNAL_H
@@ -49,7 +57,7 @@ struct mt_thread_info {
 	/* Marks made by a chunk switch (a wait, losses, overflow) end after the record the switch
 	 * was made for, which the assembly writes when the slow path returns: they wait here, and
 	 * that record's chunk is given room for it alone (rec_end = rec + 1), so the next record
-	 * comes back to the slow path, which writes them after it (settle in rt.c). A flush or the
+	 * comes back to the slow path, which writes them after it (settle in rt_thread.c). A flush or the
 	 * final pass may write them instead (msgtrace_claim_marks). */
 	uint64_t defer_gen;              /* generation << 1 | 1 while marks wait (owner sets, owner
 					  * or drain claims) */
@@ -96,37 +104,54 @@ struct mt_ring {
 	struct mt_thread_info id;        /* identity (tid, main, name) for the frames; last: it ends
 					  * in an empty shadow stack */
 };
-extern struct mt_ring *msgtrace_rings;
-extern int msgtrace_ring_mode;                  /* set before the drain starts */
-struct mt_chunk *msgtrace_chunk_at(uint32_t index);
-/* The drain: rings whose thread exited and that keep nothing give their slots back. */
-void msgtrace_ring_release(struct mt_ring *r);
-
-extern pthread_mutex_t msgtrace_registry_lock;
-extern struct mt_thread_info *msgtrace_registry;
+/* ---- rt_pool.c ---- */
 extern uint32_t msgtrace_chunk_records;        /* records per chunk */
-extern volatile int msgtrace_drain_running;
-extern int msgtrace_drain_urgent;               /* a thread waits for a chunk (atomic) */
-extern uint64_t msgtrace_exited_totals[4];      /* records, marks, dropped, overflow of freed threads */
-
-/* Pool (rt.c). */
 struct mt_chunk *msgtrace_pool_pop(void);
 void msgtrace_pool_push(struct mt_chunk *c);
-int msgtrace_pool_grow(int n);                  /* fault in up to n new chunks; returns how many */
+struct mt_chunk *msgtrace_pool_make(void);     /* one more chunk faulted in; NULL at the cap */
+int msgtrace_pool_reserve(void);               /* the region reserved: 0, or -1 */
+int msgtrace_pool_grow(int n);                 /* fault in up to n new chunks; returns how many */
 uint32_t msgtrace_pool_free_count(void);
 uint32_t msgtrace_pool_made(void);
 uint32_t msgtrace_pool_cap(void);
+struct mt_chunk *msgtrace_chunk_at(uint32_t index);
+uint32_t msgtrace_chunk_index(struct mt_chunk *c);
+uint32_t msgtrace_stack_depth(void);           /* shadow stack entries of threads made now */
+void msgtrace_pool_after_fork(void);
+
+/* ---- rt_handover.c ---- */
+extern volatile int msgtrace_drain_running;
+extern int msgtrace_drain_urgent;               /* a thread waits for a chunk (atomic) */
+void msgtrace_hand_over(struct mt_chunk *c);
 struct mt_chunk *msgtrace_take_handed(void);    /* every handed-over chunk, oldest first */
+struct mt_chunk *msgtrace_handed_peek(void);
+int msgtrace_full_policy_drop(void);            /* MSGTRACE_FULL=drop, or no drain */
+void msgtrace_drain_make_wake_pipe(void);       /* a new pipe (the drain's start, a fork child) */
+void msgtrace_drain_wake(void);                 /* the drain runs a pass now (async-signal-safe) */
+void msgtrace_drain_wait(int ms);               /* the drain: waits up to ms for a wake-up */
+
+/* ---- rt_ring.c ---- */
+extern struct mt_ring *msgtrace_rings;
+extern int msgtrace_ring_mode;                  /* set before the drain starts */
+struct mt_ring *msgtrace_ring_make(struct mt_thread_info *i);
+void msgtrace_ring_push(struct mt_ring *r, struct mt_chunk *c);
+struct mt_chunk *msgtrace_ring_take(struct mt_thread_info *i);
+/* The drain: rings whose thread exited and that keep nothing give their slots back. */
+void msgtrace_ring_release(struct mt_ring *r);
+/* Fork child: the parent's chunks back to the pool; keep (the forking thread's ring, or NULL)
+ * starts again empty, the others are gone. */
+void msgtrace_rings_after_fork(struct mt_ring *keep);
+
+/* ---- rt_thread.c ---- */
+extern pthread_mutex_t msgtrace_registry_lock;
+extern struct mt_thread_info *msgtrace_registry;
 void msgtrace_reset_after_fork(void);           /* child: other threads' state is gone */
 void msgtrace_thread_gone_mark(struct mt_thread_info *i); /* final bookkeeping before free */
-uint64_t msgtrace_thread_id(void);
 /* The drain takes the marks a chunk switch left waiting (see defer_gen), having read c (the
  * thread's current chunk) and cur (its cursor) in that order and written the chunk up to cur:
  * copies them into out (3 records) and returns how many; 0 when none wait, or their record is
  * not written yet, or the thread took them. */
 int msgtrace_claim_marks(struct mt_thread_info *i, struct mt_chunk *c, struct mt_record *cur, struct mt_record *out);
-void msgtrace_set_untraced_self(void);
-uint64_t msgtrace_stream_written(void);         /* drain.c */
-void msgtrace_drain_wake(void);                 /* drain.c: the drain runs a pass now (async-signal-safe) */
-uint64_t msgtrace_stream_lost_bytes(void);         /* this thread (the drain) is never traced */
+/* The recorder's counters (every field but the drain's: written, lost_bytes). */
+void msgtrace_recorder_counters(struct mt_counters *c);
 #endif

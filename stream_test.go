@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/msgtrace/msgtrace/internal/selftest"
+	"github.com/msgtrace/msgtrace/internal/streamspec"
 	"github.com/msgtrace/msgtrace/tracer"
 )
 
@@ -144,8 +145,9 @@ func TestStreamRealRun(t *testing.T) {
 	t.Logf("%d events, %d stream bytes", len(f.TraceEvents), st.Size())
 }
 
-// crossCheckFrames re-encodes every events frame the C drain wrote with the Go reference
-// writer (tracer.StreamWriter): the bytes must be the same.
+// crossCheckFrames re-encodes every events frame the C drain wrote in a real run with the Go
+// reference writer (tracer.StreamWriter): the bytes must be the same. (Every frame kind is
+// checked with fixed values by TestEncoderMatchesGoWriter.)
 func crossCheckFrames(t *testing.T, path string) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -171,5 +173,85 @@ func crossCheckFrames(t *testing.T, path string) {
 	})
 	if err != nil || st != (tracer.FrameStats{}) || frames == 0 {
 		t.Fatalf("frames of %s: %v %+v, %d events frames", path, err, st, frames)
+	}
+}
+
+// TestEncoderMatchesGoWriter calls the C encoder (drain_encode.c) with fixed values for every
+// frame kind and compares its frames, header and checksum included, byte for byte with the Go
+// reference writer's (tracer.StreamWriter).
+func TestEncoderMatchesGoWriter(t *testing.T) {
+	long := string(bytes.Repeat([]byte("x"), 300)) // a 2-byte length
+	evs := []tracer.StreamEvent{
+		{Type: tracer.EventCall, ID: 1, Start: 1000, End: 1100, Depth: 2},
+		{Type: tracer.EventCall, ID: 70000, Start: 900, End: 1200, Depth: 1},
+		{Type: tracer.EventUnwound, ID: 3, Start: 1150, End: 1190, Depth: 4095}, // ends before the last: a negative delta
+		{Type: tracer.EventMark, ID: uint64(tracer.MarkLost), Start: 1200, End: 1300, Count: 17},
+		{Type: tracer.EventMark, ID: uint64(tracer.MarkWait), Start: 1300, End: 1<<40 + 5},
+		{Type: tracer.EventMark, ID: uint64(tracer.MarkOverflow), Start: 1<<40 + 5, End: 1<<40 + 5, Count: 3},
+		{Type: tracer.EventMark, ID: uint64(tracer.MarkOverwritten), Start: 10, End: 1 << 41, Count: 1 << 33},
+		{Type: tracer.EventCall, ID: 1<<32 + 1, Start: 0, End: 1<<63 + 7, Depth: 0},
+	}
+	cases := []struct {
+		kind  uint8
+		c     []byte
+		write func(w *tracer.StreamWriter)
+	}{
+		{tracer.FrameProcess,
+			selftest.EncodeProcess(tracer.StreamProcess{PID: 4242, PPID: 1, Path: "/usr/bin/démo", Name: "démo", Arch: "arm64", OS: "ios", Mode: tracer.ModeRing}),
+			func(w *tracer.StreamWriter) {
+				w.Process(tracer.StreamProcess{PID: 4242, PPID: 1, Path: "/usr/bin/démo", Name: "démo", Arch: "arm64", OS: "ios", Mode: tracer.ModeRing})
+			}},
+		{tracer.FrameClock,
+			selftest.EncodeClock(tracer.ClockSample{Tick: 1<<63 + 3, MonoNanos: 123456789, WallNanos: 1 << 60, RateNum: 1000000000, RateDen: 24000000}),
+			func(w *tracer.StreamWriter) {
+				w.Clock(tracer.ClockSample{Tick: 1<<63 + 3, MonoNanos: 123456789, WallNanos: 1 << 60, RateNum: 1000000000, RateDen: 24000000})
+			}},
+		{tracer.FrameMethods,
+			selftest.EncodeMethods(tracer.StreamMethod{ID: 1, Flags: tracer.MethodClass, Class: "View", Selector: "make"},
+				tracer.StreamMethod{ID: 200, Flags: tracer.MethodSuper | tracer.MethodTagged, Class: long, Selector: "initWithFrame:style:"}),
+			func(w *tracer.StreamWriter) {
+				w.Methods(tracer.StreamMethod{ID: 1, Flags: tracer.MethodClass, Class: "View", Selector: "make"},
+					tracer.StreamMethod{ID: 200, Flags: tracer.MethodSuper | tracer.MethodTagged, Class: long, Selector: "initWithFrame:style:"})
+			}},
+		{tracer.FrameThread,
+			selftest.EncodeThread(tracer.StreamThread{TID: 77, Flags: tracer.ThreadMain | tracer.ThreadExited, Name: "worker"}),
+			func(w *tracer.StreamWriter) {
+				w.Thread(tracer.StreamThread{TID: 77, Flags: tracer.ThreadMain | tracer.ThreadExited, Name: "worker"})
+			}},
+		{tracer.FrameEvents,
+			selftest.EncodeEvents(77, 1050, evs),
+			func(w *tracer.StreamWriter) { w.Events(77, 1050, evs) }},
+		{tracer.FrameOpen,
+			selftest.EncodeOpen(77, 5000, []tracer.OpenCall{{ID: 1, Start: 100, Depth: 0}, {ID: 300, Start: 4999, Depth: 1}, {ID: 2, Start: 5000, Depth: 2}}),
+			func(w *tracer.StreamWriter) {
+				w.Open(77, 5000, []tracer.OpenCall{{ID: 1, Start: 100, Depth: 0}, {ID: 300, Start: 4999, Depth: 1}, {ID: 2, Start: 5000, Depth: 2}})
+			}},
+		{tracer.FrameOpen, selftest.EncodeOpen(78, 9, nil), func(w *tracer.StreamWriter) { w.Open(78, 9, nil) }},
+		{tracer.FrameEnd,
+			selftest.EncodeEnd(tracer.StreamCounters{Calls: 1 << 35, Lost: 1, Overflow: 200, Waits: 3, TicksWaited: 1 << 50, Unwritten: 0}),
+			func(w *tracer.StreamWriter) {
+				w.End(tracer.StreamCounters{Calls: 1 << 35, Lost: 1, Overflow: 200, Waits: 3, TicksWaited: 1 << 50, Unwritten: 0})
+			}},
+	}
+	seen := map[uint8]bool{}
+	for _, c := range cases {
+		var want bytes.Buffer
+		w := tracer.NewStreamWriter(&want)
+		c.write(w)
+		if w.Err() != nil {
+			t.Fatal(w.Err())
+		}
+		if !bytes.Equal(c.c, want.Bytes()) {
+			t.Errorf("frame kind %d: the C encoder wrote\n%x\nthe Go writer\n%x", c.kind, c.c, want.Bytes())
+		}
+		if len(c.c) < 5 || c.c[4] != c.kind {
+			t.Errorf("frame kind %d: the C encoder wrote kind %v", c.kind, c.c[:min(5, len(c.c))])
+		}
+		seen[c.kind] = true
+	}
+	for _, k := range streamspec.FrameKinds.Values { // a new frame kind needs its case here
+		if !seen[uint8(k.N)] {
+			t.Errorf("frame kind %s (%d) not checked", k.Name, k.N)
+		}
 	}
 }

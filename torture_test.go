@@ -252,6 +252,21 @@ var targets = []target{
 	{arch: "arm64", cc: "aarch64-linux-gnu-gcc", flags: []string{"-static"}, run: []string{"qemu-aarch64"}},
 }
 
+// recorderSources are the C files of the recorder (rt*.c) and the drain (drain*.c): what a
+// test program links with the interposers.
+func recorderSources(t *testing.T) []string {
+	t.Helper()
+	rt, err := filepath.Glob("rt*.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain, err := filepath.Glob("drain*.c")
+	if err != nil || len(rt) == 0 || len(drain) == 0 {
+		t.Fatalf("recorder sources: %v %v %v", rt, drain, err)
+	}
+	return append(rt, drain...)
+}
+
 // buildC compiles a test program with the interposer, its runtime and the test dispatcher.
 func (tg target) buildC(t *testing.T, name, src string, extra ...string) string {
 	t.Helper()
@@ -261,8 +276,8 @@ func (tg target) buildC(t *testing.T, name, src string, extra ...string) string 
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, name)
-	args := append([]string{"-O2", "-g", "-Wall", "-Wno-unused-function", "-Wno-cast-function-type", "-I.", "-Itestdata/interposer", "-o", bin, c, "rt.c", "drain.c",
-		"msgsend_" + tg.arch + ".S", "testdata/interposer/runtime_" + tg.arch + ".S", "-lpthread", "-ldl"}, tg.flags...)
+	args := append(append(append([]string{"-O2", "-g", "-Wall", "-Wno-unused-function", "-Wno-cast-function-type", "-I.", "-Itestdata/interposer", "-o", bin, c},
+		recorderSources(t)...), "msgsend_"+tg.arch+".S", "testdata/interposer/runtime_"+tg.arch+".S", "-lpthread", "-ldl"), tg.flags...)
 	if out, err := exec.Command(tg.cc, append(args, extra...)...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", tg.cc, err, out)
 	}
@@ -408,7 +423,7 @@ func TestCxxExceptionThroughInterposer(t *testing.T) {
 				t.Run(uw.name+"/"+cfi, func(t *testing.T) {
 					bin := filepath.Join(t.TempDir(), "exceptions")
 					srcs := []string{"-I.", "-Itestdata/interposer", "testdata/interposer/exceptions.cpp"}
-					for _, c := range []string{"rt.c", "drain.c"} {
+					for _, c := range recorderSources(t) {
 						srcs = append(srcs, "-x", "c", c) // one -x each: g++ compiles a second .c as C++
 					}
 					srcs = append(srcs, "-x", "assembler-with-cpp", "msgsend_"+tg.arch+".S", "testdata/interposer/runtime_"+tg.arch+".S")

@@ -1,0 +1,120 @@
+/*
+ * What the drain's files share (the drain: the thread that turns the chunks the recording
+ * threads hand over into the stream file). Each file is one job, and calls only the files
+ * listed before it here (never back):
+ *
+ *   drain_encode.c   frames and payloads, pure (drain_encode.h)
+ *   drain_clock.c    the tick rate (asked or measured), clock frames
+ *   drain_output.c   the stream file: path patterns, creation with its prologue, writes
+ *   drain_names.c    method ids and their names (the namer, the selector cache, the methods frames)
+ *   drain_records.c  a thread's records, open calls and identity as frames
+ *   drain_ring.c     ring mode's dump (the flight recorder)
+ *   drain.c          the pass and the drain thread
+ *   drain_signals.c  crashing, terminating and dump signals; fork
+ *   drain_api.c      the public API (rt.h): start, flush, close, counters
+ *
+ * The drain reads the recorder (rt_internal.h: the registry, the pool, the hand-over, the
+ * rings); the recorder never calls the drain.
+ */
+#ifndef MSGTRACE_DRAIN_INTERNAL_H
+#define MSGTRACE_DRAIN_INTERNAL_H
+#include "rt_internal.h"
+#include "drain_encode.h"
+
+#include <sys/types.h>
+
+/* A record's depth field (bits DEPTH_SHIFT.. below the flags) and a mark's kind (its class bits). */
+#define REC_DEPTH_MASK ((1ull << (FLAG_SHIFT - DEPTH_SHIFT)) - 1)
+#define REC_MARK_KIND_MASK 0xffffull
+/* A recorded class word as a method key: depth and the unwound flag cleared. */
+#define REC_METHOD_KEY(cls) ((cls) & ~(REC_DEPTH_MASK << DEPTH_SHIFT) & ~((uint64_t)F_UNWOUND << FLAG_SHIFT))
+#define REC_MARK(kind) ((uint64_t)(kind) | (uint64_t)F_MARK << FLAG_SHIFT)
+_Static_assert(MARK_LOST == MT_MARK_LOST && MARK_WAIT == MT_MARK_WAIT && MARK_OVERFLOW == MT_MARK_OVERFLOW &&
+		       MARK_OVERWRITTEN == MT_MARK_OVERWRITTEN,
+	       "rt.h's mark kinds are the stream's");
+
+/* ---- drain_clock.c ---- */
+struct mt_clock {
+	uint64_t rate_num, rate_den; /* ns = ticks * num / den; 0, 0 while unknown */
+	int rate_final;              /* the hardware's or the kernel's rate, or measured over 1 s */
+	int rate_news;               /* the rate changed: the next clock frame says so */
+	uint64_t cal_tick, cal_ns;   /* the counter and the clock when the stream started */
+	uint64_t last_clock_ns;      /* when the last clock frame was written */
+	double min_us;               /* MSGTRACE_MIN_US */
+};
+extern struct mt_clock mt_clock;
+uint64_t mt_mono_ns(void);
+void mt_sleep_ms(long ms);
+void mt_clock_start(double min_us); /* the stream starts: calibration starts */
+void mt_clock_ask_rate(void);       /* on the drain thread: the rate from the hardware or kernel */
+void mt_clock_calibrate(void);      /* measure the rate where nobody says it */
+void mt_clock_frame(struct mt_buf *out, struct mt_buf *pl);
+
+/* ---- drain_output.c ---- */
+struct mt_output {
+	char pattern[4096];      /* path pattern */
+	char path[4096];         /* the file's path once created */
+	char program[256];       /* program name for the process frame ("" = the executable's) */
+	char error[4600];
+	int mode;                /* MT_MODE_* for the process frame */
+	int fd;                  /* -1 until the first write */
+	int failed;              /* the file could not be created: nothing more is tried */
+	struct mt_buf out;       /* frames not written yet */
+	struct mt_buf pl;        /* the prologue's payloads */
+	uint64_t lost_bytes;     /* bytes that could not be written */
+};
+extern struct mt_output mt_out;
+void mt_output_write(void);  /* writes mt_out.out (creating the file, prologue first) */
+void mt_output_close(void);
+void mt_output_reset(void);  /* the next write starts a new file */
+
+/* ---- drain_names.c ---- */
+uint32_t mt_method_id(uint64_t key, uint64_t sel); /* key: REC_METHOD_KEY of a class word */
+void mt_names_flush(struct mt_buf *out);           /* the methods frame of ids named since */
+void mt_names_reset(void);                         /* ids start again at 1 */
+
+/* ---- drain_records.c ---- */
+struct mt_records {
+	struct mt_buf pl;                 /* the frame being built */
+	struct mt_buf pre;                /* a ring dump: its methods frames (they go first) */
+	int dumping;                      /* a ring dump: methods frames to pre, nothing written early */
+	uint64_t written_calls, written_marks;
+};
+extern struct mt_records mt_rec;
+void mt_stream_reset(void);           /* a new file next: output, method ids, counts (ring dump, fork) */
+void mt_announce(struct mt_thread_info *i, int recheck); /* a thread frame if not written yet (or its name changed) */
+void mt_thread_frame(struct mt_thread_info *i, int exited);
+void mt_encode(struct mt_thread_info *i, const struct mt_record *from, const struct mt_record *to);
+void mt_open_frame(struct mt_thread_info *i, uint64_t now, const struct mt_entry *e, uint64_t n);
+void mt_open_snapshot(struct mt_thread_info *i, int force);
+void mt_final_marks(struct mt_thread_info *i);
+void mt_thread_gone(struct mt_thread_info *i, uint64_t tick); /* its last frames: open calls closed, exited */
+void mt_end_frame(void);
+
+/* ---- drain_ring.c ---- */
+void mt_ring_dump(void);
+
+/* ---- drain.c ---- */
+struct mt_drain {
+	pthread_t thread;
+	pthread_mutex_t pass_mu;          /* held during a pass */
+	pthread_mutex_t req_mu;
+	pthread_cond_t req_cv;
+	uint64_t req_seq, done_seq;       /* flush requests (req_mu) */
+	volatile int stop_req, closed;
+	volatile int crash_req, crash_done; /* a crashing signal asks for a last pass */
+	volatile int dump_req;            /* ring mode: SIGUSR2 asks for a dump */
+	int started, ring_mode;
+	uint32_t period_ms;
+	uint64_t last_collect_ns, last_names_ns;
+	volatile uint64_t cpu_ns;         /* the drain thread's CPU time as of its last pass */
+	pid_t forked_pid;                 /* set in a child by the fork handler (vfork runs none) */
+};
+extern struct mt_drain mt_drain;
+void mt_pass(int force, int final);
+int mt_drain_start_thread(void);      /* 0, or -1 */
+
+/* ---- drain_signals.c ---- */
+void mt_install_signals(int ring_mode);
+void mt_install_fork_handlers(void);
+#endif

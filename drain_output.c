@@ -1,0 +1,150 @@
+/*
+ * The stream file: path patterns (%p %h %t %%), the file created by the first write with its
+ * prologue (the process frame, a clock frame), the writes, and the bytes that could not be
+ * written.
+ * Depends on: drain_encode.c, drain_clock.c.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "drain_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#if defined(__APPLE__)
+#include <TargetConditionals.h>
+#endif
+
+#if defined(__x86_64__)
+#define ARCH_NAME "amd64"
+#elif defined(__aarch64__)
+#define ARCH_NAME "arm64"
+#else
+#define ARCH_NAME "unknown"
+#endif
+#if !defined(__APPLE__)
+#define OS_NAME "linux"
+#elif TARGET_OS_IPHONE
+#define OS_NAME "ios"
+#else
+#define OS_NAME "darwin"
+#endif
+
+struct mt_output mt_out = {.fd = -1};
+
+int msgtrace_expand_path(const char *pat, long pid, char *o, size_t n) {
+	size_t k = 0;
+	char tmp[256];
+	for (const char *s = pat; *s; s++) {
+		const char *add = NULL;
+		char one[2] = {*s, 0};
+		if (*s == '%') {
+			s++;
+			switch (*s) {
+			case 'p':
+				snprintf(tmp, sizeof tmp, "%ld", pid);
+				add = tmp;
+				break;
+			case 'h':
+				if (gethostname(tmp, sizeof tmp) != 0)
+					strcpy(tmp, "localhost");
+				tmp[sizeof tmp - 1] = 0;
+				add = tmp;
+				break;
+			case 't':
+				add = getenv("TMPDIR");
+				if (!add || !*add)
+					add = "/tmp";
+				break;
+			case '%':
+				add = "%";
+				break;
+			default:
+				return -1;
+			}
+		} else {
+			add = one;
+		}
+		size_t l = strlen(add);
+		if (k + l + 1 > n)
+			return -1;
+		memcpy(o + k, add, l);
+		k += l;
+	}
+	o[k] = 0;
+	return 0;
+}
+
+static void process_frame(struct mt_buf *out) {
+	char exe[4096] = "";
+#if defined(__linux__)
+	ssize_t l = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	exe[l > 0 ? l : 0] = 0;
+#endif
+	const char *name = mt_out.program;
+	if (!*name) {
+		const char *slash = strrchr(exe, '/');
+		name = slash ? slash + 1 : exe;
+	}
+	struct mt_process_frame p = {(uint64_t)getpid(), (uint64_t)getppid(), exe, name, ARCH_NAME, OS_NAME, (uint64_t)mt_out.mode};
+	mt_enc_process(out, &mt_out.pl, &p);
+}
+
+/* Writes all of b, or counts what it could not. */
+static void write_all(const struct mt_buf *b, int report) {
+	for (size_t off = 0; off < b->n;) {
+		ssize_t w = write(mt_out.fd, b->p + off, b->n - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (report && !mt_out.error[0])
+				snprintf(mt_out.error, sizeof mt_out.error, "writing %s: %s", mt_out.path, w < 0 ? strerror(errno) : "short write");
+			mt_out.lost_bytes += b->n - off;
+			break;
+		}
+		off += (size_t)w;
+	}
+}
+
+/* The file is created by the first write, starting with the process and clock frames. */
+static void create(void) {
+	if (msgtrace_expand_path(mt_out.pattern, (long)getpid(), mt_out.path, sizeof mt_out.path) != 0 ||
+	    (mt_out.fd = open(mt_out.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+		snprintf(mt_out.error, sizeof mt_out.error, "cannot create %s: %s", mt_out.path, strerror(errno));
+		mt_out.failed = 1;
+		return;
+	}
+	struct mt_buf pro = {0};
+	process_frame(&pro);
+	mt_clock_frame(&pro, &mt_out.pl);
+	write_all(&pro, 0);
+	mt_buf_free(&pro);
+}
+
+void mt_output_write(void) {
+	if (mt_out.out.n == 0)
+		return;
+	if (mt_out.fd < 0 && !mt_out.failed)
+		create();
+	if (mt_out.fd < 0)
+		mt_out.lost_bytes += mt_out.out.n;
+	else
+		write_all(&mt_out.out, 1);
+	mt_out.out.n = 0;
+}
+
+void mt_output_close(void) {
+	if (mt_out.fd >= 0)
+		close(mt_out.fd);
+	mt_out.fd = -1;
+}
+
+void mt_output_reset(void) {
+	mt_output_close();
+	mt_out.failed = 0;
+	mt_out.out.n = mt_out.pl.n = 0;
+}
