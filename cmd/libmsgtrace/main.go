@@ -5,14 +5,19 @@
 package main
 
 /*
-#include <stdint.h>
 #include <stdlib.h>
+// The API's types come from msgtrace.h. It declares msgtrace_flush, msgtrace_set_filters and
+// msgtrace_last_error with const char *, which cgo exports as char *: those declarations are
+// renamed out of the way here (the exported functions are what msgtrace.h says).
+#define msgtrace_flush msgtrace_flush_as_declared
+#define msgtrace_set_filters msgtrace_set_filters_as_declared
+#define msgtrace_last_error msgtrace_last_error_as_declared
+#include "msgtrace.h"
+#undef msgtrace_flush
+#undef msgtrace_set_filters
+#undef msgtrace_last_error
 
-struct msgtrace_counters {
-	uint64_t threads, recorded, dropped, overflow, flushed;
-};
-
-void msgtrace_write_at_exit(void);
+void msgtrace_write_at_exit(void); // ctor.c
 */
 import "C"
 

@@ -3,23 +3,18 @@
  * of known length, and a second, named thread. Selectors are C strings, as in Apple's runtime. */
 #define _GNU_SOURCE
 #include "selftest.h"
+#include "rt.h"
 
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
 void test_msgSend(void), test_msgSendSuper2(void), test_msgSend_stret(void), test_msgSendSuper2_stret(void);
-extern void *msgtrace_orig_objc_msgSend, *msgtrace_orig_objc_msgSendSuper2;
-extern void *msgtrace_orig_objc_msgSend_stret, *msgtrace_orig_objc_msgSendSuper2_stret;
-extern void *msgtrace_orig_objc_msgSend_fpret, *msgtrace_orig_objc_msgSend_fp2ret;
-extern volatile uint32_t msgtrace_active;
 struct method { const char *sel; void *imp; };
 struct objc_super { void *receiver; struct st_class *cls; };
-/* the interposers, declared with the one signature this workload sends */
-intptr_t msgtrace_objc_msgSend(void *, const char *, intptr_t);
-intptr_t msgtrace_objc_msgSendSuper2(struct objc_super *, const char *, intptr_t);
-#define SEND msgtrace_objc_msgSend
-#define SUPER msgtrace_objc_msgSendSuper2
+/* the interposers (rt.h), called with the one signature this workload sends */
+#define SEND ((intptr_t(*)(void *, const char *, intptr_t))(void *)msgtrace_objc_msgSend)
+#define SUPER ((intptr_t(*)(struct objc_super *, const char *, intptr_t))(void *)msgtrace_objc_msgSendSuper2)
 
 static void sleep_ms(int ms) {
 	struct timespec ts = {0, ms * 1000000L};
@@ -56,7 +51,6 @@ static struct st_object view_class_object = {&ViewMeta};
  * index, no isa; the payload's high bits are set as objc4's obfuscation sets them. */
 #define ST_TAG (1ULL << 63)
 #define ST_NUM_INDEX 3ULL
-extern uint64_t msgtrace_tag_mask;
 struct st_class Num = {0, 0, "Num", 0};
 static intptr_t tagged_dispatch(void *self, const char *cmd, intptr_t x) {
 	(void)self, (void)cmd;
@@ -92,14 +86,6 @@ int selftest_run(void) {
 }
 
 /* Names for the drain, as the Objective-C runtime's functions give them. */
-struct mt_namer {
-	const char *(*class_name)(void *cls);
-	const char *(*sel_name)(void *sel);
-	void *(*object_class)(void *obj);
-	void *(*superclass)(void *cls);
-	unsigned char (*is_meta)(void *cls);
-};
-void msgtrace_set_namer(const struct mt_namer *n);
 static const char *st_class_name(void *c) { return ((struct st_class *)c)->name; }
 static const char *st_sel_name(void *s) { return (const char *)s; }
 static void *st_object_class(void *o) {

@@ -4,6 +4,7 @@
 package selftest
 
 /*
+#cgo CFLAGS: -I${SRCDIR}/../.. -Wno-cast-function-type
 #include "selftest.h"
 */
 import "C"
