@@ -40,6 +40,7 @@ static void drop_thread(struct mt_thread_info **pp, struct mt_thread_info *i) {
 	if (pp)
 		*pp = i->next;
 	msgtrace_thread_gone_mark(i);
+	free(i->drain);
 	free(i);
 }
 
@@ -135,7 +136,7 @@ static int collect_thread(struct mt_thread_info *i, int force, int final, int na
 		int n = force ? msgtrace_claim_marks(i, c, cur, m) : 0;
 		mt_encode(i, m, m + n);
 	}
-	if (names && i->announced)
+	if (names && mt_dt(i)->announced)
 		mt_announce(i, 1);
 	mt_open_snapshot(i, final);
 	if (final)
@@ -149,10 +150,13 @@ static int collect(int force, int final, int names, int retry) {
 	pthread_mutex_lock(&msgtrace_registry_lock);
 	int skipped = reap_exited();
 	for (struct mt_thread_info *i = msgtrace_registry; i; i = i->next) {
-		if (__atomic_load_n(&i->exited, __ATOMIC_ACQUIRE) || (retry && !i->skipped))
+		if (__atomic_load_n(&i->exited, __ATOMIC_ACQUIRE))
 			continue;
-		i->skipped = !collect_thread(i, force, final, names);
-		skipped += i->skipped;
+		struct mt_drain_thread *d = mt_dt(i);
+		if (retry && !d->skipped)
+			continue;
+		d->skipped = !collect_thread(i, force, final, names);
+		skipped += d->skipped;
 	}
 	pthread_mutex_unlock(&msgtrace_registry_lock);
 	return skipped;

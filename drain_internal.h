@@ -74,6 +74,15 @@ void mt_names_flush(struct mt_buf *out);           /* the methods frame of ids n
 void mt_names_reset(void);                         /* ids start again at 1 */
 
 /* ---- drain_records.c ---- */
+/* The drain's record of a thread (mt_thread_info.drain), made when the drain first needs it. */
+struct mt_drain_thread {
+	int skipped;                   /* the last collect could not read its current chunk */
+	int announced;                 /* a thread frame was written (in this file) */
+	char announced_name[64];       /* with this name */
+	uint64_t snap_top, snap_start; /* identity of the last open snapshot written */
+};
+/* i's record; without memory a blank one (the thread is then announced and snapshotted again). */
+struct mt_drain_thread *mt_dt(struct mt_thread_info *i);
 struct mt_records {
 	struct mt_buf pl;                 /* the frame being built */
 	struct mt_buf pre;                /* a ring dump: its methods frames (they go first) */

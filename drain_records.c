@@ -31,6 +31,16 @@ void mt_stream_reset(void) {
 	mt_rec.written_calls = mt_rec.written_marks = 0;
 }
 
+struct mt_drain_thread *mt_dt(struct mt_thread_info *i) {
+	static struct mt_drain_thread blank;
+	if (!i->drain)
+		i->drain = calloc(1, sizeof *i->drain);
+	if (i->drain)
+		return i->drain;
+	memset(&blank, 0, sizeof blank);
+	return &blank;
+}
+
 /* New method names go before the frame that uses them: a ring dump's all before its events. */
 static void flush_methods(void) { mt_names_flush(mt_rec.dumping ? &mt_rec.pre : &mt_out.out); }
 
@@ -56,18 +66,19 @@ static void thread_name(struct mt_thread_info *i, char *name, size_t n) {
 
 void mt_thread_frame(struct mt_thread_info *i, int exited) {
 	uint64_t flags = (i->main ? MT_THREAD_MAIN : 0) | (exited ? MT_THREAD_EXITED : 0);
-	mt_enc_thread(&mt_out.out, &mt_rec.pl, i->tid, flags, i->announced_name);
+	mt_enc_thread(&mt_out.out, &mt_rec.pl, i->tid, flags, mt_dt(i)->announced_name);
 }
 
 void mt_announce(struct mt_thread_info *i, int recheck) {
-	if (i->announced && !recheck)
+	struct mt_drain_thread *d = mt_dt(i);
+	if (d->announced && !recheck)
 		return;
-	char name[sizeof i->announced_name];
+	char name[sizeof d->announced_name];
 	thread_name(i, name, sizeof name);
-	if (i->announced && strcmp(name, i->announced_name) == 0)
+	if (d->announced && strcmp(name, d->announced_name) == 0)
 		return;
-	memcpy(i->announced_name, name, sizeof name);
-	i->announced = 1;
+	memcpy(d->announced_name, name, sizeof name);
+	d->announced = 1;
 	mt_thread_frame(i, 0);
 }
 
@@ -150,12 +161,13 @@ void mt_open_snapshot(struct mt_thread_info *i, int force) {
 		k++;
 	n = k;
 	uint64_t start = n ? a[n - 1].start : 0;
-	if (!force && n == i->snap_top && start == i->snap_start)
+	struct mt_drain_thread *d = mt_dt(i);
+	if (!force && n == d->snap_top && start == d->snap_start)
 		return;
 	mt_announce(i, 0);
 	mt_open_frame(i, msgtrace_now_ticks(), a, n);
-	i->snap_top = n;
-	i->snap_start = start;
+	d->snap_top = n;
+	d->snap_start = start;
 }
 
 /* At the end: losses of a live thread that no chunk carried a mark for yet. */
@@ -179,7 +191,7 @@ void mt_final_marks(struct mt_thread_info *i) {
  * its thread frame marked exited. */
 void mt_thread_gone(struct mt_thread_info *i, uint64_t tick) {
 	mt_announce(i, 0);
-	if (i->snap_top)
+	if (mt_dt(i)->snap_top)
 		mt_open_frame(i, tick, NULL, 0);
 	mt_thread_frame(i, 1);
 }

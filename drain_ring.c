@@ -114,7 +114,7 @@ static void ring_thread(struct mt_ring *r) {
 	uint64_t calls = mt_rec.written_calls, marks = mt_rec.written_marks;
 	int ok = 0;
 	for (int k = 0; k < RING_TRIES && !ok; k++) {
-		id->announced = 0;
+		mt_dt(id)->announced = 0;
 		ok = ring_thread_once(r, live, id);
 		if (!ok) {
 			mt_out.out.n = at;
@@ -124,7 +124,7 @@ static void ring_thread(struct mt_ring *r) {
 	if (!ok)
 		return;
 	if (live) {
-		live->snap_top = live->snap_start = 0;
+		mt_dt(live)->snap_top = mt_dt(live)->snap_start = 0;
 		mt_open_snapshot(live, 0);
 	} else if (mt_rec.written_calls + mt_rec.written_marks > calls + marks) {
 		mt_thread_frame(id, 1);

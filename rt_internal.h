@@ -37,6 +37,7 @@ struct mt_chunk {
 _Static_assert(sizeof(struct mt_chunk) == 128, "chunk header");
 
 struct mt_ring;
+struct mt_drain_thread;
 
 /* Registry of every thread that made a traced call. */
 struct mt_thread_info {
@@ -64,14 +65,12 @@ struct mt_thread_info {
 	uint64_t defer_seq;              /* seq of the chunk that waits for them */
 	uint32_t ndefer;
 	struct mt_record defer[3];
-	/* drain-only */
-	uint64_t taken;                  /* chunks of this thread the drain has taken (encoded or
-					  * kept): its current chunk is read only when taken equals
-					  * the chunk's seq, so that no older chunk is still in flight */
-	int skipped;                     /* the last collect could not read its current chunk */
-	int announced;
-	char announced_name[64];
-	uint64_t snap_top, snap_start;   /* identity of the last open snapshot written */
+	/* the hand-over's order, written by the drain: chunks of this thread the drain has taken
+	 * (encoded or kept); its current chunk is read only when taken equals the chunk's seq, so
+	 * that no older chunk is still in flight */
+	uint64_t taken;
+	struct mt_drain_thread *drain;   /* the drain's own record of the thread (drain_records.c;
+					  * made by the drain, freed with the thread) */
 	struct mt_ring *ring;            /* ring mode: the thread's kept chunks */
 	struct mt_thread t;              /* last: its shadow stack follows */
 };

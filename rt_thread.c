@@ -442,6 +442,7 @@ void msgtrace_reset_after_fork(void) {
 		}
 		if (i->chunk)
 			msgtrace_pool_push(i->chunk);
+		free(i->drain);
 		free(i); /* its thread does not exist here */
 	}
 	msgtrace_registry = keep;
@@ -453,8 +454,8 @@ void msgtrace_reset_after_fork(void) {
 		keep->next = NULL;
 		keep->tid = thread_id();
 		keep->main = 1;
-		keep->announced = 0;
-		keep->snap_top = keep->snap_start = 0;
+		free(keep->drain); /* the drain knew the parent's stream */
+		keep->drain = NULL;
 		keep->handed = keep->marks = 0;
 		keep->t.dropped = keep->lost_reported = 0;
 		keep->t.overflow = keep->overflow_reported = 0;
