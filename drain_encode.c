@@ -46,7 +46,7 @@ static void crc_init(void) {
 	__atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
 }
 
-uint32_t mt_crc32c(uint32_t crc, const unsigned char *p, size_t n) {
+static uint32_t crc32c(uint32_t crc, const unsigned char *p, size_t n) {
 	if (!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE))
 		crc_init();
 	crc = ~crc;
@@ -71,8 +71,8 @@ void mt_frame(struct mt_buf *out, int kind, const struct mt_buf *pl) {
 	memcpy(h, MT_STREAM_MAGIC, MT_STREAM_MAGIC_LEN);
 	h[MT_FRAME_KIND_AT] = (unsigned char)kind; /* reserved bytes stay 0 */
 	put_le32(h + MT_FRAME_LEN_AT, (uint32_t)pl->n);
-	uint32_t crc = mt_crc32c(0, h + MT_FRAME_KIND_AT, MT_FRAME_CRC_AT - MT_FRAME_KIND_AT);
-	put_le32(h + MT_FRAME_CRC_AT, mt_crc32c(crc, pl->p, pl->n));
+	uint32_t crc = crc32c(0, h + MT_FRAME_KIND_AT, MT_FRAME_CRC_AT - MT_FRAME_KIND_AT);
+	put_le32(h + MT_FRAME_CRC_AT, crc32c(crc, pl->p, pl->n));
 	mt_put_bytes(out, h, sizeof h);
 	mt_put_bytes(out, pl->p, pl->n);
 }

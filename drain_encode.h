@@ -63,7 +63,6 @@ static inline void mt_put_str(struct mt_buf *b, const char *s) {
 	mt_put_bytes(b, s, n);
 }
 
-uint32_t mt_crc32c(uint32_t crc, const unsigned char *p, size_t n);
 /* Appends a frame of the kind to out: header (CRC-32C over the header from the kind byte and
  * the payload), then the payload. */
 void mt_frame(struct mt_buf *out, int kind, const struct mt_buf *payload);

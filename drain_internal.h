@@ -94,7 +94,6 @@ void mt_stream_reset(void);           /* a new file next: output, method ids, co
 void mt_announce(struct mt_thread_info *i, int recheck); /* a thread frame if not written yet (or its name changed) */
 void mt_thread_frame(struct mt_thread_info *i, int exited);
 void mt_encode(struct mt_thread_info *i, const struct mt_record *from, const struct mt_record *to);
-void mt_open_frame(struct mt_thread_info *i, uint64_t now, const struct mt_entry *e, uint64_t n);
 void mt_open_snapshot(struct mt_thread_info *i, int force);
 void mt_final_marks(struct mt_thread_info *i);
 void mt_thread_gone(struct mt_thread_info *i, uint64_t tick); /* its last frames: open calls closed, exited */

@@ -119,7 +119,7 @@ void mt_encode(struct mt_thread_info *i, const struct mt_record *from, const str
 }
 
 /* An open frame: the thread's calls open at tick now, outermost first. */
-void mt_open_frame(struct mt_thread_info *i, uint64_t now, const struct mt_entry *e, uint64_t n) {
+static void open_frame(struct mt_thread_info *i, uint64_t now, const struct mt_entry *e, uint64_t n) {
 	uint32_t *ids = n ? malloc(n * sizeof *ids) : NULL;
 	if (n && !ids)
 		return;
@@ -165,7 +165,7 @@ void mt_open_snapshot(struct mt_thread_info *i, int force) {
 	if (!force && n == d->snap_top && start == d->snap_start)
 		return;
 	mt_announce(i, 0);
-	mt_open_frame(i, msgtrace_now_ticks(), a, n);
+	open_frame(i, msgtrace_now_ticks(), a, n);
 	d->snap_top = n;
 	d->snap_start = start;
 }
@@ -192,7 +192,7 @@ void mt_final_marks(struct mt_thread_info *i) {
 void mt_thread_gone(struct mt_thread_info *i, uint64_t tick) {
 	mt_announce(i, 0);
 	if (mt_dt(i)->snap_top)
-		mt_open_frame(i, tick, NULL, 0);
+		open_frame(i, tick, NULL, 0);
 	mt_thread_frame(i, 1);
 }
 
