@@ -67,8 +67,8 @@ static int reap_exited(void) {
 		if (mt_drain.ring_mode) {
 			done = ex && (i->ring || all_in);
 		} else {
-			done = ex == 2 && all_in; /* exited with a last chunk: take_handed forgets it */
-			waiting += ex == 2 && !all_in;
+			done = ex == EXITED_NO_CHUNK && all_in; /* EXITED_LAST_CHUNK: take_handed forgets it */
+			waiting += ex == EXITED_NO_CHUNK && !all_in;
 		}
 		if (!done) {
 			pp = &i->next;

@@ -39,13 +39,18 @@ _Static_assert(sizeof(struct mt_chunk) == 128, "chunk header");
 struct mt_ring;
 struct mt_drain_thread;
 
+/* mt_thread_info.exited: still running (0), gone with a last chunk that says so (the drain
+ * forgets the thread when it takes that chunk), or gone without one (the drain writes it off
+ * once its other chunks are in). */
+enum { EXITED_LAST_CHUNK = 1, EXITED_NO_CHUNK = 2 };
+
 /* Registry of every thread that made a traced call. */
 struct mt_thread_info {
 	struct mt_thread_info *next;     /* registry list (registry_lock) */
 	uint64_t tid;
 	pthread_t pt;
 	int main;
-	int exited;                      /* set by the thread as it goes, with its last chunk */
+	int exited;                      /* EXITED_*: set by the thread as it goes */
 	char name[64];
 	struct mt_chunk *chunk;          /* current chunk (owner writes; drain reads) */
 	uint64_t handed;                 /* records in chunks handed over (owner) */

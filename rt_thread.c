@@ -360,15 +360,15 @@ static void thread_exit(void *p) {
 		if (r) {
 			msgtrace_ring_push(r, c);
 			__atomic_store_n(&r->state, RING_EXITED, __ATOMIC_RELEASE);
-			__atomic_store_n(&i->exited, 1, __ATOMIC_RELEASE);
+			__atomic_store_n(&i->exited, EXITED_LAST_CHUNK, __ATOMIC_RELEASE);
 		} else {
-			__atomic_store_n(&i->exited, 1, __ATOMIC_RELEASE);
+			__atomic_store_n(&i->exited, EXITED_LAST_CHUNK, __ATOMIC_RELEASE);
 			msgtrace_hand_over(c);
 		}
 	} else {
 		if (r)
 			__atomic_store_n(&r->state, RING_EXITED, __ATOMIC_RELEASE);
-		__atomic_store_n(&i->exited, 2, __ATOMIC_RELEASE); /* exited without a last chunk */
+		__atomic_store_n(&i->exited, EXITED_NO_CHUNK, __ATOMIC_RELEASE);
 	}
 }
 
