@@ -13,10 +13,12 @@
 
 int msgtrace_ring_mode;
 struct mt_ring *msgtrace_rings;
-/* Slot arrays given back, linked through their first 8 bytes. Taken after the registry lock
- * where both are held (the drain's release). */
-static uint32_t *free_slots;
-static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Slot arrays given back, linked through their first 8 bytes. The lock is taken after the
+ * registry lock where both are held (the drain's release). */
+static struct {
+	uint32_t *free;
+	pthread_mutex_t lock;
+} spare = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The thread's ring, made at its first chunk switch in ring mode: positions start at the seq
  * of the chunk it will put in first. NULL without memory (its chunks then go to the drain). */
@@ -25,12 +27,12 @@ struct mt_ring *msgtrace_ring_make(struct mt_thread_info *i) {
 	while (n < msgtrace_pool_cap())
 		n <<= 1;
 	uint32_t *slots = NULL;
-	pthread_mutex_lock(&slots_lock);
-	if (free_slots) {
-		slots = free_slots;
-		memcpy(&free_slots, slots, sizeof free_slots);
+	pthread_mutex_lock(&spare.lock);
+	if (spare.free) {
+		slots = spare.free;
+		memcpy(&spare.free, slots, sizeof spare.free);
 	}
-	pthread_mutex_unlock(&slots_lock);
+	pthread_mutex_unlock(&spare.lock);
 	if (!slots)
 		slots = calloc(n, sizeof *slots);
 	struct mt_ring *r = calloc(1, sizeof *r);
@@ -57,10 +59,10 @@ struct mt_ring *msgtrace_ring_make(struct mt_thread_info *i) {
 }
 
 void msgtrace_ring_release(struct mt_ring *r) {
-	pthread_mutex_lock(&slots_lock);
-	memcpy(r->slots, &free_slots, sizeof free_slots); /* r->slots stays: a late reader fails its CAS */
-	free_slots = r->slots;
-	pthread_mutex_unlock(&slots_lock);
+	pthread_mutex_lock(&spare.lock);
+	memcpy(r->slots, &spare.free, sizeof spare.free); /* r->slots stays: a late reader fails its CAS */
+	spare.free = r->slots;
+	pthread_mutex_unlock(&spare.lock);
 	__atomic_store_n(&r->state, RING_DONE, __ATOMIC_RELEASE);
 }
 
@@ -132,7 +134,7 @@ struct mt_chunk *msgtrace_ring_take(struct mt_thread_info *i) {
 }
 
 void msgtrace_rings_after_fork(struct mt_ring *keep) {
-	pthread_mutex_init(&slots_lock, NULL);
+	pthread_mutex_init(&spare.lock, NULL);
 	for (struct mt_ring *r = msgtrace_rings; r; r = r->next) {
 		if (r->state == RING_LIVE || r->state == RING_EXITED)
 			for (uint64_t p = r->head; p < r->tail; p++)
