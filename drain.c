@@ -26,6 +26,11 @@
 /* Faulted-in free chunks kept ahead: twice those in use, at least POOL_AHEAD_MIN, at most an
  * eighth of the pool's cap. */
 #define POOL_AHEAD_MIN 4
+/* The drain does not idle (the longer wait) while more chunks than this are in use. */
+#define BUSY_CHUNKS 4
+/* The drain's wait for a wake-up: short after work, longer when idle (ms). */
+#define WAIT_BUSY_MS 1
+#define WAIT_IDLE_MS 10
 
 struct mt_drain mt_drain = {
 	.pass_mu = PTHREAD_MUTEX_INITIALIZER,
@@ -258,9 +263,9 @@ static void *drain_main(void *arg) {
 		}
 		if (mt_drain.stop_req)
 			break;
-		msgtrace_drain_wait(idle ? 10 : 1); /* a flush, the exit, a crash or a waiting thread wakes it */
+		msgtrace_drain_wait(idle ? WAIT_IDLE_MS : WAIT_BUSY_MS); /* a flush, the exit, a crash or a waiting thread wakes it */
 		idle = 1; /* a quiet period: sleep longer until a chunk comes */
-		if (msgtrace_pool_free_count() + POOL_AHEAD_MIN < msgtrace_pool_made())
+		if (msgtrace_pool_free_count() + BUSY_CHUNKS < msgtrace_pool_made())
 			idle = 0;
 	}
 	return NULL;
