@@ -14,37 +14,17 @@
  * a crash reporter or the C++ unwinder finds the caller's return address at [rbx + E_RET] and
  * its rbx at [rbx + E_SAVE].
  */
+#include "asm.h"
 #include "rt.h"
 #include "trampoline.h"
 
 #if defined(__APPLE__)
-#define SYM(x) _##x
-#define FUNC(x) .globl SYM(x); .private_extern SYM(x); .p2align 4; SYM(x):
-#define END(x)
-/* Mach-O allows no global label inside a CFI region: the return target is a local label */
-#define AFTER_LABEL L_msgtrace_after:
-#define AFTER L_msgtrace_after
-#define AFTER_TAIL_LABEL L_msgtrace_after_tail:
-#define AFTER_TAIL L_msgtrace_after_tail
-/* the stubs' names start their FDEs (outside the CFI regions): the linker keeps an FDE only for
- * the symbol it starts at, and __unwind_info then points each stub at its DWARF rows */
-#define STUB_NAME(x) .globl SYM(x); .private_extern SYM(x); SYM(x):
 /* darwin: our pthread key's slot in the thread's TSD area, %gs:key*8 */
 .macro LOAD_SELF reg
 	movq SYM(msgtrace_tsd_key)(%rip), \reg
 	movq %gs:(,\reg,8), \reg
 .endm
 #else
-#define SYM(x) x
-#define FUNC(x) .globl x; .hidden x; .type x,@function; .p2align 4; x:
-#define END(x) .size x, .-x
-/* the return targets are local labels; the stubs' names (for debuggers and profilers) cover
- * their whole FDEs, from the byte before the return target */
-#define AFTER_LABEL .Lmsgtrace_after:
-#define AFTER .Lmsgtrace_after
-#define AFTER_TAIL_LABEL .Lmsgtrace_after_tail:
-#define AFTER_TAIL .Lmsgtrace_after_tail
-#define STUB_NAME(x) .globl x; .hidden x; .type x,@function; x:
 /* ELF: initial-exec TLS variable msgtrace_tls at %fs:offset */
 .macro LOAD_SELF reg
 	movq msgtrace_tls@gottpoff(%rip), \reg
@@ -53,11 +33,11 @@
 #endif
 
 /* msgtrace_after_tail is 2 bytes below msgtrace_after (checked below): a return address in
- * [AFTER_TAIL, AFTER] is one of the two return stubs. \reg = the return slot - AFTER_TAIL, then
+ * [LOCAL(after_tail), LOCAL(after)] is one of the two return stubs. \reg = the return slot - LOCAL(after_tail), then
  * compared: flags "below or equal" when the slot holds a stub (a tail call from a traced method). */
 #define AFTER_TAIL_DIST 2
 .macro SLOT_IS_STUB reg
-	leaq AFTER_TAIL(%rip), \reg
+	leaq LOCAL(after_tail)(%rip), \reg
 	negq \reg
 	addq (%rsp), \reg
 	cmpq $(AFTER_TAIL_DIST), \reg
@@ -274,7 +254,7 @@ FUNC(\name)
 	CFI_SAVED_IN_RBX
 	addq $(ENTRY_SIZE), %r10
 	movq %r10, T_TOP(%r11)                  /* push */
-	leaq AFTER(%rip), %r10                  /* rax = the caller's return address */
+	leaq LOCAL(after)(%rip), %r10                  /* rax = the caller's return address */
 	leaq -AFTER_TAIL_DIST(%r10), %rdx
 	subq %rdx, %rax
 	cmpq $(AFTER_TAIL_DIST), %rax
@@ -426,7 +406,7 @@ STUB_NAME(msgtrace_after_tail)
 	.cfi_escape 0x10, 0x03, 0x02, 0x73, E_SAVE  /* caller's rbx at [rbx + E_SAVE] */
 	.cfi_escape 0x10, 0x10, 0x02, 0x73, E_RET   /* its return address (a stub) at [rbx + E_RET] */
 	nop
-AFTER_TAIL_LABEL
+LOCAL(after_tail):
 	nop                                         /* falls through into msgtrace_after */
 	.cfi_endproc
 #if !defined(__APPLE__)
@@ -439,7 +419,7 @@ STUB_NAME(msgtrace_after)
 	.cfi_escape 0x10, 0x03, 0x02, 0x73, E_SAVE  /* caller's rbx at [rbx + E_SAVE] */
 	CFI_AFTER_RET_IN_RBX                        /* its return address from [rbx + E_RET] */
 	nop
-AFTER_LABEL
+LOCAL(after):
 	movq %rax, E_RV0(%rbx)
 	movq %rdx, E_RV1(%rbx)
 	TICK                                    /* rax = end tick */
@@ -499,10 +479,8 @@ AFTER_LABEL
 #if !defined(__APPLE__)
 END(msgtrace_after)
 #endif
-.if AFTER - AFTER_TAIL - AFTER_TAIL_DIST
+.if LOCAL(after) - LOCAL(after_tail) - AFTER_TAIL_DIST
 .error "msgtrace_after_tail must be AFTER_TAIL_DIST bytes below msgtrace_after"
 .endif
 
-#if !defined(__APPLE__)
-	.section .note.GNU-stack,"",@progbits
-#endif
+NO_EXEC_STACK

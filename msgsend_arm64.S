@@ -11,17 +11,11 @@
  * Registers: x9 = struct mt_thread *, x10 = entry, x11 = base or limit, x12-x16 temporaries,
  * x14 = tick on the close paths.
  */
+#include "asm.h"
 #include "rt.h"
 #include "trampoline.h"
 
 #if defined(__APPLE__)
-/* Apple's arm64 assembler reads ';' as a comment: statements on one line are split by %% */
-#define SEP %%
-#define SYM(x) _##x
-#define FUNC(x) .globl SYM(x) SEP .private_extern SYM(x) SEP .p2align 4 SEP SYM(x):
-#define END(x)
-#define LOCAL(x) L##x
-#define STUB_NAME(x) .globl SYM(x) SEP .private_extern SYM(x) SEP SYM(x):
 /* darwin: our pthread key's slot in the TSD area that TPIDRRO_EL0 points at */
 .macro LOAD_SELF reg, tmp
 	mrs \reg, TPIDRRO_EL0
@@ -39,12 +33,6 @@
 	ldr \wreg, [\reg, SYM(\sym)@PAGEOFF]
 .endm
 #else
-#define SEP ;
-#define SYM(x) x
-#define FUNC(x) .globl x; .hidden x; .type x,%function; .p2align 4; x:
-#define END(x) .size x, .-x
-#define LOCAL(x) .L##x
-#define STUB_NAME(x) .globl x SEP .hidden x SEP .type x,%function SEP x:
 /* ELF: initial-exec TLS variable msgtrace_tls at TPIDR_EL0 + its offset */
 .macro LOAD_SELF reg, tmp
 	mrs \reg, TPIDR_EL0
@@ -463,6 +451,4 @@ END(msgtrace_after)
 .error "msgtrace_after_tail must be AFTER_TAIL_DIST bytes below msgtrace_after"
 .endif
 
-#if !defined(__APPLE__)
-	.section .note.GNU-stack,"",%progbits
-#endif
+NO_EXEC_STACK

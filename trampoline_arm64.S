@@ -6,23 +6,13 @@
  * x17 (IP1) carries no argument; x0-x8, q0-q7, x30, sp and the stack are untouched: any
  * signature passes through, and no return address ever points here.
  */
+#include "asm.h"
 #include "trampoline.h"
 
-#if defined(__APPLE__)
-#define SEP %%
-#define SYM(x) _##x
-#else
-#define SEP ;
-#define SYM(x) x
-#endif
-
 	.text
-	.globl SYM(msgtrace_tramp_text)
-#if defined(__APPLE__)
-	.private_extern SYM(msgtrace_tramp_text)
-#else
-	.hidden SYM(msgtrace_tramp_text)
-	.type SYM(msgtrace_tramp_text),%function
+	HIDDEN(msgtrace_tramp_text)
+#if !defined(__APPLE__)
+	.type msgtrace_tramp_text, %function
 #endif
 	.p2align 5
 SYM(msgtrace_tramp_text):
@@ -46,18 +36,15 @@ SYM(msgtrace_tramp_text):
 	.size SYM(msgtrace_tramp_text), .-SYM(msgtrace_tramp_text)
 #endif
 
+	HIDDEN(msgtrace_tramp_data)
 #if defined(__APPLE__)
-	.globl SYM(msgtrace_tramp_data)
-	.private_extern SYM(msgtrace_tramp_data)
 	.zerofill __DATA,__bss,SYM(msgtrace_tramp_data),MT_POOL * MT_STRIDE,5
 #else
 	.bss
-	.globl msgtrace_tramp_data
-	.hidden msgtrace_tramp_data
-	.type msgtrace_tramp_data,%object
+	.type msgtrace_tramp_data, %object
 	.p2align 5
 msgtrace_tramp_data:
 	.zero MT_POOL * MT_STRIDE
 	.size msgtrace_tramp_data, MT_POOL * MT_STRIDE
-	.section .note.GNU-stack,"",%progbits
 #endif
+NO_EXEC_STACK
