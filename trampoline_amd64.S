@@ -14,7 +14,7 @@
 #if !defined(__APPLE__)
 	.type msgtrace_tramp_text, %function
 #endif
-	.p2align 5
+	.p2align MT_STRIDE_SHIFT
 SYM(msgtrace_tramp_text):
 	/* one FDE for the pool: at every instruction the CFA is rsp + 8 and the return address is
 	 * the caller's, at [rsp] */
@@ -23,7 +23,7 @@ SYM(msgtrace_tramp_text):
 	.rept MT_POOL
 	leaq SYM(msgtrace_tramp_data) + mt_i * MT_STRIDE(%rip), %r11
 	jmp SYM(msgtrace_method_entry)
-	.p2align 5, 0xcc
+	.p2align MT_STRIDE_SHIFT, 0xcc
 	.set mt_i, mt_i + 1
 	.endr
 	.cfi_endproc
@@ -33,11 +33,11 @@ SYM(msgtrace_tramp_text):
 
 	HIDDEN(msgtrace_tramp_data)
 #if defined(__APPLE__)
-	.zerofill __DATA,__bss,SYM(msgtrace_tramp_data),MT_POOL * MT_STRIDE,5
+	.zerofill __DATA,__bss,SYM(msgtrace_tramp_data),MT_POOL * MT_STRIDE,MT_STRIDE_SHIFT
 #else
 	.bss
 	.type msgtrace_tramp_data, %object
-	.p2align 5
+	.p2align MT_STRIDE_SHIFT
 msgtrace_tramp_data:
 	.zero MT_POOL * MT_STRIDE
 	.size msgtrace_tramp_data, MT_POOL * MT_STRIDE

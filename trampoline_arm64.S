@@ -14,7 +14,7 @@
 #if !defined(__APPLE__)
 	.type msgtrace_tramp_text, %function
 #endif
-	.p2align 5
+	.p2align MT_STRIDE_SHIFT
 SYM(msgtrace_tramp_text):
 	/* one FDE for the pool: at every instruction the CFA is sp and the return address is x30 */
 	.cfi_startproc
@@ -28,7 +28,7 @@ SYM(msgtrace_tramp_text):
 	add x17, x17, #:lo12:msgtrace_tramp_data + mt_i * MT_STRIDE
 #endif
 	b SYM(msgtrace_method_entry)
-	.p2align 5
+	.p2align MT_STRIDE_SHIFT
 	.set mt_i, mt_i + 1
 	.endr
 	.cfi_endproc
@@ -38,11 +38,11 @@ SYM(msgtrace_tramp_text):
 
 	HIDDEN(msgtrace_tramp_data)
 #if defined(__APPLE__)
-	.zerofill __DATA,__bss,SYM(msgtrace_tramp_data),MT_POOL * MT_STRIDE,5
+	.zerofill __DATA,__bss,SYM(msgtrace_tramp_data),MT_POOL * MT_STRIDE,MT_STRIDE_SHIFT
 #else
 	.bss
 	.type msgtrace_tramp_data, %object
-	.p2align 5
+	.p2align MT_STRIDE_SHIFT
 msgtrace_tramp_data:
 	.zero MT_POOL * MT_STRIDE
 	.size msgtrace_tramp_data, MT_POOL * MT_STRIDE
