@@ -14,6 +14,8 @@
  *   SEP           separates statements on one line: Apple's arm64 assembler reads ';' as a
  *                 comment, and takes "%%" instead
  *   NO_EXEC_STACK ELF's note that the object needs no executable stack (ends every file)
+ *
+ * and the DWARF numbers the interposers' hand-written CFI expressions (.cfi_escape) are made of.
  */
 #ifndef MSGTRACE_ASM_H
 #define MSGTRACE_ASM_H
@@ -41,5 +43,15 @@
 #define LOCAL(x) .L##x
 #define NO_EXEC_STACK .section .note.GNU-stack, "", %progbits
 #endif
+
+/* DWARF call frame instructions and expression operators (DWARF 5, 6.4.2 and 2.5) */
+#define DW_CFA_expression     0x10 /* reg, length, expr: the register is saved at address expr */
+#define DW_CFA_val_expression 0x16 /* reg, length, expr: the register's value is expr */
+#define DW_OP_deref 0x06
+#define DW_OP_lit1  0x31
+#define DW_OP_minus 0x1c
+#define DW_OP_breg(n) (0x70 + (n)) /* register n + a SLEB128 offset */
+/* a SLEB128 offset of one byte: -64 to 63 */
+#define SLEB1(x) ((x) & 0x7f)
 
 #endif

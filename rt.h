@@ -25,18 +25,31 @@
 #define OWNER_SEND   0
 #define OWNER_METHOD 1
 
-/* flags in the top 4 bits of E_CLS / R_CLS */
-#define F_SUPER   1  /* class is the objc_super class: the method ran in its superclass */
-#define F_TAGGED  2  /* receiver was a tagged pointer: the field holds the receiver folded
-		      * (MT_UNFOLD_TAGGED gives it back with bits 32-47, payload, cleared) */
-#define F_UNWOUND 4  /* the call did not return: closed when an exception or longjmp skipped it */
-#define F_MARK    8  /* not a call: a mark (class bits = kind, selector = count) */
-#define CLS_BITS  48
-/* A tagged receiver's bits 48-63 (the tag bit and index on Apple's MSB and split layouts) are
- * recorded in bits 32-47 (payload on every layout), below the depth and flags. */
-#define MT_UNFOLD_TAGGED(f) (((f) & 0xffffffffull) | (((f) >> 32 & 0xffffull) << 48))
+/* The class word (mt_entry.cls, mt_record.cls):
+ *   bits  0-47  class (CLS_BITS), or a tagged receiver folded (F_TAGGED)
+ *   bits 48-59  depth in the shadow stack (DEPTH_SHIFT, DEPTH_BITS)
+ *   bits 60-63  flags (FLAG_SHIFT): F_x = 1 << F_x_BIT */
+#define CLS_BITS    48
 #define DEPTH_SHIFT 48
-#define FLAG_SHIFT 60
+#define DEPTH_BITS  12
+#define DEPTH_MAX   ((1 << DEPTH_BITS) - 1)
+#define FLAG_SHIFT  60
+#define F_SUPER_BIT   0
+#define F_TAGGED_BIT  1
+#define F_UNWOUND_BIT 2
+#define F_MARK_BIT    3
+#define F_SUPER   (1 << F_SUPER_BIT)   /* class is the objc_super class: the method ran in its superclass */
+#define F_TAGGED  (1 << F_TAGGED_BIT)  /* receiver was a tagged pointer: the field holds the receiver
+					* folded (MT_UNFOLD_TAGGED gives it back with bits 32-47,
+					* payload, cleared) */
+#define F_UNWOUND (1 << F_UNWOUND_BIT) /* the call did not return: closed when an exception or longjmp skipped it */
+#define F_MARK    (1 << F_MARK_BIT)    /* not a call: a mark (class bits = kind, selector = count) */
+/* A tagged receiver's bits 48-63 (the tag bit and index on Apple's MSB and split layouts), where
+ * depth and flags go, are recorded in bits 32-47 (TAG_FOLD_SHIFT: payload on every layout). */
+#define TAG_FOLD_SHIFT 32
+#define MT_UNFOLD_TAGGED(f) \
+	(((f) & ((1ull << TAG_FOLD_SHIFT) - 1)) | \
+	 (((f) >> TAG_FOLD_SHIFT & ((1ull << (64 - CLS_BITS)) - 1)) << CLS_BITS))
 
 /* mark kinds (as in the stream format, tracer/stream.go) */
 #define MARK_LOST 1
