@@ -23,7 +23,7 @@ SYM(msgtrace_tramp_text):
 	.rept MT_POOL
 	leaq SYM(msgtrace_tramp_data) + mt_i * MT_STRIDE(%rip), %r11
 	jmp SYM(msgtrace_method_entry)
-	.p2align MT_STRIDE_SHIFT, 0xcc
+	.p2align MT_STRIDE_SHIFT, 0xcc           /* padded with int3 */
 	.set mt_i, mt_i + 1
 	.endr
 	.cfi_endproc
