@@ -48,7 +48,6 @@
 #define MD_ORIG      0
 #define MD_CLS       8
 #define MD_SEL       16
-#define MD_METHOD    24
 #define MD_SIZE      32
 
 #ifndef __ASSEMBLER__
@@ -91,7 +90,6 @@ MT_STATIC_ASSERT(sizeof(void *) == 8 && sizeof(long) == 8, "msgtrace's targets a
 	MT_STATIC_ASSERT(offsetof(struct mt_tramp_data, orig) == MD_ORIG, "MD_ORIG"); \
 	MT_STATIC_ASSERT(offsetof(struct mt_tramp_data, cls) == MD_CLS, "MD_CLS"); \
 	MT_STATIC_ASSERT(offsetof(struct mt_tramp_data, sel) == MD_SEL, "MD_SEL"); \
-	MT_STATIC_ASSERT(offsetof(struct mt_tramp_data, method) == MD_METHOD, "MD_METHOD"); \
 	MT_STATIC_ASSERT(sizeof(struct mt_tramp_data) == MD_SIZE, "MD_SIZE")
 #endif
 #endif

@@ -1,5 +1,7 @@
 /*
  * msgtrace interposers for x86_64 (SysV / darwin): objc_msgSend and its variants.
+ * One job, in one file of over 600 lines: the interposers, their slow-path calls into C and the
+ * return stub share the shadow entry's layout, the red-zone slots and the CFI rows.
  *
  * Each interposer stands in for the runtime function in the importer's pointer slot and
  * tail-jumps to the original with every argument register (rdi rsi rdx rcx r8 r9, rax = the

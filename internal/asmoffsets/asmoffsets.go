@@ -39,7 +39,8 @@ type Struct struct {
 	Shift  string
 }
 
-// Structs lists what asm_offsets.h defines, in its order.
+// Structs lists what asm_offsets.h defines, in its order: the fields the assembly uses (and
+// T_STACK, which rt.c checks), each struct's size.
 var Structs = []Struct{
 	{Name: "mt_entry", Header: "rt.h", Prefix: "E_", Size: "ENTRY_SIZE", Shift: "ENTRY_SHIFT",
 		Fields: []string{"ret", "sp", "start", "cls", "sel", "save", "rv0", "rv1", "owner"}},
@@ -48,7 +49,7 @@ var Structs = []Struct{
 	{Name: "mt_thread", Header: "rt.h", Prefix: "T_",
 		Fields: []string{"top", "limit", "base", "rec_cur", "rec_end", "dropped", "overflow", "busy", "scratch", "stack"}},
 	{Name: "mt_tramp_data", Header: "trampoline.h", Prefix: "MD_", Size: "MD_SIZE",
-		Fields: []string{"orig", "cls", "sel", "method"}},
+		Fields: []string{"orig", "cls", "sel"}}, // method: C's bookkeeping only
 }
 
 // Target is a compiler invocation for one platform msgtrace builds for.
