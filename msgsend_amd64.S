@@ -1,5 +1,7 @@
 /*
  * msgtrace interposers for x86_64 (SysV / darwin): objc_msgSend and its variants.
+ * One job, in one file of over 600 lines: the interposers, their slow-path calls into C and the
+ * return stub share the shadow entry's layout, the red-zone slots and the CFI rows.
  *
  * Each interposer stands in for the runtime function in the importer's pointer slot and
  * tail-jumps to the original with every argument register (rdi rsi rdx rcx r8 r9, rax = the
@@ -13,38 +15,97 @@
  * caller's rbx is saved in the entry) and the CFI says so with DWARF expressions: a debugger,
  * a crash reporter or the C++ unwinder finds the caller's return address at [rbx + E_RET] and
  * its rbx at [rbx + E_SAVE].
+ *
+ * One macro, INTERPOSE, makes the three kinds of entry, by its mode:
+ *   MODE_SEND    objc_msgSend(_fpret, _fp2ret, _stret): named by the receiver's class
+ *   MODE_SUPER   objc_msgSendSuper2(_stret): named by objc_super's class (F_SUPER)
+ *   MODE_METHOD  msgtrace_method_entry, where the method trampolines (trampoline_amd64.S) land:
+ *                named by the implementing class, forwarded to the trampoline's original IMP
+ *
+ * Registers
+ *   INTERPOSE
+ *     rdi rsi rdx rcx r8 r9 rax xmm0-7  the call's arguments: as the caller left them when the
+ *                              original is entered (rax, rdx parked in E_RV0/E_RV1 meanwhile)
+ *     recv, sel                the macro's registers with the receiver (or objc_super *) and
+ *                              the selector: rdi, rsi; rsi, rdx for the _stret variants
+ *     r11   on entry in MODE_METHOD: the trampoline's data (struct mt_tramp_data *), moved to
+ *           RZ_DATA; then struct mt_thread * (LOAD_SELF)
+ *     r10   the new shadow entry (T_TOP); on the close path, the stale entry being closed
+ *     rax   the class word being built, then the start tick, then the caller's return address
+ *     rdx   scratch: the depth, the tick's high half, the return stub
+ *     rbx   the entry, from the push until msgtrace_after pops it (caller's rbx in E_SAVE)
+ *   msgtrace_after
+ *     rbx   the entry; rax rdx xmm0 xmm1 st0 st1: return values (rax, rdx parked in E_RV0/E_RV1)
+ *     rax   the end tick; r11 struct mt_thread *; r10 the top entry, then the record; rdx scratch
+ *
+ * The stack, as the interposer finds it (nothing is pushed: rsp stays the caller's):
+ *
+ *   rsp + 8     | the call's stack arguments          |
+ *   rsp         | return address                      |  -> E_RET; the slot then returns into
+ *               +-------------------------------------+     msgtrace_after(_tail)
+ *   rsp - 8     | RZ_RET     msgtrace_after: the caller's return address, jumped through
+ *   rsp - 16    | RZ_DATA    MODE_METHOD: the trampoline's data pointer
+ *               | RZ_LIMIT   msgtrace_after: where closing stale entries stops
+ *   rsp - 24    | RZ_RAX     MODE_METHOD, claiming a send's entry: rax
+ *   ...         |   the red zone (REDZONE bytes): code that calls first steps rsp over it
+ *   rsp - 128   |                                     |
+ *
+ * A shadow entry (struct mt_entry, ENTRY_SIZE bytes; the thread's stack of them grows up from
+ * T_BASE to T_LIMIT, T_TOP the next free one; PREV(x) is field x of the entry below r10):
+ *
+ *   E_RET     caller's return address          E_SEL    selector
+ *   E_SP      caller's rsp: the frame's id     E_SAVE   caller's rbx
+ *   E_START   start tick                       E_RV0    rax, parked
+ *   E_CLS     class word (rt.h)                E_RV1    rdx, parked
+ *                                              E_OWNER  the same slot while the method runs:
+ *                                                       OWNER_SEND or OWNER_METHOD
+ *
+ * A record (struct mt_record, RECORD_SIZE bytes, written at T_REC_CUR up to T_REC_END):
+ * R_START, R_END, R_CLS, R_SEL.
  */
+#include "asm.h"
 #include "rt.h"
 #include "trampoline.h"
 
+/* INTERPOSE's modes */
+#define MODE_SEND   0
+#define MODE_SUPER  1
+#define MODE_METHOD 2
+
+/* the red zone: 128 bytes below rsp that the SysV ABI keeps from signal handlers */
+#define REDZONE  128
+#define RZ_RET   -8
+#define RZ_DATA  -16
+#define RZ_LIMIT -16
+#define RZ_RAX   -24
+/* CLOSE_ONE's argument: whether the red zone holds live values the slow path must step over */
+#define REDZONE_FREE   0
+#define REDZONE_IN_USE 1
+
+/* the previous entry's field x, from the entry r10 points at */
+#define PREV(x) ((x) - ENTRY_SIZE)
+/* mt_thread.scratch: rax and rdx while the entry path closes stale entries */
+#define T_SCRATCH_RAX T_SCRATCH
+#define T_SCRATCH_RDX (T_SCRATCH + 8)
+/* struct objc_super { id receiver; Class super_class; } */
+#define SUPER_CLASS 8
+
+/* DWARF register numbers (the x86_64 psABI): rbx, rsp, r10 and the return address column */
+#define DWARF_RBX 3
+#define DWARF_RSP 7
+#define DWARF_R10 10
+#define DWARF_RIP 16
+.if E_RET > 63 || E_SAVE > 63
+.error "E_RET and E_SAVE must fit one-byte SLEB128 offsets in the CFI expressions"
+.endif
+
 #if defined(__APPLE__)
-#define SYM(x) _##x
-#define FUNC(x) .globl SYM(x); .private_extern SYM(x); .p2align 4; SYM(x):
-#define END(x)
-/* Mach-O allows no global label inside a CFI region: the return target is a local label */
-#define AFTER_LABEL L_msgtrace_after:
-#define AFTER L_msgtrace_after
-#define AFTER_TAIL_LABEL L_msgtrace_after_tail:
-#define AFTER_TAIL L_msgtrace_after_tail
-/* the stubs' names start their FDEs (outside the CFI regions): the linker keeps an FDE only for
- * the symbol it starts at, and __unwind_info then points each stub at its DWARF rows */
-#define STUB_NAME(x) .globl SYM(x); .private_extern SYM(x); SYM(x):
 /* darwin: our pthread key's slot in the thread's TSD area, %gs:key*8 */
 .macro LOAD_SELF reg
 	movq SYM(msgtrace_tsd_key)(%rip), \reg
 	movq %gs:(,\reg,8), \reg
 .endm
 #else
-#define SYM(x) x
-#define FUNC(x) .globl x; .hidden x; .type x,@function; .p2align 4; x:
-#define END(x) .size x, .-x
-/* the return targets are local labels; the stubs' names (for debuggers and profilers) cover
- * their whole FDEs, from the byte before the return target */
-#define AFTER_LABEL .Lmsgtrace_after:
-#define AFTER .Lmsgtrace_after
-#define AFTER_TAIL_LABEL .Lmsgtrace_after_tail:
-#define AFTER_TAIL .Lmsgtrace_after_tail
-#define STUB_NAME(x) .globl x; .hidden x; .type x,@function; x:
 /* ELF: initial-exec TLS variable msgtrace_tls at %fs:offset */
 .macro LOAD_SELF reg
 	movq msgtrace_tls@gottpoff(%rip), \reg
@@ -52,12 +113,13 @@
 .endm
 #endif
 
-/* msgtrace_after_tail is 2 bytes below msgtrace_after (checked below): a return address in
- * [AFTER_TAIL, AFTER] is one of the two return stubs. \reg = the return slot - AFTER_TAIL, then
- * compared: flags "below or equal" when the slot holds a stub (a tail call from a traced method). */
+/* msgtrace_after_tail is AFTER_TAIL_DIST bytes below msgtrace_after (checked at the end): a
+ * return address from after_tail to after is one of the two return stubs. \reg = the return
+ * slot - after_tail, then compared: flags "below or equal" when the slot holds a stub (a tail
+ * call from a traced method). */
 #define AFTER_TAIL_DIST 2
 .macro SLOT_IS_STUB reg
-	leaq AFTER_TAIL(%rip), \reg
+	leaq LOCAL(after_tail)(%rip), \reg
 	negq \reg
 	addq (%rsp), \reg
 	cmpq $(AFTER_TAIL_DIST), \reg
@@ -66,67 +128,73 @@
 /* rdtsc into rax as one 64-bit tick; clobbers rdx */
 .macro TICK
 	rdtsc
-	shlq $(32), %rdx
+	shlq $(32), %rdx                        /* edx:eax = the counter's high:low halves */
 	orq %rdx, %rax
 .endm
 
-/* CFI: the caller's rbx is saved at [\base + E_SAVE], its return address at [\base + E_RET].
- * DW_CFA_expression (0x10), register, length 2, DW_OP_bregN (0x70 + N), offset. */
-#define CFI_SAVED_IN_RBX .cfi_escape 0x10, 0x03, 0x02, 0x73, E_SAVE; .cfi_escape 0x10, 0x10, 0x02, 0x73, E_RET
-#define CFI_RBX_IN_R10   .cfi_escape 0x10, 0x03, 0x02, 0x7a, E_SAVE
+/* CFI: the caller's rbx is saved at [\base + E_SAVE], its return address at [\base + E_RET]. */
+#define CFI_SAVED_IN_RBX \
+	.cfi_escape DW_CFA_expression, DWARF_RBX, 2, DW_OP_breg(DWARF_RBX), E_SAVE SEP \
+	.cfi_escape DW_CFA_expression, DWARF_RIP, 2, DW_OP_breg(DWARF_RBX), E_RET
+#define CFI_RBX_IN_R10 .cfi_escape DW_CFA_expression, DWARF_RBX, 2, DW_OP_breg(DWARF_R10), E_SAVE
 
 /*
  * CFI of the return stub msgtrace_after (see its comment). ELF: a signal frame whose caller's
- * return address is the saved one minus 1, DW_CFA_val_expression (0x16), rip (0x10), length 5:
- *   in the entry:    DW_OP_breg3 (0x73) E_RET, DW_OP_deref (0x06), DW_OP_lit1 (0x31), DW_OP_minus (0x1c)
- *   in the red zone: DW_OP_breg7 (0x77) -8 (0x78), DW_OP_deref, DW_OP_lit1, DW_OP_minus
+ * return address is the saved one minus 1:
+ *   in the entry:    [rbx + E_RET] - 1
+ *   in the red zone: [rsp + RZ_RET] - 1
  * Apple (and MSGTRACE_APPLE_CFI, which tests these rows on Linux): an ordinary frame, the
  * return address itself.
  */
 #if defined(__APPLE__) || defined(MSGTRACE_APPLE_CFI)
 #define CFI_AFTER_FRAME
-#define CFI_AFTER_RET_IN_RBX     .cfi_escape 0x10, 0x10, 0x02, 0x73, E_RET
-#define CFI_AFTER_RET_IN_REDZONE .cfi_offset rip, -8
+#define CFI_AFTER_RET_IN_RBX     .cfi_escape DW_CFA_expression, DWARF_RIP, 2, DW_OP_breg(DWARF_RBX), E_RET
+#define CFI_AFTER_RET_IN_REDZONE .cfi_offset rip, RZ_RET
 #else
 #define CFI_AFTER_FRAME          .cfi_signal_frame
-#define CFI_AFTER_RET_IN_RBX     .cfi_escape 0x16, 0x10, 0x05, 0x73, E_RET, 0x06, 0x31, 0x1c
-#define CFI_AFTER_RET_IN_REDZONE .cfi_escape 0x16, 0x10, 0x05, 0x77, 0x78, 0x06, 0x31, 0x1c
+#define CFI_AFTER_RET_IN_RBX \
+	.cfi_escape DW_CFA_val_expression, DWARF_RIP, 5, DW_OP_breg(DWARF_RBX), E_RET, DW_OP_deref, DW_OP_lit1, DW_OP_minus
+#define CFI_AFTER_RET_IN_REDZONE \
+	.cfi_escape DW_CFA_val_expression, DWARF_RIP, 5, DW_OP_breg(DWARF_RSP), SLEB1(RZ_RET), DW_OP_deref, DW_OP_lit1, DW_OP_minus
 #endif
 
 /*
- * CLOSE_ONE after: record the shadow entry at r10 as unwound (its call never returned: an
- * exception or a longjmp went past it). r11 = thread, rax = end tick, rdx clobbered. The red
- * zone below rsp carries the push/pop copies. A full chunk calls the slow path (every register
- * kept); after = 1 in msgtrace_after, whose scratch is in the red zone: rsp steps over it.
+ * CLOSE_ONE redzone: record the shadow entry at r10 as unwound (F_UNWOUND: its call never
+ * returned, an exception or a longjmp went past it). r11 = thread, rax = end tick, rdx
+ * clobbered; the fields are copied with push/pop, through the red zone. A full chunk calls the
+ * slow path (every register kept), over the red zone when redzone is REDZONE_IN_USE (the caller
+ * keeps values there).
  */
-.macro CLOSE_ONE after
+.macro CLOSE_ONE redzone
 	movq T_REC_CUR(%r11), %rdx
 	cmpq T_REC_END(%r11), %rdx
-	jb 90f
-.if \after
-	leaq -128(%rsp), %rsp
-	.cfi_adjust_cfa_offset 128
+	jb LOCAL(close_write\@)
+.if \redzone == REDZONE_IN_USE
+	leaq -REDZONE(%rsp), %rsp
+	.cfi_adjust_cfa_offset REDZONE
 .endif
 	call SYM(msgtrace_slow_chunk)           /* a new chunk, or none (dropping) */
-.if \after
-	leaq 128(%rsp), %rsp
-	.cfi_adjust_cfa_offset -128
+.if \redzone == REDZONE_IN_USE
+	leaq REDZONE(%rsp), %rsp
+	.cfi_adjust_cfa_offset -REDZONE
 .endif
 	movq T_REC_CUR(%r11), %rdx
 	cmpq T_REC_END(%r11), %rdx
-	jae 91f
-90:	pushq E_START(%r10)
+	jae LOCAL(close_drop\@)
+LOCAL(close_write\@):                       /* rdx = the record */
+	pushq E_START(%r10)
 	popq R_START(%rdx)
 	movq %rax, R_END(%rdx)
 	pushq E_CLS(%r10)
 	popq R_CLS(%rdx)
-	btsq $(FLAG_SHIFT + 2), R_CLS(%rdx)      /* F_UNWOUND */
+	btsq $(FLAG_SHIFT + F_UNWOUND_BIT), R_CLS(%rdx)
 	pushq E_SEL(%r10)
 	popq R_SEL(%rdx)
 	addq $(RECORD_SIZE), T_REC_CUR(%r11)
-	jmp 92f
-91:	incq T_DROPPED(%r11)
-92:
+	jmp LOCAL(close_done\@)
+LOCAL(close_drop\@):                        /* no chunk (MSGTRACE_FULL=drop) */
+	incq T_DROPPED(%r11)
+LOCAL(close_done\@):
 .endm
 
 /*
@@ -135,7 +203,25 @@
  * mask registers, st0-st7, MXCSR) saved with XSAVE (area size from CPUID at load; FXSAVE where
  * there is no XSAVE). C code (calloc, glibc's AVX memset ending in vzeroupper, nanosleep) may
  * then run under a traced call's arguments or return values. Callers need no alignment.
+ *
+ *   rbp + 8               | return address                  |
+ *   rbp                   | caller's rbp                    |
+ *   rbp - 8               | flags                           |
+ *   rbp - 16 ... rbp - 80 | rax rcx rdx rsi rdi r8 r9 r10 r11 |  SLOW_PUSHED bytes
+ *                         | (alignment)                     |
+ *   rsp                   | XSAVE area, XSAVE_ALIGN-aligned, msgtrace_xsave_size bytes
+ *                         | (its header at XSAVE_HEADER, zeroed first), or FXSAVE's
+ *                         | FXSAVE_SIZE bytes, FXSAVE_ALIGN-aligned
  */
+#define SLOW_PUSHED       (10 * 8)
+#define XSAVE_ALIGN       64
+#define XSAVE_HEADER      512 /* the XSAVE header: after the legacy FXSAVE region ... */
+#define XSAVE_HEADER_SIZE 64  /* ... 64 bytes that XRSTOR requires valid: zero is */
+#define FXSAVE_SIZE       512
+#define FXSAVE_ALIGN      16
+.if XSAVE_HEADER_SIZE - 8 * 8
+.error "the XSAVE header is zeroed in eight words"
+.endif
 .macro SLOWCALL name, fn
 FUNC(\name)
 	.cfi_startproc
@@ -156,18 +242,13 @@ FUNC(\name)
 	pushq %r11
 	movq SYM(msgtrace_xsave_size)(%rip), %rax
 	testq %rax, %rax
-	jz 1f
-	subq %rax, %rsp                         /* rsp = 64-aligned XSAVE area */
-	andq $-64, %rsp
-	xorl %eax, %eax                         /* XSAVE header must start zeroed */
-	movq %rax, 512(%rsp)
-	movq %rax, 520(%rsp)
-	movq %rax, 528(%rsp)
-	movq %rax, 536(%rsp)
-	movq %rax, 544(%rsp)
-	movq %rax, 552(%rsp)
-	movq %rax, 560(%rsp)
-	movq %rax, 568(%rsp)
+	jz LOCAL(fxsave_\name)
+	subq %rax, %rsp                         /* rsp = the XSAVE area */
+	andq $(-XSAVE_ALIGN), %rsp
+	xorl %eax, %eax                         /* the XSAVE header must start zeroed */
+	.irp word, 0, 1, 2, 3, 4, 5, 6, 7       /* its XSAVE_HEADER_SIZE / 8 words */
+	movq %rax, XSAVE_HEADER + \word * 8(%rsp)
+	.endr
 	movl $-1, %eax                          /* edx:eax = every state component */
 	movl $-1, %edx
 	xsave64 (%rsp)
@@ -175,13 +256,15 @@ FUNC(\name)
 	movl $-1, %eax
 	movl $-1, %edx
 	xrstor64 (%rsp)
-	jmp 2f
-1:	subq $(512), %rsp                       /* no XSAVE: x87 + SSE with FXSAVE */
-	andq $-16, %rsp
+	jmp LOCAL(restore_\name)
+LOCAL(fxsave_\name):                        /* no XSAVE: x87 + SSE with FXSAVE */
+	subq $(FXSAVE_SIZE), %rsp
+	andq $(-FXSAVE_ALIGN), %rsp
 	fxsave64 (%rsp)
 	call SYM(\fn)
 	fxrstor64 (%rsp)
-2:	leaq -80(%rbp), %rsp                    /* back to the pushed registers */
+LOCAL(restore_\name):
+	leaq -SLOW_PUSHED(%rbp), %rsp           /* back to the pushed registers */
 	popq %r11
 	popq %r10
 	popq %r9
@@ -200,68 +283,86 @@ END(\name)
 .endm
 
 /*
- * INTERPOSE name, orig, recv, sel, super
- *   recv: register with the receiver (super = 0) or the objc_super pointer (super = 1)
- *   sel:  register with the selector
- *   super = 2: the method entry (trampoline_amd64.S): r11 = the trampoline's data
- *   {MD_ORIG, MD_CLS, MD_SEL}, kept at -16(%rsp) in the red zone; the call is named by MD_CLS
- *   (the implementing class) and goes to MD_ORIG; recv, sel and orig are unused.
- * E_RV1 of an entry in flight says who owns it: 0 a send (no method claimed it yet), 1 a method.
+ * INTERPOSE name, orig, recv, sel, mode
+ *   name  the interposer; orig  the variable holding the original it forwards to
+ *   recv  register with the receiver (MODE_SEND) or the objc_super pointer (MODE_SUPER)
+ *   sel   register with the selector
+ *   mode  MODE_SEND, MODE_SUPER or MODE_METHOD. MODE_METHOD: r11 = the trampoline's data
+ *         {MD_ORIG, MD_CLS, MD_SEL}, kept at RZ_DATA; the call is named by MD_CLS (the
+ *         implementing class) and goes to MD_ORIG; orig, recv and sel are unused.
+ * E_OWNER of an entry in flight says who made it: OWNER_SEND (no method claimed it yet) or
+ * OWNER_METHOD.
+ *
+ * Its labels (LOCAL(x_\name): one set per interposer):
+ *   retry     find the thread and its top entry (again after registering or closing)
+ *   push      fill the new entry at r10 and push it
+ *   tagged    MODE_SEND: a tagged-pointer receiver
+ *   depth     the depth into the class word, then the entry's other fields and the jump
+ *   below     the previous entry's frame is at or below ours: nest, claim or close
+ *   stale     close stale entries (calls that never returned) down to our frame
+ *   close     close the entry below r10; closed: back to retry
+ *   overflow  the shadow stack is full
+ *   register  the thread's first traced call
+ *   untraced  straight to the original
  */
-.macro INTERPOSE name, orig, recv, sel, super
+.macro INTERPOSE name, orig, recv, sel, mode
 FUNC(\name)
 	.cfi_startproc
-.if \super == 2
-	movq %r11, -16(%rsp)                    /* method: data pointer into the red zone */
+.if \mode == MODE_METHOD
+	movq %r11, RZ_DATA(%rsp)                /* the trampoline's data into the red zone */
 .endif
-.if \super == 0
+.if \mode == MODE_SEND
 	testq \recv, \recv
-	jz 9f                                   /* nil receiver: untraced */
+	jz LOCAL(untraced_\name)                /* nil receiver: untraced */
 .endif
 	cmpl $(0), SYM(msgtrace_active)(%rip)
-	je 9f                                   /* tracing off or paused */
-1:	LOAD_SELF %r11                          /* r11 = struct mt_thread * */
+	je LOCAL(untraced_\name)                /* tracing off or paused */
+LOCAL(retry_\name):
+	LOAD_SELF %r11                          /* r11 = struct mt_thread * */
 	testq %r11, %r11
-	jz 8f                                   /* first traced call of this thread */
+	jz LOCAL(register_\name)                /* first traced call of this thread */
 	cmpq $(0), T_BUSY(%r11)
-	jne 9f                                  /* excluded thread, or inside the tracer */
+	jne LOCAL(untraced_\name)               /* excluded thread, or inside the tracer */
 	movq T_TOP(%r11), %r10                  /* r10 = the new shadow entry */
 	cmpq T_LIMIT(%r11), %r10
-	jae 7f                                  /* shadow stack full */
+	jae LOCAL(overflow_\name)               /* shadow stack full */
 	cmpq T_BASE(%r11), %r10
-	je 2f
-	cmpq %rsp, E_SP-ENTRY_SIZE(%r10)        /* previous entry's frame at or below ours? */
-	jbe 6f
-2:	movq %rax, E_RV0(%r10)                  /* park rax (al: vector args) and rdx (arg) */
+	je LOCAL(push_\name)
+	cmpq %rsp, PREV(E_SP)(%r10)             /* previous entry's frame at or below ours? */
+	jbe LOCAL(below_\name)
+LOCAL(push_\name):
+	movq %rax, E_RV0(%r10)                  /* park rax (al: vector args) and rdx (arg) */
 	movq %rdx, E_RV1(%r10)
-.if \super == 2
-	movq -16(%rsp), %rax                    /* rax = data: selector and implementing class */
+.if \mode == MODE_METHOD
+	movq RZ_DATA(%rsp), %rax                /* rax = data: selector and implementing class */
 	movq MD_SEL(%rax), %rdx
 	movq %rdx, E_SEL(%r10)
 	movq MD_CLS(%rax), %rax
 .else
 	movq \sel, E_SEL(%r10)
 .endif
-.if \super == 0
+.if \mode == MODE_SEND
 	testq SYM(msgtrace_tag_mask)(%rip), \recv
-	jnz 3f
+	jnz LOCAL(tagged_\name)
 	movq (\recv), %rax                      /* class = isa & mask */
 	andq SYM(msgtrace_isa_mask)(%rip), %rax
-	jmp 4f
-3:	movq \recv, %rax                        /* tagged pointer: keep the receiver itself, */
-	movq %rax, %rdx                         /* its bits 48-63 (tag bit, index and extended */
-	shrq $48, %rdx                          /* index on the MSB layouts) folded into bits */
-	shlq $32, %rdx                          /* 32-47, payload on every layout, to leave the */
-	movl %eax, %eax                         /* depth and flags bits clear: rax = bits 0-31 */
-	orq %rdx, %rax                          /* | bits 48-63 << 32 (the drain unfolds it) */
-	btsq $(FLAG_SHIFT + 1), %rax
-.elseif \super == 1
-	movq 8(\recv), %rax                     /* objc_super.super_class */
-	btsq $(FLAG_SHIFT), %rax
+	jmp LOCAL(depth_\name)
+LOCAL(tagged_\name):                        /* tagged pointer: keep the receiver itself, */
+	movq \recv, %rax                        /* its bits 48-63 (tag bit, index and extended */
+	movq %rax, %rdx                         /* index on the MSB layouts) folded into bits */
+	shrq $(CLS_BITS), %rdx                  /* 32-47, payload on every layout, to leave the */
+	shlq $(TAG_FOLD_SHIFT), %rdx            /* depth and flags bits clear: rax = bits 0-31 */
+	movl %eax, %eax                         /* | bits 48-63 << 32 (MT_UNFOLD_TAGGED undoes */
+	orq %rdx, %rax                          /* it) */
+	btsq $(FLAG_SHIFT + F_TAGGED_BIT), %rax
+.elseif \mode == MODE_SUPER
+	movq SUPER_CLASS(\recv), %rax           /* objc_super.super_class */
+	btsq $(FLAG_SHIFT + F_SUPER_BIT), %rax
 .endif
-4:	movq %r10, %rdx                         /* depth = (entry - base) / ENTRY_SIZE */
+LOCAL(depth_\name):
+	movq %r10, %rdx                         /* depth = (entry - base) / ENTRY_SIZE */
 	subq T_BASE(%r11), %rdx
-	shlq $(DEPTH_SHIFT - 6), %rdx
+	shlq $(DEPTH_SHIFT - ENTRY_SHIFT), %rdx
 	orq %rdx, %rax
 	movq %rax, E_CLS(%r10)
 	TICK
@@ -274,7 +375,7 @@ FUNC(\name)
 	CFI_SAVED_IN_RBX
 	addq $(ENTRY_SIZE), %r10
 	movq %r10, T_TOP(%r11)                  /* push */
-	leaq AFTER(%rip), %r10                  /* rax = the caller's return address */
+	leaq LOCAL(after)(%rip), %r10           /* rax = the caller's return address */
 	leaq -AFTER_TAIL_DIST(%r10), %rdx
 	subq %rdx, %rax
 	cmpq $(AFTER_TAIL_DIST), %rax
@@ -282,93 +383,100 @@ FUNC(\name)
 	movq %r10, (%rsp)                       /* the method returns into msgtrace_after(_tail) */
 	movq E_RV0(%rbx), %rax
 	movq E_RV1(%rbx), %rdx
-.if \super == 2
-	movq $(1), E_RV1(%rbx)                  /* owned by a method */
-	movq -16(%rsp), %r10
+.if \mode == MODE_METHOD
+	movq $(OWNER_METHOD), E_OWNER(%rbx)
+	movq RZ_DATA(%rsp), %r10
 	jmp *MD_ORIG(%r10)
 .else
-	movq $(0), E_RV1(%rbx)                  /* a send: a method may claim it */
+	movq $(OWNER_SEND), E_OWNER(%rbx)       /* a method may claim it */
 	jmp *SYM(\orig)(%rip)
 .endif
 	.cfi_restore rbx
 	.cfi_offset rip, -8
 
-6:	/* previous entry's frame is at or below ours: a tail call from a traced method (its return
+LOCAL(below_\name):
+	/* previous entry's frame is at or below ours: a tail call from a traced method (its return
 	 * slot still holds a return stub) nests; anything else is a stale entry to close */
-	jb 65f
-	movq %rax, T_SCRATCH(%r11)
+	jb LOCAL(stale_\name)
+	movq %rax, T_SCRATCH_RAX(%r11)
 	SLOT_IS_STUB %rax
-	movq T_SCRATCH(%r11), %rax
-.if \super == 2
-	ja 65f                                  /* not a return stub: a stale entry */
+	movq T_SCRATCH_RAX(%r11), %rax
+.if \mode == MODE_METHOD
+	ja LOCAL(stale_\name)                   /* not a return stub: a stale entry */
 	/* same frame, returning into a return stub: the interposer recorded the send that landed
 	 * here (an unclaimed entry of the same selector: name it by the implementing class, one
 	 * call), or a traced method tail-called this one (nests) */
-	cmpq $(0), E_RV1-ENTRY_SIZE(%r10)
-	jne 2b                                  /* owned by a method: a tail call */
-	movq %rax, -24(%rsp)
-	movq -16(%rsp), %rax
+	cmpq $(OWNER_SEND), PREV(E_OWNER)(%r10)
+	jne LOCAL(push_\name)                   /* owned by a method: a tail call */
+	movq %rax, RZ_RAX(%rsp)
+	movq RZ_DATA(%rsp), %rax
 	movq MD_SEL(%rax), %rax
-	cmpq %rax, E_SEL-ENTRY_SIZE(%r10)
-	movq -24(%rsp), %rax
-	jne 2b                                  /* another selector: a tail call */
-	movq E_CLS-ENTRY_SIZE(%r10), %rax       /* class word = depth | implementing class */
+	cmpq %rax, PREV(E_SEL)(%r10)
+	movq RZ_RAX(%rsp), %rax
+	jne LOCAL(push_\name)                   /* another selector: a tail call */
+	movq PREV(E_CLS)(%r10), %rax            /* class word = depth | implementing class */
 	shrq $(DEPTH_SHIFT), %rax
-	andl $(0xfff), %eax
+	andl $(DEPTH_MAX), %eax
 	shlq $(DEPTH_SHIFT), %rax
-	movq -16(%rsp), %r11
+	movq RZ_DATA(%rsp), %r11
 	orq MD_CLS(%r11), %rax
-	movq %rax, E_CLS-ENTRY_SIZE(%r10)
-	movq $(1), E_RV1-ENTRY_SIZE(%r10)       /* claimed */
-	movq -24(%rsp), %rax
+	movq %rax, PREV(E_CLS)(%r10)
+	movq $(OWNER_METHOD), PREV(E_OWNER)(%r10) /* claimed */
+	movq RZ_RAX(%rsp), %rax
 	jmp *MD_ORIG(%r11)
 .else
-	jbe 2b
+	jbe LOCAL(push_\name)                   /* a return stub: a tail call, nests */
 .endif
-65:	movq $(1), T_BUSY(%r11)                   /* scratch in use: a signal handler passes through */
-	movq %rax, T_SCRATCH(%r11)
-	movq %rdx, T_SCRATCH+8(%r11)
+LOCAL(stale_\name):
+	movq $(1), T_BUSY(%r11)                 /* scratch in use: a signal handler passes through */
+	movq %rax, T_SCRATCH_RAX(%r11)
+	movq %rdx, T_SCRATCH_RDX(%r11)
 	TICK
-66:	subq $(ENTRY_SIZE), %r10                  /* r10 = stale entry */
-.if \super == 2
-	CLOSE_ONE 1                             /* the method entry's data is in the red zone */
+LOCAL(close_\name):
+	subq $(ENTRY_SIZE), %r10                /* r10 = stale entry */
+.if \mode == MODE_METHOD
+	CLOSE_ONE REDZONE_IN_USE                /* the trampoline's data is at RZ_DATA */
 .else
-	CLOSE_ONE 0
+	CLOSE_ONE REDZONE_FREE
 .endif
 	movq %r10, T_TOP(%r11)
 	cmpq T_BASE(%r11), %r10
-	je 68f
-	cmpq %rsp, E_SP-ENTRY_SIZE(%r10)
-	jb 66b
-	jne 68f
+	je LOCAL(closed_\name)
+	cmpq %rsp, PREV(E_SP)(%r10)
+	jb LOCAL(close_\name)                   /* below our frame: stale too */
+	jne LOCAL(closed_\name)
 	SLOT_IS_STUB %rdx
-	ja 66b
-68:	movq T_SCRATCH(%r11), %rax
-	movq T_SCRATCH+8(%r11), %rdx
+	ja LOCAL(close_\name)                   /* our frame, not a tail call: stale too */
+LOCAL(closed_\name):
+	movq T_SCRATCH_RAX(%r11), %rax
+	movq T_SCRATCH_RDX(%r11), %rdx
 	movq $(0), T_BUSY(%r11)
-	jmp 1b
+	jmp LOCAL(retry_\name)
 
-7:	incq T_OVERFLOW(%r11)                   /* too deep: this call goes untraced */
-	jmp 9f
+LOCAL(overflow_\name):
+	incq T_OVERFLOW(%r11)                   /* too deep: this call goes untraced */
+	jmp LOCAL(untraced_\name)
 
-8:	/* first traced call of this thread: C with every register kept (msgtrace_slow_register);
-	 * a method entry keeps its data at -16(rsp): step over the red zone first */
-.if \super == 2
-	leaq -128(%rsp), %rsp
-	.cfi_adjust_cfa_offset 128
+LOCAL(register_\name):
+	/* first traced call of this thread: C with every register kept (msgtrace_slow_register);
+	 * a method entry keeps its data at RZ_DATA: step over the red zone first */
+.if \mode == MODE_METHOD
+	leaq -REDZONE(%rsp), %rsp
+	.cfi_adjust_cfa_offset REDZONE
 .endif
 	call SYM(msgtrace_slow_register)
-.if \super == 2
-	leaq 128(%rsp), %rsp
-	.cfi_adjust_cfa_offset -128
+.if \mode == MODE_METHOD
+	leaq REDZONE(%rsp), %rsp
+	.cfi_adjust_cfa_offset -REDZONE
 .endif
-	jmp 1b
+	jmp LOCAL(retry_\name)
 
-.if \super == 2
-9:	movq -16(%rsp), %r11                    /* untraced: straight to the original */
+LOCAL(untraced_\name):                      /* untraced: straight to the original */
+.if \mode == MODE_METHOD
+	movq RZ_DATA(%rsp), %r11
 	jmp *MD_ORIG(%r11)
 .else
-9:	jmp *SYM(\orig)(%rip)                   /* untraced: straight to the original */
+	jmp *SYM(\orig)(%rip)
 .endif
 	.cfi_endproc
 END(\name)
@@ -377,19 +485,23 @@ END(\name)
 	.text
 SLOWCALL msgtrace_slow_register, msgtrace_register_thread
 SLOWCALL msgtrace_slow_chunk, msgtrace_chunk_full
-INTERPOSE msgtrace_objc_msgSend,             msgtrace_orig_objc_msgSend,             %rdi, %rsi, 0
-INTERPOSE msgtrace_objc_msgSend_fpret,       msgtrace_orig_objc_msgSend_fpret,       %rdi, %rsi, 0
-INTERPOSE msgtrace_objc_msgSend_fp2ret,      msgtrace_orig_objc_msgSend_fp2ret,      %rdi, %rsi, 0
-INTERPOSE msgtrace_objc_msgSend_stret,       msgtrace_orig_objc_msgSend_stret,       %rsi, %rdx, 0
-INTERPOSE msgtrace_objc_msgSendSuper2,       msgtrace_orig_objc_msgSendSuper2,       %rdi, %rsi, 1
-INTERPOSE msgtrace_objc_msgSendSuper2_stret, msgtrace_orig_objc_msgSendSuper2_stret, %rsi, %rdx, 1
+INTERPOSE msgtrace_objc_msgSend,             msgtrace_orig_objc_msgSend,             %rdi, %rsi, MODE_SEND
+INTERPOSE msgtrace_objc_msgSend_fpret,       msgtrace_orig_objc_msgSend_fpret,       %rdi, %rsi, MODE_SEND
+INTERPOSE msgtrace_objc_msgSend_fp2ret,      msgtrace_orig_objc_msgSend_fp2ret,      %rdi, %rsi, MODE_SEND
+INTERPOSE msgtrace_objc_msgSend_stret,       msgtrace_orig_objc_msgSend_stret,       %rsi, %rdx, MODE_SEND
+INTERPOSE msgtrace_objc_msgSendSuper2,       msgtrace_orig_objc_msgSendSuper2,       %rdi, %rsi, MODE_SUPER
+INTERPOSE msgtrace_objc_msgSendSuper2_stret, msgtrace_orig_objc_msgSendSuper2_stret, %rsi, %rdx, MODE_SUPER
 /* the shared entry of the method trampolines (trampoline_amd64.S) */
-INTERPOSE msgtrace_method_entry,             msgtrace_orig_objc_msgSend,             %rdi, %rsi, 2
+INTERPOSE msgtrace_method_entry,             msgtrace_orig_objc_msgSend,             %rdi, %rsi, MODE_METHOD
 
 /*
  * msgtrace_after: every traced method returns here, rsp = the caller's stack pointer after the
  * return, rbx = the shadow entry. Return registers (rax rdx xmm0 xmm1 st0 st1) are kept: rax
  * and rdx are parked in the entry around rdtsc, the others are not touched and no C is called.
+ *
+ * Labels: after_record (the call's duration decides), after_write (a record at r10),
+ * after_full (the chunk is full), after_return (pop and return), after_close (entries above
+ * ours never returned: close them first).
  */
 /*
  * Unwinding. CFA = rsp + 0: unwinders set the caller's stack pointer to the CFA (LLVM
@@ -417,29 +529,29 @@ INTERPOSE msgtrace_method_entry,             msgtrace_orig_objc_msgSend,        
  *
  * Each stub's FDE starts one byte before its label: unwinders look up an ordinary frame's
  * caller at (return address - 1). msgtrace_after_tail falls through into msgtrace_after: the
- * object has no .subsections_via_symbols, so Mach-O linkers keep the two together.
+ * object has no .subsections_via_symbols, so Mach-O linkers keep the two together. The return
+ * targets are local labels: Mach-O allows no global label inside a CFI region, and its linkers
+ * keep an FDE only for the symbol it starts at (__unwind_info then points each stub at its
+ * DWARF rows); on ELF the stubs' names cover their whole FDEs, for debuggers and profilers.
  */
 	.p2align 4
 STUB_NAME(msgtrace_after_tail)
-	.cfi_startproc                              /* msgtrace_after_tail: an ordinary frame */
+	.cfi_startproc                          /* msgtrace_after_tail: an ordinary frame */
 	.cfi_def_cfa %rsp, 0
-	.cfi_escape 0x10, 0x03, 0x02, 0x73, E_SAVE  /* caller's rbx at [rbx + E_SAVE] */
-	.cfi_escape 0x10, 0x10, 0x02, 0x73, E_RET   /* its return address (a stub) at [rbx + E_RET] */
+	CFI_SAVED_IN_RBX                        /* caller's rbx and return address (a stub) */
 	nop
-AFTER_TAIL_LABEL
-	nop                                         /* falls through into msgtrace_after */
+LOCAL(after_tail):
+	nop                                     /* falls through into msgtrace_after */
 	.cfi_endproc
-#if !defined(__APPLE__)
 END(msgtrace_after_tail)
-#endif
 STUB_NAME(msgtrace_after)
-	.cfi_startproc                              /* msgtrace_after */
+	.cfi_startproc                          /* msgtrace_after */
 	CFI_AFTER_FRAME
 	.cfi_def_cfa %rsp, 0
-	.cfi_escape 0x10, 0x03, 0x02, 0x73, E_SAVE  /* caller's rbx at [rbx + E_SAVE] */
-	CFI_AFTER_RET_IN_RBX                        /* its return address from [rbx + E_RET] */
+	.cfi_escape DW_CFA_expression, DWARF_RBX, 2, DW_OP_breg(DWARF_RBX), E_SAVE /* caller's rbx */
+	CFI_AFTER_RET_IN_RBX                    /* its return address from [rbx + E_RET] */
 	nop
-AFTER_LABEL
+LOCAL(after):
 	movq %rax, E_RV0(%rbx)
 	movq %rdx, E_RV1(%rbx)
 	TICK                                    /* rax = end tick */
@@ -447,15 +559,17 @@ AFTER_LABEL
 	leaq ENTRY_SIZE(%rbx), %rdx
 	movq T_TOP(%r11), %r10
 	cmpq %rdx, %r10
-	ja 5f                                   /* entries above ours never returned: close them */
-3:	movq %rax, %rdx                         /* rdx = duration */
+	ja LOCAL(after_close)                   /* entries above ours never returned: close them */
+LOCAL(after_record):
+	movq %rax, %rdx                         /* rdx = duration */
 	subq E_START(%rbx), %rdx
 	cmpq SYM(msgtrace_min_ticks)(%rip), %rdx
-	jb 6f                                   /* shorter than MSGTRACE_MIN_US: not recorded */
+	jb LOCAL(after_return)                  /* shorter than MSGTRACE_MIN_US: not recorded */
 	movq T_REC_CUR(%r11), %r10              /* record {start, end, class, sel} */
 	cmpq T_REC_END(%r11), %r10
-	jae 4f
-31:	movq E_START(%rbx), %rdx
+	jae LOCAL(after_full)
+LOCAL(after_write):
+	movq E_START(%rbx), %rdx
 	movq %rdx, R_START(%r10)
 	movq %rax, R_END(%r10)
 	movq E_CLS(%rbx), %rdx
@@ -464,19 +578,21 @@ AFTER_LABEL
 	movq %rdx, R_SEL(%r10)
 	addq $(RECORD_SIZE), %r10
 	movq %r10, T_REC_CUR(%r11)              /* publish after the fields (x86 stores are ordered) */
-	jmp 6f
-4:	leaq -128(%rsp), %rsp                   /* chunk full: over the red zone, slow path (every */
-	.cfi_adjust_cfa_offset 128              /* register kept: return values, st0/st1, ymm) */
+	jmp LOCAL(after_return)
+LOCAL(after_full):
+	leaq -REDZONE(%rsp), %rsp               /* chunk full: over the red zone, slow path (every */
+	.cfi_adjust_cfa_offset REDZONE          /* register kept: return values, st0/st1, ymm) */
 	call SYM(msgtrace_slow_chunk)
-	leaq 128(%rsp), %rsp
-	.cfi_adjust_cfa_offset -128
+	leaq REDZONE(%rsp), %rsp
+	.cfi_adjust_cfa_offset -REDZONE
 	movq T_REC_CUR(%r11), %r10
 	cmpq T_REC_END(%r11), %r10
-	jb 31b
+	jb LOCAL(after_write)
 	incq T_DROPPED(%r11)                    /* no chunk (MSGTRACE_FULL=drop): drop and count */
-6:	.cfi_remember_state                     /* path 5 below keeps the rows above */
+LOCAL(after_return):
+	.cfi_remember_state                     /* after_close below keeps the rows above */
 	movq E_RET(%rbx), %r10
-	movq %r10, -8(%rsp)                     /* return address into the red zone */
+	movq %r10, RZ_RET(%rsp)                 /* return address into the red zone */
 	CFI_AFTER_RET_IN_REDZONE
 	movq %rbx, %r10                         /* r10 = entry */
 	CFI_RBX_IN_R10
@@ -485,24 +601,22 @@ AFTER_LABEL
 	movq E_SAVE(%r10), %rbx                 /* caller's rbx back */
 	.cfi_restore rbx
 	movq %r10, T_TOP(%r11)                  /* pop last: the entry stayed ours until here */
-	jmp *-8(%rsp)
+	jmp *RZ_RET(%rsp)
 	.cfi_restore_state
 
-5:	movq %rdx, -16(%rsp)                    /* r10 = top; close down to our entry + 1 */
-51:	subq $(ENTRY_SIZE), %r10
-	CLOSE_ONE 1
-	cmpq -16(%rsp), %r10
-	ja 51b
+LOCAL(after_close):
+	movq %rdx, RZ_LIMIT(%rsp)               /* r10 = top; close down to our entry + 1 */
+LOCAL(after_close_next):
+	subq $(ENTRY_SIZE), %r10
+	CLOSE_ONE REDZONE_IN_USE                /* RZ_LIMIT is live */
+	cmpq RZ_LIMIT(%rsp), %r10
+	ja LOCAL(after_close_next)
 	movq %r10, T_TOP(%r11)
-	jmp 3b
+	jmp LOCAL(after_record)
 	.cfi_endproc
-#if !defined(__APPLE__)
 END(msgtrace_after)
-#endif
-.if AFTER - AFTER_TAIL - AFTER_TAIL_DIST
+.if LOCAL(after) - LOCAL(after_tail) - AFTER_TAIL_DIST
 .error "msgtrace_after_tail must be AFTER_TAIL_DIST bytes below msgtrace_after"
 .endif
 
-#if !defined(__APPLE__)
-	.section .note.GNU-stack,"",@progbits
-#endif
+NO_EXEC_STACK

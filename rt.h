@@ -1,7 +1,7 @@
 /*
  * msgtrace interposer runtime: the per-thread state the assembly interposers read and write.
  * This header is included by the C runtime (rt.c, drain.c) and by the assembly (msgsend_*.S),
- * so the layout is spelled as offsets; rt.c checks them against the C structs at compile time.
+ * which reads the structs through the offsets generated into asm_offsets.h.
  *
  * Records go into chunks: fixed-size blocks taken from a shared pool. A thread writes its
  * current chunk with a cursor bump and a compare (the hot path); when it is full, the slow
@@ -12,48 +12,44 @@
 #ifndef MSGTRACE_RT_H
 #define MSGTRACE_RT_H
 
-/* struct mt_entry: one traced call in flight (shadow stack). */
-#define E_RET   0   /* caller's return address (replaced on the real stack by mt_after) */
-#define E_SP    8   /* caller's stack pointer after the call returns: identifies the frame */
-#define E_START 16  /* start tick */
-#define E_CLS   24  /* class | depth << 48 | flags << 60 */
-#define E_SEL   32  /* selector */
-#define E_SAVE  40  /* caller's callee-saved register that holds the entry meanwhile (rbx / x19) */
-#define E_RV0   48  /* scratch for return registers while recording */
-#define E_RV1   56
-#define ENTRY_SIZE 64
+/* The offsets and sizes of the structs below, for the assembly: E_* (struct mt_entry), R_*
+ * (struct mt_record), T_* (struct mt_thread), ENTRY_SIZE, ENTRY_SHIFT, RECORD_SIZE, measured
+ * from these definitions by the C compiler (go generate; internal/asmoffsets). */
+#ifndef MT_OFFSETS_PROBE
+#include "asm_offsets.h"
+#endif
 
-/* struct mt_record: one finished call (32 bytes). */
-#define R_START 0
-#define R_END   8
-#define R_CLS   16  /* as E_CLS */
-#define R_SEL   24
-#define RECORD_SIZE 32
+/* E_OWNER while the method runs: who made the entry. A send's entry (the interposer's) may be
+ * claimed by the method trampoline it lands in, which names the call by its implementing
+ * class; an entry a trampoline made is a method's own. */
+#define OWNER_SEND   0
+#define OWNER_METHOD 1
 
-/* struct mt_thread: per-thread state, found through TLS. */
-#define T_TOP      0   /* next free shadow entry */
-#define T_LIMIT    8   /* end of the shadow stack */
-#define T_BASE     16  /* first shadow entry */
-#define T_REC_CUR  24  /* next free record in the current chunk */
-#define T_REC_END  32  /* end of the current chunk */
-#define T_DROPPED  40  /* records dropped: no buffer space (MSGTRACE_FULL=drop) */
-#define T_OVERFLOW 48  /* calls passed through untraced: shadow stack full */
-#define T_BUSY     56  /* non-zero: pass through (excluded thread, or inside the tracer) */
-#define T_SCRATCH  64  /* three words of scratch for the entry slow paths */
-#define T_STACK    88  /* the shadow stack itself */
-
-/* flags in the top 4 bits of E_CLS / R_CLS */
-#define F_SUPER   1  /* class is the objc_super class: the method ran in its superclass */
-#define F_TAGGED  2  /* receiver was a tagged pointer: the field holds the receiver folded
-		      * (MT_UNFOLD_TAGGED gives it back with bits 32-47, payload, cleared) */
-#define F_UNWOUND 4  /* the call did not return: closed when an exception or longjmp skipped it */
-#define F_MARK    8  /* not a call: a mark (class bits = kind, selector = count) */
-#define CLS_BITS  48
-/* A tagged receiver's bits 48-63 (the tag bit and index on Apple's MSB and split layouts) are
- * recorded in bits 32-47 (payload on every layout), below the depth and flags. */
-#define MT_UNFOLD_TAGGED(f) (((f) & 0xffffffffull) | (((f) >> 32 & 0xffffull) << 48))
+/* The class word (mt_entry.cls, mt_record.cls):
+ *   bits  0-47  class (CLS_BITS), or a tagged receiver folded (F_TAGGED)
+ *   bits 48-59  depth in the shadow stack (DEPTH_SHIFT, DEPTH_BITS)
+ *   bits 60-63  flags (FLAG_SHIFT): F_x = 1 << F_x_BIT */
+#define CLS_BITS    48
 #define DEPTH_SHIFT 48
-#define FLAG_SHIFT 60
+#define DEPTH_BITS  12
+#define DEPTH_MAX   ((1 << DEPTH_BITS) - 1)
+#define FLAG_SHIFT  60
+#define F_SUPER_BIT   0
+#define F_TAGGED_BIT  1
+#define F_UNWOUND_BIT 2
+#define F_MARK_BIT    3
+#define F_SUPER   (1 << F_SUPER_BIT)   /* class is the objc_super class: the method ran in its superclass */
+#define F_TAGGED  (1 << F_TAGGED_BIT)  /* receiver was a tagged pointer: the field holds the receiver
+					* folded (MT_UNFOLD_TAGGED gives it back with bits 32-47,
+					* payload, cleared) */
+#define F_UNWOUND (1 << F_UNWOUND_BIT) /* the call did not return: closed when an exception or longjmp skipped it */
+#define F_MARK    (1 << F_MARK_BIT)    /* not a call: a mark (class bits = kind, selector = count) */
+/* A tagged receiver's bits 48-63 (the tag bit and index on Apple's MSB and split layouts), where
+ * depth and flags go, are recorded in bits 32-47 (TAG_FOLD_SHIFT: payload on every layout). */
+#define TAG_FOLD_SHIFT 32
+#define MT_UNFOLD_TAGGED(f) \
+	(((f) & ((1ull << TAG_FOLD_SHIFT) - 1)) | \
+	 (((f) >> TAG_FOLD_SHIFT & ((1ull << (64 - CLS_BITS)) - 1)) << CLS_BITS))
 
 /* mark kinds (as in the stream format, tracer/stream.go) */
 #define MARK_LOST 1
@@ -68,22 +64,47 @@
 extern "C" {
 #endif
 
+/* One traced call in flight: a shadow-stack entry. ENTRY_SIZE is a power of two: an entry's
+ * depth is its distance from the stack's base >> ENTRY_SHIFT. */
 struct mt_entry {
-	uint64_t ret, sp, start, cls, sel, save, rv0, rv1;
+	uint64_t ret;   /* caller's return address (replaced on the real stack by msgtrace_after) */
+	uint64_t sp;    /* caller's stack pointer after the call returns: identifies the frame */
+	uint64_t start; /* start tick */
+	uint64_t cls;   /* class | depth << DEPTH_SHIFT | flags << FLAG_SHIFT */
+	uint64_t sel;   /* selector */
+	uint64_t save;  /* caller's value of the register that holds the entry meanwhile (rbx / x19) */
+	uint64_t rv0;   /* amd64: rax, parked while the interposer or the return stub runs */
+	union {
+		uint64_t rv1;   /* amd64: rdx, parked as rv0 */
+		uint64_t owner; /* while the method runs: OWNER_SEND or OWNER_METHOD */
+	};
 };
 
+/* One finished call (32 bytes). */
 struct mt_record {
-	uint64_t start, end, cls, sel;
+	uint64_t start, end;
+	uint64_t cls; /* as mt_entry's */
+	uint64_t sel;
 };
 
+/* Per-thread state, found through TLS. */
 struct mt_thread {
-	struct mt_entry *top, *limit, *base;
-	struct mt_record *rec_cur, *rec_end;
-	uint64_t dropped, overflow;
-	uint64_t busy;
-	uint64_t scratch[3];
-	struct mt_entry stack[]; /* shadow stack, then bookkeeping in struct mt_thread_info */
+	struct mt_entry *top;      /* next free shadow entry */
+	struct mt_entry *limit;    /* end of the shadow stack */
+	struct mt_entry *base;     /* first shadow entry */
+	struct mt_record *rec_cur; /* next free record in the current chunk */
+	struct mt_record *rec_end; /* end of the current chunk */
+	uint64_t dropped;          /* records dropped: no buffer space (MSGTRACE_FULL=drop) */
+	uint64_t overflow;         /* calls passed through untraced: shadow stack full */
+	uint64_t busy;             /* non-zero: pass through (excluded thread, or inside the tracer) */
+	uint64_t scratch[3];       /* scratch for the interposer's slow paths */
+	struct mt_entry stack[];   /* shadow stack, then bookkeeping in struct mt_thread_info */
 };
+#ifndef MT_OFFSETS_PROBE
+MT_CHECK_MT_ENTRY;
+MT_CHECK_MT_RECORD;
+MT_CHECK_MT_THREAD;
+#endif
 
 /* Hidden: the assembly reaches these PC-relatively, which a shared library allows only for
  * symbols that cannot be preempted. */

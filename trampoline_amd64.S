@@ -6,23 +6,15 @@
  * Every argument register (rdi rsi rdx rcx r8 r9 rax xmm0-7), rsp and the stack are untouched:
  * any signature passes through, and no return address ever points here.
  */
+#include "asm.h"
 #include "trampoline.h"
 
-#if defined(__APPLE__)
-#define SYM(x) _##x
-#else
-#define SYM(x) x
-#endif
-
 	.text
-	.globl SYM(msgtrace_tramp_text)
-#if defined(__APPLE__)
-	.private_extern SYM(msgtrace_tramp_text)
-#else
-	.hidden SYM(msgtrace_tramp_text)
-	.type SYM(msgtrace_tramp_text),@function
+	HIDDEN(msgtrace_tramp_text)
+#if !defined(__APPLE__)
+	.type msgtrace_tramp_text, %function
 #endif
-	.p2align 5
+	.p2align MT_STRIDE_SHIFT
 SYM(msgtrace_tramp_text):
 	/* one FDE for the pool: at every instruction the CFA is rsp + 8 and the return address is
 	 * the caller's, at [rsp] */
@@ -31,7 +23,7 @@ SYM(msgtrace_tramp_text):
 	.rept MT_POOL
 	leaq SYM(msgtrace_tramp_data) + mt_i * MT_STRIDE(%rip), %r11
 	jmp SYM(msgtrace_method_entry)
-	.p2align 5, 0xcc
+	.p2align MT_STRIDE_SHIFT, 0xcc           /* padded with int3 */
 	.set mt_i, mt_i + 1
 	.endr
 	.cfi_endproc
@@ -39,18 +31,15 @@ SYM(msgtrace_tramp_text):
 	.size SYM(msgtrace_tramp_text), .-SYM(msgtrace_tramp_text)
 #endif
 
+	HIDDEN(msgtrace_tramp_data)
 #if defined(__APPLE__)
-	.globl SYM(msgtrace_tramp_data)
-	.private_extern SYM(msgtrace_tramp_data)
-	.zerofill __DATA,__bss,SYM(msgtrace_tramp_data),MT_POOL * MT_STRIDE,5
+	.zerofill __DATA,__bss,SYM(msgtrace_tramp_data),MT_POOL * MT_STRIDE,MT_STRIDE_SHIFT
 #else
 	.bss
-	.globl msgtrace_tramp_data
-	.hidden msgtrace_tramp_data
-	.type msgtrace_tramp_data,@object
-	.p2align 5
+	.type msgtrace_tramp_data, %object
+	.p2align MT_STRIDE_SHIFT
 msgtrace_tramp_data:
 	.zero MT_POOL * MT_STRIDE
 	.size msgtrace_tramp_data, MT_POOL * MT_STRIDE
-	.section .note.GNU-stack,"",@progbits
 #endif
+NO_EXEC_STACK

@@ -6,25 +6,15 @@
  * x17 (IP1) carries no argument; x0-x8, q0-q7, x30, sp and the stack are untouched: any
  * signature passes through, and no return address ever points here.
  */
+#include "asm.h"
 #include "trampoline.h"
 
-#if defined(__APPLE__)
-#define SEP %%
-#define SYM(x) _##x
-#else
-#define SEP ;
-#define SYM(x) x
-#endif
-
 	.text
-	.globl SYM(msgtrace_tramp_text)
-#if defined(__APPLE__)
-	.private_extern SYM(msgtrace_tramp_text)
-#else
-	.hidden SYM(msgtrace_tramp_text)
-	.type SYM(msgtrace_tramp_text),%function
+	HIDDEN(msgtrace_tramp_text)
+#if !defined(__APPLE__)
+	.type msgtrace_tramp_text, %function
 #endif
-	.p2align 5
+	.p2align MT_STRIDE_SHIFT
 SYM(msgtrace_tramp_text):
 	/* one FDE for the pool: at every instruction the CFA is sp and the return address is x30 */
 	.cfi_startproc
@@ -38,7 +28,7 @@ SYM(msgtrace_tramp_text):
 	add x17, x17, #:lo12:msgtrace_tramp_data + mt_i * MT_STRIDE
 #endif
 	b SYM(msgtrace_method_entry)
-	.p2align 5
+	.p2align MT_STRIDE_SHIFT
 	.set mt_i, mt_i + 1
 	.endr
 	.cfi_endproc
@@ -46,18 +36,15 @@ SYM(msgtrace_tramp_text):
 	.size SYM(msgtrace_tramp_text), .-SYM(msgtrace_tramp_text)
 #endif
 
+	HIDDEN(msgtrace_tramp_data)
 #if defined(__APPLE__)
-	.globl SYM(msgtrace_tramp_data)
-	.private_extern SYM(msgtrace_tramp_data)
-	.zerofill __DATA,__bss,SYM(msgtrace_tramp_data),MT_POOL * MT_STRIDE,5
+	.zerofill __DATA,__bss,SYM(msgtrace_tramp_data),MT_POOL * MT_STRIDE,MT_STRIDE_SHIFT
 #else
 	.bss
-	.globl msgtrace_tramp_data
-	.hidden msgtrace_tramp_data
-	.type msgtrace_tramp_data,%object
-	.p2align 5
+	.type msgtrace_tramp_data, %object
+	.p2align MT_STRIDE_SHIFT
 msgtrace_tramp_data:
 	.zero MT_POOL * MT_STRIDE
 	.size msgtrace_tramp_data, MT_POOL * MT_STRIDE
-	.section .note.GNU-stack,"",%progbits
 #endif
+NO_EXEC_STACK

@@ -3,9 +3,10 @@
  * here from its description: every call mallocs a frame record in C (rn_enter), calls the
  * original, and on return calls C again (rn_leave) to time, free and find the return address.
  */
+#include "../../asm.h"
+
 	.text
-	.globl rn_trampoline
-rn_trampoline:                          /* rdi, rsi, ... = the message's arguments */
+FUNC(rn_trampoline)                          /* rdi, rsi, ... = the message's arguments */
 	subq $120, %rsp                 /* entry rsp = 8 mod 16: 120 keeps the calls aligned */
 	movq %rdi, 0(%rsp)
 	movq %rsi, 8(%rsp)
@@ -43,4 +44,5 @@ rn_exit:
 	movsd 16(%rsp), %xmm0
 	addq $40, %rsp
 	jmp *%r11
-	.section .note.GNU-stack,"",@progbits
+END(rn_trampoline)
+NO_EXEC_STACK

@@ -4,7 +4,11 @@
  * register and the stack untouched. Only r10/r11 are used.
  *   struct class { struct class *super; struct method *methods; }   methods end with sel 0
  *   struct method { void *sel; void *imp; }
+ * Labels: LOOKUP's 1 = next class, 2 = next method, 3 = end of this class's methods, 4 = found;
+ * test_msgSend's 9 = nil receiver.
  */
+#include "../../asm.h"
+
 .macro LOOKUP cls, sel
 1:	movq 8(\cls), %r11              /* r11 = methods */
 2:	cmpq $0, (%r11)
@@ -21,8 +25,7 @@
 .endm
 
 	.text
-	.globl test_msgSend, test_msgSend_stret, test_msgSendSuper2, test_msgSendSuper2_stret
-test_msgSend:                           /* rdi = receiver, rsi = sel */
+FUNC(test_msgSend)                      /* rdi = receiver, rsi = sel */
 	testq %rdi, %rdi
 	jz 9f
 	movq (%rdi), %r10
@@ -32,24 +35,28 @@ test_msgSend:                           /* rdi = receiver, rsi = sel */
 	pxor %xmm0, %xmm0
 	pxor %xmm1, %xmm1
 	ret
-test_msgSend_stret:                     /* rdi = result, rsi = receiver, rdx = sel */
+END(test_msgSend)
+FUNC(test_msgSend_stret)                /* rdi = result, rsi = receiver, rdx = sel */
 	movq (%rsi), %r10
 	LOOKUP %r10, %rdx
-test_msgSendSuper2:                     /* rdi = objc_super {receiver, class}, rsi = sel */
+END(test_msgSend_stret)
+FUNC(test_msgSendSuper2)                /* rdi = objc_super {receiver, class}, rsi = sel */
 	movq 8(%rdi), %r10
 	movq (%r10), %r10               /* search from the superclass of the current class */
 	movq (%rdi), %rdi               /* the method gets the receiver */
 	LOOKUP %r10, %rsi
-test_msgSendSuper2_stret:               /* rdi = result, rsi = objc_super, rdx = sel */
+END(test_msgSendSuper2)
+FUNC(test_msgSendSuper2_stret)          /* rdi = result, rsi = objc_super, rdx = sel */
 	movq 8(%rsi), %r10
 	movq (%r10), %r10
 	movq (%rsi), %rsi
 	LOOKUP %r10, %rdx
+END(test_msgSendSuper2_stret)
 
 /* uint64_t callee_saved_probe(void *fn, void *obj, void *sel): calls fn(obj, sel) with rbx,
- * rbp, r12-r15 poisoned and returns a mask of those that came back changed. */
-	.globl callee_saved_probe
-callee_saved_probe:
+ * rbp, r12-r15 poisoned and returns a mask of those that came back changed (bit 0 rbx, 1 rbp,
+ * 2-5 r12-r15); label n: register n checked. */
+FUNC(callee_saved_probe)
 	pushq %rbx
 	pushq %rbp
 	pushq %r12
@@ -100,4 +107,5 @@ callee_saved_probe:
 	popq %rbp
 	popq %rbx
 	ret
-	.section .note.GNU-stack,"",@progbits
+END(callee_saved_probe)
+NO_EXEC_STACK

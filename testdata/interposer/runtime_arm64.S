@@ -1,7 +1,11 @@
 /*
  * Test dispatchers with objc_msgSend's contract for arm64 (see runtime_amd64.S): find the
  * method and branch to it with x0-x8, q0-q7 and the stack untouched; x9, x16, x17 only.
+ * Labels: LOOKUP's 1 = next class, 2 = next method, 3 = end of this class's methods, 4 = found;
+ * test_msgSend's 9 = nil receiver.
  */
+#include "../../asm.h"
+
 .macro LOOKUP
 1:	ldr x17, [x16, #8]              /* x16 = class, x17 = methods */
 2:	ldr x9, [x17]
@@ -18,9 +22,8 @@
 .endm
 
 	.text
-	.globl test_msgSend, test_msgSendSuper2, test_msgSend_stret, test_msgSendSuper2_stret
-test_msgSend_stret:                     /* arm64 has no stret variants: x8 carries the result */
-test_msgSend:
+FUNC(test_msgSend_stret)                /* arm64 has no stret variants: x8 carries the result */
+FUNC(test_msgSend)
 	cbz x0, 9f
 	ldr x16, [x0]
 	LOOKUP
@@ -31,17 +34,20 @@ test_msgSend:
 	movi v2.2d, #0
 	movi v3.2d, #0
 	ret
-test_msgSendSuper2_stret:
-test_msgSendSuper2:                     /* x0 = objc_super {receiver, class} */
+END(test_msgSend)
+END(test_msgSend_stret)
+FUNC(test_msgSendSuper2_stret)
+FUNC(test_msgSendSuper2)                /* x0 = objc_super {receiver, class} */
 	ldr x16, [x0, #8]
 	ldr x16, [x16]
 	ldr x0, [x0]
 	LOOKUP
+END(test_msgSendSuper2)
+END(test_msgSendSuper2_stret)
 
 /* uint64_t callee_saved_probe(void *fn, void *obj, void *sel): calls fn(obj, sel) with
  * x19-x28 and d8-d15 poisoned; returns a mask of those that came back changed. */
-	.globl callee_saved_probe
-callee_saved_probe:
+FUNC(callee_saved_probe)
 	stp x29, x30, [sp, #-160]!
 	mov x29, sp
 	stp x19, x20, [sp, #16]
@@ -93,4 +99,5 @@ callee_saved_probe:
 	ldp d14, d15, [sp, #144]
 	ldp x29, x30, [sp], #160
 	ret
-	.section .note.GNU-stack,"",%progbits
+END(callee_saved_probe)
+NO_EXEC_STACK
