@@ -4,6 +4,9 @@
 # install name and dependencies of the dylibs, runtime/cgo built for iOS, objc_msgSend imports,
 # and a link of each iOS archive for its target (internal/crosscheck). Reads every file back with
 # `machobind dump --json`; archives member by member (dump does not read static archives).
+# Dylibs and the msgtrace.framework binaries: initializer order, export trie, binds and imports
+# read again with llvm-objdump; the frameworks' bundles, msgtrace.xcframework, and an app linked
+# against each framework (the framework its first LC_LOAD_DYLIB).
 # usage: scripts/cross-check.sh [OUTDIR [crosscheck flags...]]   OUTDIR default bin/cross
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -12,4 +15,4 @@ shift || true
 cd "$MSGTRACE_ROOT"
 go build -o bin/machobind ./cmd/machobind
 go run ./internal/crosscheck -machobind "$MSGTRACE_ROOT/bin/machobind" -ar llvm-ar-19 -lipo "$LIPO" \
-	-clang "$CLANG" -sdk "$SDK" -libsystem "$(dirname "$ZIG")/lib/libc/darwin/libSystem.tbd" "$@" "$out"
+	-clang "$CLANG" -objdump "$OBJDUMP" -sdk "$SDK" -libsystem "$(dirname "$ZIG")/lib/libc/darwin/libSystem.tbd" "$@" "$out"
