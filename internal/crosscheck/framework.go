@@ -552,11 +552,11 @@ func appLinkTest(outdir string, fw frameworkArt, tmp string) {
 		target := arch + "-apple-"
 		switch fw.platform {
 		case platformMacOS:
-			target += "macos12.0"
+			target += "macos" + *flagMacOSMin
 		case platformIOS:
-			target += "ios14.0"
+			target += "ios" + *flagIOSMin
 		case platformIOSSimulator:
-			target += "ios14.0-simulator"
+			target += "ios" + *flagIOSMin + "-simulator"
 		}
 		link := func(exe string, libsFirst bool) (*machobind.SliceDump, error) {
 			libs := []string{"-framework", "msgtrace", "-lobjc", "-lSystem"}

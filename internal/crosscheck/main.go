@@ -101,9 +101,19 @@ var (
 	flagSymbols   = flag.String("symbols", "", "comma list of functions that must be exported (default: every msgtrace_*( declared in OUTDIR/msgtrace.h)")
 	flagNoLink    = flag.Bool("nolink", false, "skip the iOS link test and the framework's app link test")
 	flagObjdump   = flag.String("objdump", "llvm-objdump-19", "llvm-objdump, to read every dylib a second way")
+	flagIOSMin    = flag.String("ios-min", "14.0", "the minimum iOS version every iOS and simulator file must carry (cross.sh's MSGTRACE_IOS_MIN)")
+	flagMacOSMin  = flag.String("macos-min", "12.0", "the minimum macOS version every macOS file must carry (cross.sh's MSGTRACE_MACOS_MIN)")
 )
 
 var failures int
+
+// wantMinOS is the minimum OS version cross.sh was asked for on a platform.
+func wantMinOS(platform uint32) string {
+	if platform == platformMacOS {
+		return *flagMacOSMin
+	}
+	return *flagIOSMin
+}
 
 func fail(art, format string, args ...any) {
 	failures++
@@ -300,6 +310,9 @@ func checkDylib(art artifact, path string, exports []string) {
 		if !strings.EqualFold(s.Platform, platformNames[art.platform]) {
 			fail(where, "machobind dump says platform %q, want %s", s.Platform, platformNames[art.platform])
 		}
+		if want := wantMinOS(art.platform); !sameVersion(s.MinOS, want) {
+			fail(where, "minimum OS %s, want %s", s.MinOS, want)
+		}
 		for _, l := range s.Dylibs {
 			if !allowedDylib(art.platform, l.Path) {
 				fail(where, "loads %s, which is not one of the system libraries it may depend on", l.Path)
@@ -484,6 +497,9 @@ func checkThinArchive(art artifact, where, arch, path, dir string, exports []str
 		platName = s.Platform
 		if minos == "" {
 			minos = s.MinOS
+		}
+		if want := wantMinOS(art.platform); !sameVersion(s.MinOS, want) {
+			memberFail(m, "minimum OS %s, want %s", s.MinOS, want)
 		}
 		f, err := macho.Open(mp)
 		if err != nil {
