@@ -99,7 +99,8 @@ build() {
 		go build -trimpath -buildmode="$mode" \
 		-ldflags="$ldflags -buildid= -extar=$(command -v $LLVM_AR) -extldflags=-Wl,-install_name,$id" \
 		-o "$file" "$pkg" || die "$name: go build failed"
-	rm -f "${file%.*}.h" "$file.h" # cgo's generated header: msgtrace.h is the public one
+	local base=${file##*/} # cgo's generated header (FILE without its extension, + .h): msgtrace.h is the public one
+	rm -f "${file%/*}/${base%.*}.h"
 	echo "cross: $name ($goos/$goarch, $target, $mode) $(stat -c %s "$file") bytes, $((SECONDS - t0)) s"
 }
 
