@@ -105,8 +105,10 @@ endif
 	@echo "demo: open trace.pftrace (or trace.json) in https://ui.perfetto.dev, trace.speedscope.json in https://www.speedscope.app, trace.svg in a browser, or run: go tool pprof -top trace.pb.gz"
 
 # Apple artifacts, cross-built from Linux (scripts/cross.sh): macOS dylibs (arm64, x86_64,
-# universal), iOS device and simulator archives, the XCFramework and msgtrace.h in bin/cross;
-# then every one is read back with `machobind dump` and checked (scripts/cross-check.sh).
+# universal), iOS device and simulator archives, libmsgtrace.xcframework (static),
+# msgtrace.framework for iOS, the simulator and macOS, msgtrace.xcframework (dynamic) and
+# msgtrace.h in bin/cross; then every one is read back with `machobind dump` and llvm-objdump and
+# checked, and an app is linked against each framework (scripts/cross-check.sh).
 cross: setup
 	bash scripts/cross.sh ./cmd/libmsgtrace bin/cross
 	bash scripts/cross-check.sh bin/cross

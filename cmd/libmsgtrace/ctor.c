@@ -23,10 +23,14 @@ extern void msgtraceExit(void);
 static void msgtrace_ctor(void);
 
 #if defined(__APPLE__)
-extern const void *_dyld_get_image_header(uint32_t index);
+/* The main program is the image whose header says MH_EXECUTE (filetype: the header's fourth
+ * 32-bit word). Not dyld's image 0: dyld4 moves inserted libraries ahead of the main executable
+ * in its list (RuntimeState::loadInsertedLibraries), so with DYLD_INSERT_LIBRARIES image 0 is
+ * the first inserted library. A framework or an XCTest bundle is not the main program. */
 static int in_main_program(void) {
 	Dl_info info;
-	return dladdr((const void *)msgtrace_ctor, &info) && info.dli_fbase == _dyld_get_image_header(0);
+	return dladdr((const void *)msgtrace_ctor, &info) && info.dli_fbase &&
+	       ((const uint32_t *)info.dli_fbase)[3] == 2 /* MH_EXECUTE */;
 }
 #else
 #include <link.h>

@@ -11,6 +11,14 @@
 // for the target (masks.go). Each iOS archive is also linked into a small
 // program for its target with clang-19 and ld64.lld-19, which must leave nothing undefined.
 //
+// Every dylib (libmsgtrace.dylib and the msgtrace.framework binaries) is also checked for its
+// initializers in order (Go's runtime start, then ctor.c's msgtrace_ctor) and read a second way
+// with llvm-objdump: the msgtrace_* functions in its export trie, its binds against machobind
+// dump's pointer slots, and every import in the SDK stubs (framework.go). The frameworks'
+// bundles (Info.plist against the binary, Headers, Modules, the macOS symlinks) and
+// msgtrace.xcframework are checked, and a small app with a +load class is linked against each
+// framework, which must be its first LC_LOAD_DYLIB and resolve through its rpath once embedded.
+//
 // usage: go run ./internal/crosscheck [flags] OUTDIR   (scripts/cross-check.sh passes the tools)
 //
 // Any mismatch prints "crosscheck: ARTIFACT: ..." and the exit status is 1.
@@ -43,6 +51,7 @@ type artifact struct {
 	archive  bool     // static archive of MH_OBJECT members, else a dylib
 	archs    []string // machobind's names, sorted
 	platform uint32   // LC_BUILD_VERSION platform
+	install  string   // a dylib's LC_ID_DYLIB ("" for installName)
 }
 
 const (
@@ -53,24 +62,33 @@ const (
 )
 
 var artifacts = []artifact{
-	{"macos-arm64/libmsgtrace.dylib", false, []string{"arm64"}, platformMacOS},
-	{"macos-x86_64/libmsgtrace.dylib", false, []string{"x86_64"}, platformMacOS},
-	{"macos/libmsgtrace.dylib", false, []string{"arm64", "x86_64"}, platformMacOS},
-	{"ios-arm64/libmsgtrace.a", true, []string{"arm64"}, platformIOS},
-	{"ios-simulator-arm64/libmsgtrace.a", true, []string{"arm64"}, platformIOSSimulator},
-	{"ios-simulator-x86_64/libmsgtrace.a", true, []string{"x86_64"}, platformIOSSimulator},
-	{"ios-simulator/libmsgtrace.a", true, []string{"arm64", "x86_64"}, platformIOSSimulator},
+	{"macos-arm64/libmsgtrace.dylib", false, []string{"arm64"}, platformMacOS, ""},
+	{"macos-x86_64/libmsgtrace.dylib", false, []string{"x86_64"}, platformMacOS, ""},
+	{"macos/libmsgtrace.dylib", false, []string{"arm64", "x86_64"}, platformMacOS, ""},
+	{"ios-arm64/libmsgtrace.a", true, []string{"arm64"}, platformIOS, ""},
+	{"ios-simulator-arm64/libmsgtrace.a", true, []string{"arm64"}, platformIOSSimulator, ""},
+	{"ios-simulator-x86_64/libmsgtrace.a", true, []string{"x86_64"}, platformIOSSimulator, ""},
+	{"ios-simulator/libmsgtrace.a", true, []string{"arm64", "x86_64"}, platformIOSSimulator, ""},
+	{"ios-arm64/msgtrace.framework/msgtrace", false, []string{"arm64"}, platformIOS, fwInstallName},
+	{"ios-simulator/msgtrace.framework/msgtrace", false, []string{"arm64", "x86_64"}, platformIOSSimulator, fwInstallName},
+	{"macos/msgtrace.framework/Versions/A/msgtrace", false, []string{"arm64", "x86_64"}, platformMacOS, fwInstallNameMacOS},
 }
 
 // platformNames: machobind's spelling of a platform (go-macho's), compared case-insensitively.
 var platformNames = map[uint32]string{platformMacOS: "macos", platformIOS: "ios", platformIOSSimulator: "iossimulator"}
 
-// allowedDylibs: what the dylibs may load (a missing one makes dyld refuse the library).
-var allowedDylibs = map[string]bool{
-	"/usr/lib/libSystem.B.dylib": true,
-	"/usr/lib/libresolv.9.dylib": true,
-	"/usr/lib/libobjc.A.dylib":   true,
-	"/System/Library/Frameworks/CoreFoundation.framework/Versions/A/CoreFoundation": true,
+// allowedDylib: what the dylibs may load (a missing one makes dyld refuse the library).
+// CoreFoundation is a versioned bundle on macOS, a shallow one on iOS and in the simulator.
+func allowedDylib(platform uint32, path string) bool {
+	switch path {
+	case "/usr/lib/libSystem.B.dylib", "/usr/lib/libresolv.9.dylib", "/usr/lib/libobjc.A.dylib":
+		return true
+	case "/System/Library/Frameworks/CoreFoundation.framework/Versions/A/CoreFoundation":
+		return platform == platformMacOS
+	case "/System/Library/Frameworks/CoreFoundation.framework/CoreFoundation":
+		return platform != platformMacOS
+	}
+	return false
 }
 
 var (
@@ -81,10 +99,21 @@ var (
 	flagSDK       = flag.String("sdk", "sdk", "the SDK stubs (sdk/)")
 	flagLibSystem = flag.String("libsystem", ".tools/zig/lib/libc/darwin/libSystem.tbd", "a complete macOS libSystem.tbd (zig's), retargeted for the iOS link test")
 	flagSymbols   = flag.String("symbols", "", "comma list of functions that must be exported (default: every msgtrace_*( declared in OUTDIR/msgtrace.h)")
-	flagNoLink    = flag.Bool("nolink", false, "skip the iOS link test")
+	flagNoLink    = flag.Bool("nolink", false, "skip the iOS link test and the framework's app link test")
+	flagObjdump   = flag.String("objdump", "llvm-objdump-19", "llvm-objdump, to read every dylib a second way")
+	flagIOSMin    = flag.String("ios-min", "14.0", "the minimum iOS version every iOS and simulator file must carry (cross.sh's MSGTRACE_IOS_MIN)")
+	flagMacOSMin  = flag.String("macos-min", "12.0", "the minimum macOS version every macOS file must carry (cross.sh's MSGTRACE_MACOS_MIN)")
 )
 
 var failures int
+
+// wantMinOS is the minimum OS version cross.sh was asked for on a platform.
+func wantMinOS(platform uint32) string {
+	if platform == platformMacOS {
+		return *flagMacOSMin
+	}
+	return *flagIOSMin
+}
 
 func fail(art, format string, args ...any) {
 	failures++
@@ -281,8 +310,11 @@ func checkDylib(art artifact, path string, exports []string) {
 		if !strings.EqualFold(s.Platform, platformNames[art.platform]) {
 			fail(where, "machobind dump says platform %q, want %s", s.Platform, platformNames[art.platform])
 		}
+		if want := wantMinOS(art.platform); !sameVersion(s.MinOS, want) {
+			fail(where, "minimum OS %s, want %s", s.MinOS, want)
+		}
 		for _, l := range s.Dylibs {
-			if !allowedDylibs[l.Path] {
+			if !allowedDylib(art.platform, l.Path) {
 				fail(where, "loads %s, which is not one of the system libraries it may depend on", l.Path)
 			}
 		}
@@ -291,13 +323,22 @@ func checkDylib(art artifact, path string, exports []string) {
 			fail(where, "debug/macho does not see this slice")
 			continue
 		}
-		if s.Arch == "arm64" {
+		signNote := ""
+		switch {
+		case s.Arch != "arm64":
+		case art.platform == platformIOS && !hasCodeSignature(f):
+			signNote = "; unsigned (Xcode signs it: Embed & Sign)"
+		default: // arm64 macOS and the arm64 simulator load only validly signed code
 			if err := checkCodeSignature(path, f); err != nil {
-				fail(where, "code signature: %v (arm64 macOS loads only validly signed code)", err)
+				fail(where, "code signature: %v (arm64 %s loads only validly signed code)", err, s.Platform)
 			}
 		}
-		if id := idDylib(f); id != installName {
-			fail(where, "install name %q, want %q", id, installName)
+		want := art.install
+		if want == "" {
+			want = installName
+		}
+		if id := idDylib(f); id != want {
+			fail(where, "install name %q, want %q", id, want)
 		}
 		syms := readSymbols(f)
 		for _, e := range exports {
@@ -305,9 +346,13 @@ func checkDylib(art artifact, path string, exports []string) {
 				fail(where, "does not export %s", e)
 			}
 		}
-		// runtime/cgo built for macOS, not iOS: it must not look for a main bundle
-		if syms.undefined["_CFBundleGetMainBundle"] {
+		// runtime/cgo built for the library's platform: for iOS (arm64) it looks for the app's
+		// main bundle, for macOS it must not
+		switch {
+		case art.platform == platformMacOS && syms.undefined["_CFBundleGetMainBundle"]:
 			fail(where, "imports CFBundleGetMainBundle: runtime/cgo was compiled with TARGET_OS_IPHONE for a macOS library")
+		case art.platform != platformMacOS && s.Arch == "arm64" && !syms.undefined["_CFBundleGetMainBundle"]:
+			fail(where, "does not import CFBundleGetMainBundle: runtime/cgo was not compiled with TARGET_OS_IPHONE")
 		}
 		// the library's own objc_msgSend imports: every one the symbol table names must be a slot
 		// machobind lists (those are the slots the rebinder skips, since they are in its own image)
@@ -336,8 +381,11 @@ func checkDylib(art artifact, path string, exports []string) {
 			}
 			imp = strings.Join(parts, "; ") + " (in its own image: not rebound)"
 		}
-		fmt.Printf("ok  %-38s %-7s %-13s min %-5s %d exports, %d dylibs, %d pointer slots, %s; objc_msgSend imports: %s\n",
-			art.path, s.Arch, s.Platform, s.MinOS, len(exports), len(s.Dylibs), len(s.Pointers), maskNote, imp)
+		inits := checkInitializers(where, f, s.Fixups == "chained")
+		od := crossCheckObjdump(where, path, s, exports)
+		fmt.Printf("ok  %-38s %-7s %-13s min %-5s %d exports, %d dylibs, %d pointer slots, %s; objc_msgSend imports: %s%s\n",
+			art.path, s.Arch, s.Platform, s.MinOS, len(exports), len(s.Dylibs), len(s.Pointers), maskNote, imp, signNote)
+		fmt.Printf("    %s; %s\n", inits, od)
 	}
 }
 
@@ -449,6 +497,9 @@ func checkThinArchive(art artifact, where, arch, path, dir string, exports []str
 		platName = s.Platform
 		if minos == "" {
 			minos = s.MinOS
+		}
+		if want := wantMinOS(art.platform); !sameVersion(s.MinOS, want) {
+			memberFail(m, "minimum OS %s, want %s", s.MinOS, want)
 		}
 		f, err := macho.Open(mp)
 		if err != nil {
@@ -675,6 +726,13 @@ func main() {
 		}
 	}
 	checkXCFramework(outdir)
+	for _, fw := range frameworks {
+		checkFramework(outdir, fw)
+		if !*flagNoLink {
+			appLinkTest(outdir, fw, tmp)
+		}
+	}
+	checkDynamicXCFramework(outdir)
 	if failures > 0 {
 		fmt.Fprintf(os.Stderr, "crosscheck: %d problems\n", failures)
 		os.Exit(1)
