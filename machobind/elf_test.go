@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,5 +144,115 @@ func TestRebindELF(t *testing.T) {
 				t.Errorf("after Undo abs returned %d", got)
 			}
 		})
+	}
+}
+
+// TestWalkSlotsLeavesOutRelative walks a real system library loaded here whose .rela.dyn
+// opens with the relative relocations DT_RELACOUNT counts (libstdc++): the walk starts past
+// them and still visits exactly the JUMP_SLOT and GLOB_DAT relocations readelf lists, at the
+// same addresses.
+func TestWalkSlotsLeavesOutRelative(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("readelf's relocation names are amd64's here")
+	}
+	out, err := exec.Command("gcc", "-print-file-name=libstdc++.so.6").Output()
+	if err != nil {
+		t.Skipf("no gcc: %v", err)
+	}
+	lib, err := filepath.EvalSymlinks(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
+		t.Fatal(err)
+	}
+	l := loadedELF(t, lib)
+	img, err := ParseLoadedELF(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped := false
+	for _, r := range img.relocs {
+		skipped = skipped || r[2] > 0
+	}
+	if !skipped {
+		t.Fatalf("%s: no relative relocations left out (DT_RELACOUNT): not the case under test", lib)
+	}
+	got := map[string]bool{}
+	img.WalkSlots(func(s *Slot, name, _ []byte) bool {
+		got[strconv.FormatUint(s.Addr, 16)+" "+string(name)] = true
+		return true
+	})
+	rel, err := exec.Command("readelf", "-rW", lib).Output()
+	if err != nil {
+		t.Skipf("no readelf: %v", err)
+	}
+	want := map[string]bool{}
+	for _, line := range strings.Split(string(rel), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[2] != "R_X86_64_JUMP_SLOT" && f[2] != "R_X86_64_GLOB_DAT" {
+			continue
+		}
+		off, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			t.Fatalf("readelf line %q", line)
+		}
+		want[strconv.FormatUint(off, 16)+" "+strings.Split(f[4], "@")[0]] = true
+	}
+	if len(want) < 100 {
+		t.Fatalf("readelf lists %d slots in %s", len(want), lib)
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("slot %s (readelf) not walked", k)
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			t.Errorf("slot %s walked, not in readelf", k)
+		}
+	}
+}
+
+// TestMappings reads the mappings of this process: in address order, each one's protection
+// as /proc/self/maps spells it (read here line by line), and Protection agrees with them.
+func TestMappings(t *testing.T) {
+	var vm ProcVM
+	maps, err := vm.Mappings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uintptr]Prot{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		lo, _ := strconv.ParseUint(strings.Split(f[0], "-")[0], 16, 64)
+		var p Prot
+		for i, c := range "rwx" {
+			if f[1][i] == byte(c) {
+				p |= 1 << i
+			}
+		}
+		want[uintptr(lo)] = p
+	}
+	if len(maps) < 10 {
+		t.Fatalf("%d mappings", len(maps))
+	}
+	for i, m := range maps {
+		if m.Lo >= m.Hi || i > 0 && m.Lo < maps[i-1].Hi {
+			t.Fatalf("mapping %d [%#x, %#x) out of order", i, m.Lo, m.Hi)
+		}
+		if p, ok := want[m.Lo]; ok && p != m.Prot { // the heap may have moved since
+			t.Errorf("mapping at %#x: %v, maps says %v", m.Lo, m.Prot, p)
+		}
+		if p, err := vm.Protection(m.Lo); err != nil || p != m.Prot {
+			t.Errorf("Protection(%#x) = %v, %v; want %v", m.Lo, p, err, m.Prot)
+		}
+	}
+	if _, err := vm.Protection(0); err == nil {
+		t.Error("address 0 reported mapped")
 	}
 }
