@@ -4,10 +4,12 @@ package machobind
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -183,6 +185,25 @@ func TestWalkSlotsLeavesOutRelative(t *testing.T) {
 		got[strconv.FormatUint(s.Addr, 16)+" "+string(name)] = true
 		return true
 	})
+	// the walk Rebind makes, filtered by the first two bytes of the names it looks for,
+	// visits the same slots of those names as the whole walk
+	names := NewNameSet("malloc", "_ZdlPv", "strlen", "abort", "a", "__cxa_finalize")
+	var whole, filtered []string
+	img.WalkSlots(func(s *Slot, name, _ []byte) bool {
+		if _, ok := names.Lookup(name); ok {
+			whole = append(whole, fmt.Sprint(s.Addr, string(name)))
+		}
+		return true
+	})
+	img.walk(names.prefixes(), func(s *Slot, name, _ []byte) bool {
+		if _, ok := names.Lookup(name); ok {
+			filtered = append(filtered, fmt.Sprint(s.Addr, string(name)))
+		}
+		return true
+	})
+	if len(whole) < 4 || !slices.Equal(whole, filtered) {
+		t.Errorf("filtered walk found %v, the whole walk %v", filtered, whole)
+	}
 	rel, err := exec.Command("readelf", "-rW", lib).Output()
 	if err != nil {
 		t.Skipf("no readelf: %v", err)

@@ -151,6 +151,8 @@ type Hook struct {
 	skipped []error
 	follow  bool // also applies to images loaded later
 	undone  bool
+	// prefixes of the names, for walks of ELF objects (made at the first, under r.mu)
+	prefixes *namePrefixes
 }
 
 type slotWrite struct {
@@ -357,7 +359,14 @@ func (r *Rebinder) match(h *Hook, l Loaded) (imageMatches, error) {
 		return im, fmt.Errorf("image %s: %w", l.Name, err)
 	}
 	var ms []match
-	err = img.WalkSlots(func(s *Slot, name, _ []byte) bool {
+	walk := img.WalkSlots
+	if e, ok := img.(*ELFImage); ok {
+		if h.prefixes == nil {
+			h.prefixes = h.names.prefixes()
+		}
+		walk = func(visit SlotVisitor) error { return e.walk(h.prefixes, visit) }
+	}
+	err = walk(func(s *Slot, name, _ []byte) bool {
 		if len(name) == 0 {
 			return true
 		}
