@@ -277,3 +277,100 @@ func TestMappings(t *testing.T) {
 		t.Error("address 0 reported mapped")
 	}
 }
+
+// countingRuntime is elfRuntime over a fixed list of objects, counting how often the page
+// protections are read.
+type countingRuntime struct {
+	elfRuntime
+	objs                  []Loaded
+	mappings, protections int
+}
+
+func (c *countingRuntime) Images() ([]Loaded, error) { return c.objs, nil }
+func (c *countingRuntime) Mappings() ([]Mapping, error) {
+	c.mappings++
+	return c.elfRuntime.Mappings()
+}
+func (c *countingRuntime) Protection(addr uintptr) (Prot, error) {
+	c.protections++
+	return c.elfRuntime.Protection(addr)
+}
+
+// TestRebindReadsMappingsOnce rebinds two real objects (a GOT slot in RELRO, read-only, and a
+// PLT slot in each): the process's mappings are read once for the whole Rebind and once for
+// the Undo, never page by page, and every slot is written and put back with its protection
+// restored.
+func TestRebindReadsMappingsOnce(t *testing.T) {
+	var objs []Loaded
+	var callAbs []func(int32) int32
+	var fakeAbs uintptr
+	for _, name := range []string{"libvictim1.so", "libvictim2.so"} {
+		lib := filepath.Join(t.TempDir(), name)
+		if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O0", "-fno-builtin", "-Wl,-z,now", "-Wl,-z,relro", "-o", lib, "testdata/victim.c").CombinedOutput(); err != nil {
+			t.Fatalf("gcc: %v\n%s", err, out)
+		}
+		h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_LOCAL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f func(int32) int32
+		purego.RegisterLibFunc(&f, h, "call_abs")
+		callAbs = append(callAbs, f)
+		if fakeAbs == 0 {
+			fakeAbs, _ = purego.Dlsym(h, "fake_abs")
+		}
+		objs = append(objs, loadedELF(t, lib))
+	}
+	var vm ProcVM
+	img, err := ParseLoadedELF(objs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var absSlot uintptr
+	img.WalkSlots(func(s *Slot, name, _ []byte) bool {
+		if string(name) == "abs" {
+			absSlot = objs[0].Slide + uintptr(s.Addr)
+		}
+		return true
+	})
+	before, err := vm.Protection(absSlot)
+	if err != nil || before&ProtWrite != 0 {
+		t.Fatalf("abs slot protection %v, %v: not the read-only case under test", before, err)
+	}
+	rt := &countingRuntime{objs: objs}
+	h, err := NewRebinder(rt).Rebind(Rebinding{Name: "abs", Replacement: fakeAbs}, Rebinding{Name: "strlen", Replacement: fakeAbs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := h.Skipped(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if rt.mappings != 1 || rt.protections != 0 {
+		t.Errorf("Rebind of 2 objects read the mappings %d times and asked %d protections; want 1 and 0", rt.mappings, rt.protections)
+	}
+	if n := h.Slots(); n != 4 {
+		t.Errorf("%d slots written, want 4 (abs and strlen in each object)", n)
+	}
+	for i, f := range callAbs {
+		if got := f(-7); got != 7000 {
+			t.Errorf("object %d: abs returned %d, want the replacement's 7000", i+1, got)
+		}
+	}
+	if p, _ := vm.Protection(absSlot); p != before {
+		t.Errorf("abs slot protection %v after Rebind, was %v", p, before)
+	}
+	if err := h.Undo(); err != nil {
+		t.Fatal(err)
+	}
+	if rt.mappings != 2 || rt.protections != 0 {
+		t.Errorf("Undo: mappings read %d times in all, %d protections asked; want 2 and 0", rt.mappings, rt.protections)
+	}
+	for i, f := range callAbs {
+		if got := f(-7); got != 7 {
+			t.Errorf("object %d: after Undo abs returned %d", i+1, got)
+		}
+	}
+	if p, _ := vm.Protection(absSlot); p != before {
+		t.Errorf("abs slot protection %v after Undo, was %v", p, before)
+	}
+}
