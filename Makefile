@@ -78,7 +78,7 @@ bench-startup: build
 # from exec to exit, untraced and traced (default selection, MSGTRACE_METHODS=all), alternated,
 # medians (RUNS=30).
 bench-fixedcost: build
-	bash scripts/bench-fixedcost.sh $${RUNS:-30}
+	bash scripts/bench-fixedcost.sh $${RUNS:-30} bin $${BASE:-}
 
 # Time `machobind dump --json` against llvm-objdump on the largest corpus binary.
 bench-dump: build corpus

@@ -26,6 +26,8 @@ void msgtrace_hand_over(struct mt_chunk *c) {
 	do
 		c->qnext = h;
 	while (!__atomic_compare_exchange_n(&ho.handed, &h, c, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	if (!h) /* the first since the drain's last take: it encodes it now, not at its next period or at exit */
+		msgtrace_drain_wake();
 }
 
 struct mt_chunk *msgtrace_take_handed(void) {

@@ -4,9 +4,12 @@ package machobind
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,5 +146,231 @@ func TestRebindELF(t *testing.T) {
 				t.Errorf("after Undo abs returned %d", got)
 			}
 		})
+	}
+}
+
+// TestWalkSlotsLeavesOutRelative walks a real system library loaded here whose .rela.dyn
+// opens with the relative relocations DT_RELACOUNT counts (libstdc++): the walk starts past
+// them and still visits exactly the JUMP_SLOT and GLOB_DAT relocations readelf lists, at the
+// same addresses.
+func TestWalkSlotsLeavesOutRelative(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("readelf's relocation names are amd64's here")
+	}
+	out, err := exec.Command("gcc", "-print-file-name=libstdc++.so.6").Output()
+	if err != nil {
+		t.Skipf("no gcc: %v", err)
+	}
+	lib, err := filepath.EvalSymlinks(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
+		t.Fatal(err)
+	}
+	l := loadedELF(t, lib)
+	img, err := ParseLoadedELF(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped := false
+	for _, r := range img.relocs {
+		skipped = skipped || r[2] > 0
+	}
+	if !skipped {
+		t.Fatalf("%s: no relative relocations left out (DT_RELACOUNT): not the case under test", lib)
+	}
+	got := map[string]bool{}
+	img.WalkSlots(func(s *Slot, name, _ []byte) bool {
+		got[strconv.FormatUint(s.Addr, 16)+" "+string(name)] = true
+		return true
+	})
+	// the walk Rebind makes, filtered by the first two bytes of the names it looks for,
+	// visits the same slots of those names as the whole walk
+	names := NewNameSet("malloc", "_ZdlPv", "strlen", "abort", "a", "__cxa_finalize")
+	var whole, filtered []string
+	img.WalkSlots(func(s *Slot, name, _ []byte) bool {
+		if _, ok := names.Lookup(name); ok {
+			whole = append(whole, fmt.Sprint(s.Addr, string(name)))
+		}
+		return true
+	})
+	img.walk(names.prefixes(), func(s *Slot, name, _ []byte) bool {
+		if _, ok := names.Lookup(name); ok {
+			filtered = append(filtered, fmt.Sprint(s.Addr, string(name)))
+		}
+		return true
+	})
+	if len(whole) < 4 || !slices.Equal(whole, filtered) {
+		t.Errorf("filtered walk found %v, the whole walk %v", filtered, whole)
+	}
+	rel, err := exec.Command("readelf", "-rW", lib).Output()
+	if err != nil {
+		t.Skipf("no readelf: %v", err)
+	}
+	want := map[string]bool{}
+	for _, line := range strings.Split(string(rel), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[2] != "R_X86_64_JUMP_SLOT" && f[2] != "R_X86_64_GLOB_DAT" {
+			continue
+		}
+		off, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			t.Fatalf("readelf line %q", line)
+		}
+		want[strconv.FormatUint(off, 16)+" "+strings.Split(f[4], "@")[0]] = true
+	}
+	if len(want) < 100 {
+		t.Fatalf("readelf lists %d slots in %s", len(want), lib)
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("slot %s (readelf) not walked", k)
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			t.Errorf("slot %s walked, not in readelf", k)
+		}
+	}
+}
+
+// TestMappings reads the mappings of this process: in address order, each one's protection
+// as /proc/self/maps spells it (read here line by line), and Protection agrees with them.
+func TestMappings(t *testing.T) {
+	var vm ProcVM
+	maps, err := vm.Mappings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uintptr]Prot{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		lo, _ := strconv.ParseUint(strings.Split(f[0], "-")[0], 16, 64)
+		var p Prot
+		for i, c := range "rwx" {
+			if f[1][i] == byte(c) {
+				p |= 1 << i
+			}
+		}
+		want[uintptr(lo)] = p
+	}
+	if len(maps) < 10 {
+		t.Fatalf("%d mappings", len(maps))
+	}
+	for i, m := range maps {
+		if m.Lo >= m.Hi || i > 0 && m.Lo < maps[i-1].Hi {
+			t.Fatalf("mapping %d [%#x, %#x) out of order", i, m.Lo, m.Hi)
+		}
+		if p, ok := want[m.Lo]; ok && p != m.Prot { // the heap may have moved since
+			t.Errorf("mapping at %#x: %v, maps says %v", m.Lo, m.Prot, p)
+		}
+		if p, err := vm.Protection(m.Lo); err != nil || p != m.Prot {
+			t.Errorf("Protection(%#x) = %v, %v; want %v", m.Lo, p, err, m.Prot)
+		}
+	}
+	if _, err := vm.Protection(0); err == nil {
+		t.Error("address 0 reported mapped")
+	}
+}
+
+// countingRuntime is elfRuntime over a fixed list of objects, counting how often the page
+// protections are read.
+type countingRuntime struct {
+	elfRuntime
+	objs                  []Loaded
+	mappings, protections int
+}
+
+func (c *countingRuntime) Images() ([]Loaded, error) { return c.objs, nil }
+func (c *countingRuntime) Mappings() ([]Mapping, error) {
+	c.mappings++
+	return c.elfRuntime.Mappings()
+}
+func (c *countingRuntime) Protection(addr uintptr) (Prot, error) {
+	c.protections++
+	return c.elfRuntime.Protection(addr)
+}
+
+// TestRebindReadsMappingsOnce rebinds two real objects (a GOT slot in RELRO, read-only, and a
+// PLT slot in each): the process's mappings are read once for the whole Rebind and once for
+// the Undo, never page by page, and every slot is written and put back with its protection
+// restored.
+func TestRebindReadsMappingsOnce(t *testing.T) {
+	var objs []Loaded
+	var callAbs []func(int32) int32
+	var fakeAbs uintptr
+	for _, name := range []string{"libvictim1.so", "libvictim2.so"} {
+		lib := filepath.Join(t.TempDir(), name)
+		if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O0", "-fno-builtin", "-Wl,-z,now", "-Wl,-z,relro", "-o", lib, "testdata/victim.c").CombinedOutput(); err != nil {
+			t.Fatalf("gcc: %v\n%s", err, out)
+		}
+		h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_LOCAL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f func(int32) int32
+		purego.RegisterLibFunc(&f, h, "call_abs")
+		callAbs = append(callAbs, f)
+		if fakeAbs == 0 {
+			fakeAbs, _ = purego.Dlsym(h, "fake_abs")
+		}
+		objs = append(objs, loadedELF(t, lib))
+	}
+	var vm ProcVM
+	img, err := ParseLoadedELF(objs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var absSlot uintptr
+	img.WalkSlots(func(s *Slot, name, _ []byte) bool {
+		if string(name) == "abs" {
+			absSlot = objs[0].Slide + uintptr(s.Addr)
+		}
+		return true
+	})
+	before, err := vm.Protection(absSlot)
+	if err != nil || before&ProtWrite != 0 {
+		t.Fatalf("abs slot protection %v, %v: not the read-only case under test", before, err)
+	}
+	rt := &countingRuntime{objs: objs}
+	h, err := NewRebinder(rt).Rebind(Rebinding{Name: "abs", Replacement: fakeAbs}, Rebinding{Name: "strlen", Replacement: fakeAbs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := h.Skipped(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if rt.mappings != 1 || rt.protections != 0 {
+		t.Errorf("Rebind of 2 objects read the mappings %d times and asked %d protections; want 1 and 0", rt.mappings, rt.protections)
+	}
+	if n := h.Slots(); n != 4 {
+		t.Errorf("%d slots written, want 4 (abs and strlen in each object)", n)
+	}
+	for i, f := range callAbs {
+		if got := f(-7); got != 7000 {
+			t.Errorf("object %d: abs returned %d, want the replacement's 7000", i+1, got)
+		}
+	}
+	if p, _ := vm.Protection(absSlot); p != before {
+		t.Errorf("abs slot protection %v after Rebind, was %v", p, before)
+	}
+	if err := h.Undo(); err != nil {
+		t.Fatal(err)
+	}
+	if rt.mappings != 2 || rt.protections != 0 {
+		t.Errorf("Undo: mappings read %d times in all, %d protections asked; want 2 and 0", rt.mappings, rt.protections)
+	}
+	for i, f := range callAbs {
+		if got := f(-7); got != 7 {
+			t.Errorf("object %d: after Undo abs returned %d", i+1, got)
+		}
+	}
+	if p, _ := vm.Protection(absSlot); p != before {
+		t.Errorf("abs slot protection %v after Undo, was %v", p, before)
 	}
 }

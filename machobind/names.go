@@ -35,3 +35,29 @@ func (m NameSet) Lookup(symbol []byte) (int, bool) {
 	i, ok := m[string(symbol)] // no allocation: the compiler keys the map with the bytes
 	return i, ok
 }
+
+// namePrefixes is the set of the first two bytes of some names (a name of one byte: that
+// byte and 0, as it is followed in a string table).
+type namePrefixes [1 << 16 / 64]uint64
+
+// prefixes returns the first two bytes of the set's names.
+func (m NameSet) prefixes() *namePrefixes {
+	var p namePrefixes
+	for k := range m {
+		var a, b byte
+		if len(k) > 0 {
+			a = k[0]
+		}
+		if len(k) > 1 {
+			b = k[1]
+		}
+		i := uint(a)<<8 | uint(b)
+		p[i/64] |= 1 << (i % 64)
+	}
+	return &p
+}
+
+func (p *namePrefixes) has(a, b byte) bool {
+	i := uint(a)<<8 | uint(b)
+	return p[i/64]&(1<<(i%64)) != 0
+}

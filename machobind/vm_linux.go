@@ -3,39 +3,57 @@
 package machobind
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
-	"strconv"
 	"syscall"
 )
 
 // ProcVM implements the page-protection part of a Runtime on Linux: mprotect to change a
-// protection, /proc/self/maps to read it back.
+// protection, /proc/self/maps to read it back. It is a MappingLister: the Rebinder reads the
+// maps once for all the slots it writes at a time.
 type ProcVM struct{}
 
 // PageSize returns the kernel's page size.
 func (ProcVM) PageSize() uintptr { return uintptr(os.Getpagesize()) }
 
 // Protection returns the protection of the mapping that holds addr.
-func (ProcVM) Protection(addr uintptr) (Prot, error) {
-	data, err := os.ReadFile("/proc/self/maps")
+func (vm ProcVM) Protection(addr uintptr) (Prot, error) {
+	maps, err := vm.Mappings()
 	if err != nil {
 		return 0, err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
+	for _, m := range maps {
+		if addr >= m.Lo && addr < m.Hi {
+			return m.Prot, nil
+		}
+	}
+	return 0, fmt.Errorf("address %#x is not mapped", addr)
+}
+
+// Mappings reads /proc/self/maps: every mapping of the process with its protection, in
+// address order.
+func (ProcVM) Mappings() ([]Mapping, error) {
+	data, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Mapping, 0, bytes.Count(data, []byte{'\n'})+1)
+	for len(data) > 0 {
+		line := data
+		if nl := bytes.IndexByte(data, '\n'); nl >= 0 {
+			line, data = data[:nl], data[nl+1:]
+		} else {
+			data = nil
+		}
 		// "start-end perms offset dev inode path"
-		line := sc.Bytes()
-		dash := bytes.IndexByte(line, '-')
-		sp := bytes.IndexByte(line, ' ')
-		if dash < 0 || sp < dash || len(line) < sp+4 {
+		lo, n1 := parseHex(line)
+		if n1 == 0 || n1 >= len(line) || line[n1] != '-' {
 			continue
 		}
-		lo, err1 := strconv.ParseUint(string(line[:dash]), 16, 64)
-		hi, err2 := strconv.ParseUint(string(line[dash+1:sp]), 16, 64)
-		if err1 != nil || err2 != nil || uint64(addr) < lo || uint64(addr) >= hi {
+		hi, n2 := parseHex(line[n1+1:])
+		sp := n1 + 1 + n2
+		if n2 == 0 || len(line) < sp+4 || line[sp] != ' ' {
 			continue
 		}
 		var p Prot
@@ -49,9 +67,32 @@ func (ProcVM) Protection(addr uintptr) (Prot, error) {
 		if perms[2] == 'x' {
 			p |= ProtExec
 		}
-		return p, nil
+		out = append(out, Mapping{Lo: uintptr(lo), Hi: uintptr(hi), Prot: p})
 	}
-	return 0, fmt.Errorf("address %#x is not mapped", addr)
+	return out, nil
+}
+
+// parseHex reads the lower-case hexadecimal number at the start of b: its value and the number
+// of digits (0: none, or more than 16).
+func parseHex(b []byte) (uint64, int) {
+	var v uint64
+	n := 0
+	for ; n < len(b); n++ {
+		c := b[n]
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			return v, n
+		}
+		if n == 16 {
+			return 0, 0
+		}
+		v = v<<4 | uint64(c)
+	}
+	return v, n
 }
 
 // Protect changes the protection of page-aligned memory.

@@ -7,13 +7,18 @@
 # library and its Go runtime started). Runs alternate (untraced, loaded, default, all,
 # untraced, ...) so that a drift of the machine's speed hits all alike; the medians of the wall
 # times and of the differences pair by pair are printed.
-#   bench-fixedcost.sh [RUNS] [BIN]   (RUNS: 30; BIN: bin, with libmsgtrace-preload.so)
+# With BASE, a second build (say, the last commit's) runs in the same rounds, for a before and
+# after measured alike.
+#   bench-fixedcost.sh [RUNS] [BIN] [BASE]   (RUNS: 30; BIN: bin, with libmsgtrace-preload.so)
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 runs=${1:-30}
 bin=${2:-$MSGTRACE_ROOT/bin}
-for f in libmsgtrace.so libmsgtrace-preload.so; do
-	[ -f "$bin/$f" ] || { echo "bench-fixedcost: $bin/$f missing (make build)" >&2; exit 1; }
+base=${3:-}
+for b in "$bin" $base; do
+	for f in libmsgtrace.so libmsgtrace-preload.so; do
+		[ -f "$b/$f" ] || { echo "bench-fixedcost: $b/$f missing (make build)" >&2; exit 1; }
+	done
 done
 command -v gnustep-config >/dev/null || { echo "bench-fixedcost: gnustep-config missing (make setup)" >&2; exit 1; }
 dir=$(mktemp -d)
@@ -35,13 +40,23 @@ run_us() {
 	t1=$EPOCHREALTIME
 	echo $(((${t1/./} - ${t0/./})))
 }
-plain=() load=() def=() all=()
+# the three traced runs of one build: loaded (tracing off), default selection, all
+traced() {
+	l=$(run_us env LD_PRELOAD="$1/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/l.mtrace" MSGTRACE_MIN_US=off "$dir/startup")
+	d=$(run_us env LD_PRELOAD="$1/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/t.mtrace" MSGTRACE_QUIET=1 "$dir/startup")
+	a=$(run_us env LD_PRELOAD="$1/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/a.mtrace" MSGTRACE_QUIET=1 \
+		MSGTRACE_METHODS=all "$dir/startup")
+}
+plain=() load=() def=() all=() bload=() bdef=() ball=()
 for ((i = 0; i < runs + 1; i++)); do # the first round warms the caches and is not counted
 	p=$(run_us env "$dir/startup") # through env as the others
-	l=$(run_us env LD_PRELOAD="$bin/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/l.mtrace" MSGTRACE_MIN_US=off "$dir/startup")
-	d=$(run_us env LD_PRELOAD="$bin/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/t.mtrace" MSGTRACE_QUIET=1 "$dir/startup")
-	a=$(run_us env LD_PRELOAD="$bin/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/a.mtrace" MSGTRACE_QUIET=1 \
-		MSGTRACE_METHODS=all "$dir/startup")
+	traced "$bin"
+	if [ -n "$base" ]; then
+		l0=$l d0=$d a0=$a
+		traced "$base"
+		((i > 0)) && bload+=("$l") bdef+=("$d") ball+=("$a")
+		l=$l0 d=$d0 a=$a0
+	fi
 	((i == 0)) && continue
 	plain+=("$p") load+=("$l") def+=("$d") all+=("$a")
 done
@@ -58,3 +73,9 @@ echo "  untraced                          $(ms "$mp")"
 echo "  loaded, tracing off (bad config)  $(ms "$ml")  (+$(ms "$dl") pair by pair)"
 echo "  traced, default selection         $(ms "$md")  (+$(ms "$dd") pair by pair)"
 echo "  traced, MSGTRACE_METHODS=all      $(ms "$ma")  (+$(ms "$da") pair by pair)"
+if [ -n "$base" ]; then
+	echo "  $base, same rounds:"
+	echo "  loaded, tracing off (bad config)  $(ms "$(median "${bload[@]}")")  (+$(ms "$(median $(diffs bload))") pair by pair)"
+	echo "  traced, default selection         $(ms "$(median "${bdef[@]}")")  (+$(ms "$(median $(diffs bdef))") pair by pair)"
+	echo "  traced, MSGTRACE_METHODS=all      $(ms "$(median "${ball[@]}")")  (+$(ms "$(median $(diffs ball))") pair by pair)"
+fi

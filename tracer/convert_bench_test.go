@@ -93,3 +93,80 @@ func BenchmarkConvert(b *testing.B) {
 		b.ReportMetric(times["decode"].Seconds()/times[format].Seconds(), format+"/decode")
 	}
 }
+
+// BenchmarkConvertOne converts a 500,000-call stream of BenchmarkConvert's shape to one format
+// (MSGTRACE_BENCH_FORMAT: pprof by default; "decode" decodes only), for instruction counts
+// where wall time is too noisy. With MSGTRACE_BENCH_STREAM=FILE the stream is made there once
+// and read from there after, so that a count covers the conversion alone:
+//
+//	go test -c -o tracer.test ./tracer
+//	MSGTRACE_BENCH_STREAM=/tmp/loop.mtrace ./tracer.test -test.run '^$' -test.bench ConvertOne -test.benchtime 1x
+//	MSGTRACE_BENCH_STREAM=/tmp/loop.mtrace MSGTRACE_BENCH_FORMAT=pprof GODEBUG=asyncpreemptoff=1 \
+//	    valgrind --tool=callgrind ./tracer.test -test.run '^$' -test.bench ConvertOne -test.benchtime 1x
+//
+// (Go's preemption signals trip callgrind.) Compare the totals of decode and a format.
+func BenchmarkConvertOne(b *testing.B) {
+	p := os.Getenv("MSGTRACE_BENCH_STREAM")
+	if _, err := os.Stat(p); p == "" || err != nil {
+		const n = 500_000
+		r := rand.New(rand.NewSource(1))
+		tick := uint64(10)
+		var all [][]StreamEvent
+		for th := 0; th < 2; th++ {
+			evs, _ := runloopShaped(r, uint64(100+th), n/2, 60, &tick, true, true)
+			all = append(all, evs)
+		}
+		if p == "" {
+			p = filepath.Join(b.TempDir(), "loop.mtrace")
+		}
+		if err := os.WriteFile(p, writeThreads(b, r, all, 2046, false), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	format := os.Getenv("MSGTRACE_BENCH_FORMAT")
+	if format == "" {
+		format = "pprof"
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f, err := os.Open(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, _ := f.Stat()
+		in := Input{R: f, Size: st.Size()}
+		var n uint64
+		if format == "decode" {
+			var e StreamEvent
+			_, err = ScanFrames(in, func(kind uint8, _ int64, pl []byte) error {
+				if kind != FrameEvents {
+					return nil
+				}
+				it := eventIter{b: pl[16:], prev: binary.LittleEndian.Uint64(pl[8:])}
+				for {
+					ok, err := it.next(&e)
+					if err != nil || !ok {
+						return err
+					}
+					n++
+				}
+			})
+		} else {
+			var s Sink
+			if s, err = NewSink(format, discard{}, Meta{}); err == nil {
+				var tot Totals
+				tot, err = ProcessStreams([]Input{in}, Options{MaxDepth: -1}, s)
+				n = tot.Calls
+			}
+		}
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if format == "decode" {
+			b.ReportMetric(float64(n), "events")
+		} else {
+			b.ReportMetric(float64(n), "calls")
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"errors"
 	"runtime"
 	"sync/atomic"
 )
@@ -45,16 +46,21 @@ const (
 	opEnd
 )
 
+// pipeOp is one thing told to the pipe. An exit carries only the call's self time: the
+// consumer keeps the calls entered and not yet exited (kept calls nest), so a call crosses
+// the pipe once, at its enter.
 type pipeOp struct {
 	kind  uint8
 	depth int32
-	c     Call // opEnter, opExit; opMark: c.Depth indexes the batch's marks
+	i     int32  // opEnter: index in calls; opMark: in marks; opBegin: in hs and ts
+	self  uint64 // opExit: SelfNanos
 }
 
 type pipeBatch struct {
 	ops   []pipeOp
+	calls []Call
 	marks []Mark
-	hs    []*Header // opBegin: c.Depth indexes these and ts
+	hs    []*Header
 	ts    []*Thread
 }
 
@@ -69,14 +75,16 @@ type pipe struct {
 	done chan error // the consumer's first error, once it has stopped
 	cerr atomic.Pointer[error]
 	err  error
+	open []Call // the consumer's: entered, not yet exited
+	call Call   // the consumer's: the copy an Enter is given
 }
 
 func newPipe(d TreeSink) *pipe {
 	p := &pipe{d: d, full: make(chan *pipeBatch, 2), free: make(chan *pipeBatch, 3), done: make(chan error, 1)}
 	for i := 0; i < 2; i++ {
-		p.free <- &pipeBatch{ops: make([]pipeOp, 0, pipeBatchOps)}
+		p.free <- &pipeBatch{ops: make([]pipeOp, 0, pipeBatchOps), calls: make([]Call, 0, pipeBatchOps)}
 	}
-	p.cur = &pipeBatch{ops: make([]pipeOp, 0, pipeBatchOps)}
+	p.cur = &pipeBatch{ops: make([]pipeOp, 0, pipeBatchOps), calls: make([]Call, 0, pipeBatchOps)}
 	go p.consume()
 	return p
 }
@@ -89,7 +97,7 @@ func (p *pipe) consume() {
 				p.cerr.Store(&err)
 			}
 		}
-		b.ops, b.marks, b.hs, b.ts = b.ops[:0], b.marks[:0], b.hs[:0], b.ts[:0]
+		b.ops, b.calls, b.marks, b.hs, b.ts = b.ops[:0], b.calls[:0], b.marks[:0], b.hs[:0], b.ts[:0]
 		p.free <- b
 	}
 	p.done <- err
@@ -101,13 +109,23 @@ func (p *pipe) apply(b *pipeBatch) error {
 		var err error
 		switch o.kind {
 		case opBegin:
-			err = p.d.BeginThread(b.hs[o.c.Depth], b.ts[o.c.Depth])
+			p.open = p.open[:0]
+			err = p.d.BeginThread(b.hs[o.i], b.ts[o.i])
 		case opEnter:
-			err = p.d.Enter(&o.c, int(o.depth))
+			p.open = append(p.open, b.calls[o.i])
+			p.call = b.calls[o.i] // what Enter does to it is not seen at Exit
+			err = p.d.Enter(&p.call, int(o.depth))
 		case opExit:
-			err = p.d.Exit(&o.c, int(o.depth))
+			k := len(p.open) - 1
+			if k < 0 {
+				return errors.New("tracer: pipe: a call exited that was not entered")
+			}
+			c := &p.open[k]
+			c.SelfNanos = o.self
+			err = p.d.Exit(c, int(o.depth))
+			p.open = p.open[:k]
 		case opMark:
-			err = p.d.Mark(&b.marks[o.c.Depth], int(o.depth))
+			err = p.d.Mark(&b.marks[o.i], int(o.depth))
 		case opEnd:
 			err = p.d.EndThread()
 		}
@@ -132,50 +150,58 @@ func (p *pipe) send() error {
 	return nil
 }
 
-func (p *pipe) add(kind uint8, depth int, c *Call) (*pipeOp, error) {
+// add appends an op to the current batch, handing the batch over first when it is full, and
+// returns it (its index, into the batch's calls, marks or headers, is set by the caller: the
+// batch may have changed).
+func (p *pipe) add(o pipeOp) (*pipeOp, error) {
 	if len(p.cur.ops) == pipeBatchOps {
 		if err := p.send(); err != nil {
 			return nil, err
 		}
 	}
-	p.cur.ops = append(p.cur.ops, pipeOp{kind: kind, depth: int32(depth)})
-	o := &p.cur.ops[len(p.cur.ops)-1]
-	if c != nil {
-		o.c = *c
-	}
-	return o, nil
+	p.cur.ops = append(p.cur.ops, o)
+	return &p.cur.ops[len(p.cur.ops)-1], nil
 }
 
 func (p *pipe) BeginThread(h *Header, t *Thread) error {
-	o, err := p.add(opBegin, 0, nil)
-	if err == nil {
-		o.c.Depth = len(p.cur.hs)
-		p.cur.hs, p.cur.ts = append(p.cur.hs, h), append(p.cur.ts, t)
+	o, err := p.add(pipeOp{kind: opBegin})
+	if err != nil {
+		return err
 	}
-	return err
+	o.i = int32(len(p.cur.hs))
+	p.cur.hs, p.cur.ts = append(p.cur.hs, h), append(p.cur.ts, t)
+	return nil
 }
 
 func (p *pipe) Enter(c *Call, d int) error {
-	_, err := p.add(opEnter, d, c)
-	return err
+	o, err := p.add(pipeOp{kind: opEnter, depth: int32(d)})
+	if err != nil {
+		return err
+	}
+	o.i = int32(len(p.cur.calls))
+	p.cur.calls = append(p.cur.calls, *c)
+	return nil
 }
 
+// Exit: the call is the one entered last and not exited (the replayer's kept calls nest);
+// only its self time is new.
 func (p *pipe) Exit(c *Call, d int) error {
-	_, err := p.add(opExit, d, c)
+	_, err := p.add(pipeOp{kind: opExit, depth: int32(d), self: c.SelfNanos})
 	return err
 }
 
 func (p *pipe) Mark(m *Mark, d int) error {
-	o, err := p.add(opMark, d, nil)
-	if err == nil {
-		o.c.Depth = len(p.cur.marks)
-		p.cur.marks = append(p.cur.marks, *m)
+	o, err := p.add(pipeOp{kind: opMark, depth: int32(d)})
+	if err != nil {
+		return err
 	}
-	return err
+	o.i = int32(len(p.cur.marks))
+	p.cur.marks = append(p.cur.marks, *m)
+	return nil
 }
 
 func (p *pipe) EndThread() error {
-	_, err := p.add(opEnd, 0, nil)
+	_, err := p.add(pipeOp{kind: opEnd})
 	return err
 }
 

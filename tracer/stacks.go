@@ -6,10 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 	"unsafe"
-
-	"github.com/google/pprof/profile"
 )
 
 // stackTrie adds up calls per (thread, call stack) as PreOrder replays them: a node per
@@ -244,69 +241,4 @@ type pprofTree struct {
 }
 
 // Close builds and writes the profile.
-func (t pprofTree) Close(Totals) error {
-	a, s := t.stackTrie, t.s
-	tn := s.Meta.TimeNanos
-	if tn == 0 {
-		tn = time.Now().UnixNano()
-	}
-	m := &profile.Mapping{ID: 1, File: s.Meta.Path, HasFunctions: true}
-	if m.File == "" {
-		m.File = s.Meta.process(&Header{})
-	}
-	p := &profile.Profile{
-		SampleType: []*profile.ValueType{
-			{Type: "calls", Unit: "count"},
-			{Type: "self", Unit: "nanoseconds"},
-		},
-		DefaultSampleType: "self",
-		PeriodType:        &profile.ValueType{Type: "self", Unit: "nanoseconds"},
-		Period:            1,
-		TimeNanos:         tn,
-		DurationNanos:     int64(a.end - a.start),
-		Mapping:           []*profile.Mapping{m},
-	}
-	locs := make([]*profile.Location, len(a.names))
-	loc := func(id int32) *profile.Location {
-		if l := locs[id]; l != nil {
-			return l
-		}
-		name := a.names[id]
-		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name}
-		p.Function = append(p.Function, f)
-		l := &profile.Location{ID: uint64(len(p.Location) + 1), Mapping: m, Line: []profile.Line{{Function: f}}}
-		p.Location = append(p.Location, l)
-		locs[id] = l
-		return l
-	}
-	thread := make([]int, len(a.nodes)) // node -> index in a.threads
-	for i, th := range a.threads {
-		thread[th.root] = i
-	}
-	for i := range a.nodes {
-		n := int32(i)
-		nd := a.nodes[n]
-		if a.isRoot(n) {
-			continue
-		}
-		thread[n] = thread[nd.parent] // parents come before their children
-		if nd.count == 0 && nd.self == 0 {
-			continue
-		}
-		var ls []*profile.Location
-		for k := n; !a.isRoot(k); k = a.nodes[k].parent {
-			ls = append(ls, loc(a.nodes[k].name)) // leaf first
-		}
-		th := a.threads[thread[n]]
-		p.Sample = append(p.Sample, &profile.Sample{
-			Location: ls,
-			Value:    []int64{int64(nd.count), int64(nd.self)},
-			Label:    map[string][]string{"thread": {th.label}},
-			NumLabel: map[string][]int64{"tid": {int64(th.tid)}, "pid": {int64(th.pid)}},
-		})
-	}
-	if err := p.CheckValid(); err != nil {
-		return err
-	}
-	return p.Write(s.w)
-}
+func (t pprofTree) Close(Totals) error { return t.stackTrie.writePprof(t.s.w, t.s.Meta) }

@@ -291,7 +291,8 @@ func (sf *streamFile) check(off int64, resync bool) (length int, ok, torn bool, 
 	if err != nil {
 		return 0, false, false, err
 	}
-	crc := crc32.Update(crc32.Update(0, castagnoli, b[frameKindAt:frameCRCAt]), castagnoli, b[frameHeader:])
+	tab := castagnoli()
+	crc := crc32.Update(crc32.Update(0, tab, b[frameKindAt:frameCRCAt]), tab, b[frameHeader:])
 	return int(n), crc == binary.LittleEndian.Uint32(b[frameCRCAt:]), false, nil
 }
 

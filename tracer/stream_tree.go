@@ -319,8 +319,10 @@ func (r *replayer) replay(root int32) error {
 		nd := &r.nodes[n]
 		if !entered {
 			if nd.kind != nodeExit {
-				if err := r.marksUntil(r.exits, r.sf.ns(nd.start)); err != nil {
-					return err
+				if r.mi < len(r.marks) { // the time is converted only when a mark may come first
+					if err := r.marksUntil(r.exits, r.sf.ns(nd.start)); err != nil {
+						return err
+					}
 				}
 				if err := r.enter(nd.id, nd.start, nd.end, nd.depth, nd.flags); err != nil {
 					return err
@@ -357,7 +359,8 @@ func (r *replayer) enter(id, start, end uint64, depth uint32, flags int32) error
 	c := &r.call
 	c.Name, c.Thread, c.Depth, c.Flags = name, r.thread, int(depth), mflags|int(flags)
 	c.StartNanos = r.sf.ns(start)
-	c.DurNanos = r.sf.ns(end) - min(r.sf.ns(end), c.StartNanos)
+	e := r.sf.ns(end)
+	c.DurNanos = e - min(e, c.StartNanos)
 	c.SelfNanos = 0
 	up, kd := int32(-1), 0
 	if k := len(r.out); k > 0 {

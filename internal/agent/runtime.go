@@ -1,6 +1,10 @@
 package agent
 
-import "github.com/msgtrace/msgtrace/machobind"
+import (
+	"errors"
+
+	"github.com/msgtrace/msgtrace/machobind"
+)
 
 // wholeProcess is a Runtime that exempts no image from rebinding. It is used when the library
 // is part of the main program (the static archive linked into a test host): there "its own
@@ -11,6 +15,15 @@ type wholeProcess struct{ machobind.Runtime }
 
 // Self returns 0, a header no image has.
 func (wholeProcess) Self() uintptr { return 0 }
+
+// Mappings passes the runtime's own on (machobind.MappingLister: one reading of the process's
+// mappings per rebinding); without one, the error makes the rebinder ask page by page.
+func (w wholeProcess) Mappings() ([]machobind.Mapping, error) {
+	if ml, ok := w.Runtime.(machobind.MappingLister); ok {
+		return ml.Mappings()
+	}
+	return nil, errors.New("no mappings list")
+}
 
 // scope returns rt itself when the library is an image of its own (preloaded or injected), and
 // rt with nothing exempt when the library's code lives in the main program. The main program

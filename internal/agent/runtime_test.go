@@ -41,6 +41,10 @@ func TestScope(t *testing.T) {
 				if len(got) != len(c.images) {
 					t.Errorf("wholeProcess lists %d images, the runtime %d", len(got), len(c.images))
 				}
+				// the fake runtime lists no mappings: the rebinder is told to ask page by page
+				if _, err := rt.(machobind.MappingLister).Mappings(); err == nil {
+					t.Error("wholeProcess lists mappings its runtime does not have")
+				}
 			}
 		})
 	}
