@@ -12,9 +12,16 @@
 void test_msgSend(void), test_msgSendSuper2(void), test_msgSend_stret(void), test_msgSendSuper2_stret(void);
 struct method { const char *sel; void *imp; };
 struct objc_super { void *receiver; struct st_class *cls; };
-/* the interposers (rt.h), called with the one signature this workload sends */
-#define SEND ((intptr_t(*)(void *, const char *, intptr_t))(void *)msgtrace_objc_msgSend)
-#define SUPER ((intptr_t(*)(struct objc_super *, const char *, intptr_t))(void *)msgtrace_objc_msgSendSuper2)
+/* the interposers (rt.h), called with the one signature this workload sends: through pointers
+ * set once, as gcc refuses a direct call through a cast of a declared function */
+static intptr_t (*send_p)(void *, const char *, intptr_t);
+static intptr_t (*super_p)(struct objc_super *, const char *, intptr_t);
+__attribute__((constructor)) static void bind_sends(void) {
+	send_p = (intptr_t(*)(void *, const char *, intptr_t))(uintptr_t)msgtrace_objc_msgSend;
+	super_p = (intptr_t(*)(struct objc_super *, const char *, intptr_t))(uintptr_t)msgtrace_objc_msgSendSuper2;
+}
+#define SEND send_p
+#define SUPER super_p
 
 static void sleep_ms(int ms) {
 	struct timespec ts = {0, ms * 1000000L};
