@@ -192,7 +192,8 @@ int msgtrace_in_shared_cache(const char *path) {
 }
 
 /* The methods never instrumented: replacing them changes the runtime's own fast paths,
- * object lifecycle, forwarding or resolution. `load` is the exception made before a module
+ * object lifecycle, forwarding or resolution. `load` means the class method (an instance method
+ * of that name, -[NSBundle load], is ordinary); it is the exception made before a module
  * registers (gcc's runtime, msgtrace_module_install_static): the runtime remembers each +load it
  * sent by its IMP and sends a +load whose IMP it has not seen again when a category of the class
  * arrives, so a +load is given a trampoline only before the runtime first sees it, and keeps it.
@@ -289,7 +290,10 @@ static int instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
 	if (!imp || !name || is_trampoline(imp))
 		return 0;
 	msgtrace_remember_sel_name(sel, name); /* the drain need not ask the runtime */
-	if (msgtrace_never_instrument(name) || (forward1 && imp == forward1) || (forward2 && imp == forward2)) {
+	/* `load` is the class method the runtime sends itself; an instance method of that name
+	 * (-[NSBundle load]) is an ordinary one */
+	int never = msgtrace_never_instrument(name) && (strcmp(name, "load") != 0 || classIsMeta(cls));
+	if (never || (forward1 && imp == forward1) || (forward2 && imp == forward2)) {
 		st->never++;
 		return 0;
 	}
@@ -526,7 +530,7 @@ static void *(*selRegisterTyped)(const char *, const char *);
  * reads the list: no dispatch table to refresh). The selector is registered here, with the
  * method's types, so the trampoline has the SEL the runtime will put in the method (it returns
  * the one registered first for a name and matching types); a +load gets one too, kept. */
-static void install_static_list(void *cls, struct gnu_method_list *l, struct mt_methods_stats *st) {
+static void install_static_list(void *cls, int meta, struct gnu_method_list *l, struct mt_methods_stats *st) {
 	for (; l; l = l->next)
 		for (int j = 0; j < l->count; j++) {
 			const char *name = l->m[j].sel; /* a name: not registered yet */
@@ -545,7 +549,7 @@ static void install_static_list(void *cls, struct gnu_method_list *l, struct mt_
 			struct mt_tramp_data *d = take_trampoline(cls, &l->m[j], sel, imp, st);
 			if (!d)
 				continue;
-			kept[d - msgtrace_tramp_data] |= (unsigned char)load;
+			kept[d - msgtrace_tramp_data] |= (unsigned char)(load && meta);
 			__atomic_store_n(&l->m[j].imp, msgtrace_tramp_text + (size_t)(d - msgtrace_tramp_data) * MT_STRIDE, __ATOMIC_RELEASE);
 			st->instrumented++;
 		}
@@ -581,9 +585,9 @@ void msgtrace_module_install_static(void *module, const unsigned char *selected,
 			continue;
 		void *cls = defs[i], *meta = *(void **)cls; /* the compiled metaclass */
 		st->classes++;
-		install_static_list(cls, GNU_METHODS(cls), st);
+		install_static_list(cls, 0, GNU_METHODS(cls), st);
 		if (meta)
-			install_static_list(meta, GNU_METHODS(meta), st);
+			install_static_list(meta, 1, GNU_METHODS(meta), st);
 	}
 	/* a category on a class registered before: its lists are added to that class's */
 	for (size_t i = 0; i < ncat && ncls + i < n; i++) {
@@ -591,8 +595,8 @@ void msgtrace_module_install_static(void *module, const unsigned char *selected,
 		void *cls = selected[ncls + i] && cat[1] ? lookUpClass(cat[1]) : NULL;
 		if (!cls)
 			continue; /* not selected, or its class comes later: instrumented when both are in */
-		install_static_list(cls, cat[2], st);
-		install_static_list(*(void **)cls, cat[3], st);
+		install_static_list(cls, 0, cat[2], st);
+		install_static_list(*(void **)cls, 1, cat[3], st);
 	}
 	st->pool_used = used;
 	unlock();
