@@ -602,6 +602,7 @@ void msgtrace_module_install_static(void *module, const unsigned char *selected,
 	unlock();
 }
 
+#if !MT_APPLE_API
 /* After registration: each trampoline given before it gets the SEL the runtime put in its method
  * (the one registered before it, unless the runtime chose another). */
 static void fixup_list(struct gnu_method_list *l) {
@@ -637,6 +638,7 @@ static void module_fixup(void *module) {
 	}
 	unlock();
 }
+#endif
 
 /* Set by the Go side once its module callbacks are in place: until then (the Go runtime may
  * not even be started: objects initialized before ours register their modules through the
@@ -646,6 +648,9 @@ static int modules_watched;
 void msgtrace_watch_modules(int on) { __atomic_store_n(&modules_watched, on, __ATOMIC_RELEASE); }
 
 void msgtrace_exec_class(void *module, void (*real)(void *)) {
+#if MT_APPLE_API
+	real(module); /* Apple's runtime has no modules: never called there */
+#else
 	int watched = __atomic_load_n(&modules_watched, __ATOMIC_ACQUIRE) && module && msgtrace_methods_runtime() == MT_RT_GNU;
 	if (watched)
 		msgtraceModuleArriving(module); /* the selected methods get trampolines: +load too */
@@ -654,6 +659,7 @@ void msgtrace_exec_class(void *module, void (*real)(void *)) {
 		module_fixup(module);
 		msgtraceModuleLoaded(module);
 	}
+#endif
 }
 
 void (*msgtrace_orig___objc_exec_class)(void *);
