@@ -192,12 +192,17 @@ int msgtrace_in_shared_cache(const char *path) {
 }
 
 /* The methods never instrumented: replacing them changes the runtime's own fast paths,
- * object lifecycle, forwarding or resolution. */
+ * object lifecycle, forwarding or resolution. `load` means the class method (an instance method
+ * of that name, -[NSBundle load], is ordinary); it is the exception made before a module
+ * registers (gcc's runtime, msgtrace_module_install_static): the runtime remembers each +load it
+ * sent by its IMP and sends a +load whose IMP it has not seen again when a category of the class
+ * arrives, so a +load is given a trampoline only before the runtime first sees it, and keeps it.
+ * `initialize` is an ordinary method: the runtime sends it once, through its IMP. */
 static const char *const never[] = {
     "retain", "release", "autorelease", "retainCount", "_tryRetain", "_isDeallocating",
     "allowsWeakReference", "retainWeakReference", "alloc", "allocWithZone:", "new", "self",
     "class", "isKindOfClass:", "respondsToSelector:", "dealloc", ".cxx_construct",
-    ".cxx_destruct", "load", "initialize", "forwardInvocation:", "forwardingTargetForSelector:",
+    ".cxx_destruct", "load", "forwardInvocation:", "forwardingTargetForSelector:",
     "methodSignatureForSelector:", "instanceMethodSignatureForSelector:", "resolveInstanceMethod:",
     "resolveClassMethod:", "doesNotRecognizeSelector:", "forward::", "performv::",
 };
@@ -210,6 +215,7 @@ int msgtrace_never_instrument(const char *sel) {
 }
 
 static size_t used; /* trampolines handed out (never freed), under the caller's lock */
+static unsigned char kept[MT_POOL]; /* never given back: a +load instrumented before registration */
 
 /* The Method each trampoline was made for, kept after a restore, and an open-addressing table
  * from Method to trampoline (index + 1): a method instrumented again after msgtrace_stop gets
@@ -255,6 +261,28 @@ static int cmp_ptr(const void *a, const void *b) {
 	return x < y ? -1 : x > y;
 }
 
+/* The trampoline for method m of cls, its data published (a barrier follows): the one m had
+ * before a restore if it still leads to imp, else a new one from the pool; NULL (counted) when
+ * the pool is used up. The caller writes the trampoline into the method. */
+static struct mt_tramp_data *take_trampoline(void *cls, void *m, void *sel, void *imp, struct mt_methods_stats *st) {
+	long k = find_home(m);
+	if (k >= 0 && (msgtrace_tramp_data[k].method || msgtrace_tramp_data[k].orig != imp))
+		k = -1; /* in use, or the method was given another IMP since: a new trampoline */
+	if (k < 0 && used == MT_POOL) {
+		st->full++;
+		return NULL;
+	}
+	if (k < 0) {
+		k = (long)used++;
+		add_home(m, (size_t)k);
+	}
+	struct mt_tramp_data *d = &msgtrace_tramp_data[k];
+	/* publish the data, then a barrier, then (the caller) the IMP */
+	d->orig = imp, d->cls = cls, d->sel = sel, d->method = m;
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	return d;
+}
+
 /* Gives one method of cls a trampoline; returns whether its IMP changed. */
 static int instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
 	void *sel = methodGetName(m), *imp = methodGetImp(m);
@@ -262,7 +290,10 @@ static int instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
 	if (!imp || !name || is_trampoline(imp))
 		return 0;
 	msgtrace_remember_sel_name(sel, name); /* the drain need not ask the runtime */
-	if (msgtrace_never_instrument(name) || (forward1 && imp == forward1) || (forward2 && imp == forward2)) {
+	/* `load` is the class method the runtime sends itself; an instance method of that name
+	 * (-[NSBundle load]) is an ordinary one */
+	int never = msgtrace_never_instrument(name) && (strcmp(name, "load") != 0 || classIsMeta(cls));
+	if (never || (forward1 && imp == forward1) || (forward2 && imp == forward2)) {
 		st->never++;
 		return 0;
 	}
@@ -270,22 +301,10 @@ static int instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
 		st->foreign++;
 		return 0;
 	}
-	long k = find_home(m);
-	if (k >= 0 && (msgtrace_tramp_data[k].method || msgtrace_tramp_data[k].orig != imp))
-		k = -1; /* in use, or the method was given another IMP since: a new trampoline */
-	if (k < 0 && used == MT_POOL) {
-		st->full++;
+	struct mt_tramp_data *d = take_trampoline(cls, m, sel, imp, st);
+	if (!d)
 		return 0;
-	}
-	if (k < 0) {
-		k = (long)used++;
-		add_home(m, (size_t)k);
-	}
-	struct mt_tramp_data *d = &msgtrace_tramp_data[k];
-	void *tramp = msgtrace_tramp_text + (size_t)k * MT_STRIDE;
-	/* publish the data, then a barrier, then the IMP */
-	d->orig = imp, d->cls = cls, d->sel = sel, d->method = m;
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	void *tramp = msgtrace_tramp_text + (size_t)(d - msgtrace_tramp_data) * MT_STRIDE;
 #if MT_APPLE_API
 	void *old = replaceMethod(cls, sel, tramp, methodTypes(m));
 	if (old && old != imp)
@@ -391,8 +410,8 @@ void msgtrace_methods_restore(struct mt_methods_stats *st) {
 	for (size_t i = 0; i < used; i++) {
 		struct mt_tramp_data *d = &msgtrace_tramp_data[i];
 		void *tramp = msgtrace_tramp_text + i * MT_STRIDE;
-		if (!d->method)
-			continue;
+		if (!d->method || kept[i])
+			continue; /* a +load keeps its trampoline: the runtime knows it by that IMP */
 		/* only where the IMP is still ours: the app may have swizzled since */
 		if (methodGetImp(d->method) == tramp) {
 #if MT_APPLE_API
@@ -499,12 +518,187 @@ void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_
 	unlock();
 }
 
+/* GNU, before a module registers: struct objc_class {class_pointer, super_class, name, version,
+ * info, instance_size, ivars, methods, ...} as compiled: methods is the class's list (a
+ * metaclass's: its class methods), each method's name still the selector's name (the runtime
+ * turns it into a SEL in place as it registers the class), method_imp the compiled function. */
+#define GNU_METHODS(c) (((struct gnu_method_list **)(c))[7])
+
+static void *(*selRegisterTyped)(const char *, const char *);
+
+/* Gives the methods of one compiled list a trampoline each (before registration, nothing else
+ * reads the list: no dispatch table to refresh). The selector is registered here, with the
+ * method's types, so the trampoline has the SEL the runtime will put in the method (it returns
+ * the one registered first for a name and matching types); a +load gets one too, kept. */
+static void install_static_list(void *cls, int meta, struct gnu_method_list *l, struct mt_methods_stats *st) {
+	for (; l; l = l->next)
+		for (int j = 0; j < l->count; j++) {
+			const char *name = l->m[j].sel; /* a name: not registered yet */
+			void *imp = l->m[j].imp;
+			if (!name || !imp || is_trampoline(imp))
+				continue;
+			int load = strcmp(name, "load") == 0;
+			if (!load && msgtrace_never_instrument(name)) {
+				st->never++;
+				continue;
+			}
+			void *sel = selRegisterTyped ? selRegisterTyped(name, l->m[j].types) : NULL;
+			if (!sel)
+				sel = (void *)name; /* named by its string until msgtrace_module_fixup */
+			msgtrace_remember_sel_name(sel, sel == name ? name : selGetName(sel));
+			struct mt_tramp_data *d = take_trampoline(cls, &l->m[j], sel, imp, st);
+			if (!d)
+				continue;
+			kept[d - msgtrace_tramp_data] |= (unsigned char)(load && meta);
+			__atomic_store_n(&l->m[j].imp, msgtrace_tramp_text + (size_t)(d - msgtrace_tramp_data) * MT_STRIDE, __ATOMIC_RELEASE);
+			st->instrumented++;
+		}
+}
+
+size_t msgtrace_module_defs(void *module, const char **names, size_t max, size_t *nclasses) {
+	*nclasses = 0;
+	if (msgtrace_methods_runtime() != MT_RT_GNU || !module || !((char **)module)[3])
+		return 0;
+	char *symtab = ((char **)module)[3];
+	unsigned short ncls = *(unsigned short *)(symtab + 16), ncat = *(unsigned short *)(symtab + 18);
+	*nclasses = ncls;
+	void **defs = (void **)(symtab + 24);
+	size_t k = 0;
+	for (unsigned i = 0; i < ncls && k < max; i++)
+		names[k++] = ((const char **)defs[i])[2];
+	for (unsigned i = 0; i < ncat && k < max; i++)
+		names[k++] = ((const char **)defs[ncls + i])[1];
+	return (size_t)ncls + ncat;
+}
+
+void msgtrace_module_install_static(void *module, const unsigned char *selected, size_t n, struct mt_methods_stats *st) {
+	if (msgtrace_methods_runtime() != MT_RT_GNU || !module || !((char **)module)[3])
+		return;
+	if (!selRegisterTyped)
+		SYMBOL(selRegisterTyped, "sel_registerTypedName");
+	char *symtab = ((char **)module)[3];
+	unsigned short ncls = *(unsigned short *)(symtab + 16), ncat = *(unsigned short *)(symtab + 18);
+	void **defs = (void **)(symtab + 24);
+	lock();
+	for (size_t i = 0; i < ncls && i < n; i++) {
+		if (!selected[i])
+			continue;
+		void *cls = defs[i], *meta = *(void **)cls; /* the compiled metaclass */
+		st->classes++;
+		install_static_list(cls, 0, GNU_METHODS(cls), st);
+		if (meta)
+			install_static_list(meta, 1, GNU_METHODS(meta), st);
+	}
+	/* a category on a class registered before: its lists are added to that class's */
+	for (size_t i = 0; i < ncat && ncls + i < n; i++) {
+		void **cat = defs[ncls + i];
+		void *cls = selected[ncls + i] && cat[1] ? lookUpClass(cat[1]) : NULL;
+		if (!cls)
+			continue; /* not selected, or its class comes later: instrumented when both are in */
+		install_static_list(cls, 0, cat[2], st);
+		install_static_list(*(void **)cls, 1, cat[3], st);
+	}
+	st->pool_used = used;
+	unlock();
+}
+
+#if !MT_APPLE_API
+/* After registration: each trampoline given before it gets the SEL the runtime put in its method
+ * (the one registered before it, unless the runtime chose another). */
+static void fixup_list(struct gnu_method_list *l) {
+	for (; l; l = l->next)
+		for (int j = 0; j < l->count; j++) {
+			void *imp = l->m[j].imp;
+			if (!is_trampoline(imp))
+				continue;
+			struct mt_tramp_data *d = &msgtrace_tramp_data[((char *)imp - msgtrace_tramp_text) / MT_STRIDE];
+			void *sel = l->m[j].sel;
+			if (d->method == &l->m[j] && sel && d->sel != sel) {
+				msgtrace_remember_sel_name(sel, selGetName(sel));
+				__atomic_store_n(&d->sel, sel, __ATOMIC_RELEASE);
+			}
+		}
+}
+
+static void module_fixup(void *module) {
+	char *symtab = ((char **)module)[3];
+	if (!symtab)
+		return;
+	unsigned short ncls = *(unsigned short *)(symtab + 16), ncat = *(unsigned short *)(symtab + 18);
+	void **defs = (void **)(symtab + 24);
+	lock();
+	for (unsigned i = 0; i < ncls; i++) {
+		fixup_list(GNU_METHODS(defs[i]));
+		fixup_list(GNU_METHODS(*(void **)defs[i]));
+	}
+	for (unsigned i = 0; i < ncat; i++) {
+		void **cat = defs[ncls + i];
+		fixup_list(cat[2]);
+		fixup_list(cat[3]);
+	}
+	unlock();
+}
+#endif
+
+/* Set by the Go side once its module callbacks are in place: until then (the Go runtime may
+ * not even be started: objects initialized before ours register their modules through the
+ * interposer below) a module only goes to the runtime. */
+static int modules_watched;
+
+void msgtrace_watch_modules(int on) { __atomic_store_n(&modules_watched, on, __ATOMIC_RELEASE); }
+
+void msgtrace_exec_class(void *module, void (*real)(void *)) {
+#if MT_APPLE_API
+	real(module); /* Apple's runtime has no modules: never called there */
+#else
+	int watched = __atomic_load_n(&modules_watched, __ATOMIC_ACQUIRE) && module && msgtrace_methods_runtime() == MT_RT_GNU;
+	if (watched)
+		msgtraceModuleArriving(module); /* the selected methods get trampolines: +load too */
+	real(module);                       /* registers, sends +load (its lock held) */
+	if (watched) {
+		module_fixup(module);
+		msgtraceModuleLoaded(module);
+	}
+#endif
+}
+
 void (*msgtrace_orig___objc_exec_class)(void *);
 
-void msgtrace___objc_exec_class(void *module) {
-	msgtrace_orig___objc_exec_class(module);
-	msgtraceModuleLoaded(module);
+void msgtrace___objc_exec_class(void *module) { msgtrace_exec_class(module, msgtrace_orig___objc_exec_class); }
+
+#if !MT_APPLE_API && defined(__linux__)
+/* __objc_exec_class as every object binds it where this library is preloaded: the preloaded
+ * objects come first in the global scope, so module constructors of the main program, of the
+ * libraries and of objects dlopened later (whose slots no rebinding reaches before their
+ * constructors run) call this. The runtime's own is the next definition. Where the preload
+ * loader (libmsgtrace-preload.so) loaded this library, the loader's definition is the one bound
+ * and it calls msgtrace_exec_class. */
+static void (*next_exec_class)(void *);
+
+static void exec_class_entry(void *module) {
+	void (*next)(void *) = __atomic_load_n(&next_exec_class, __ATOMIC_ACQUIRE);
+	if (!next) {
+		*(void **)&next = dlsym(RTLD_NEXT, "__objc_exec_class");
+		if (!next || next == exec_class_entry) { /* libobjc comes before us: not how we are loaded */
+			static const char msg[] = "msgtrace: __objc_exec_class: the Objective-C runtime's is not found after ours\n";
+			if (write(2, msg, sizeof msg - 1) < 0)
+				abort();
+			abort();
+		}
+		__atomic_store_n(&next_exec_class, next, __ATOMIC_RELEASE);
+	}
+	msgtrace_exec_class(module, next);
 }
+
+void __objc_exec_class(void *module) __attribute__((alias("exec_class_entry"), visibility("default")));
+
+int msgtrace_exec_class_interposed(void) {
+	void *bound = dlsym(RTLD_DEFAULT, "__objc_exec_class");
+	return bound && (bound == (void *)exec_class_entry || bound == dlsym(RTLD_DEFAULT, "msgtrace_loader_exec_class"));
+}
+#else
+int msgtrace_exec_class_interposed(void) { return 0; }
+#endif
 
 /* Classes created at run time (objc_allocateClassPair + objc_registerClassPair): reported once
  * registered, with the methods they were given before. */

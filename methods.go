@@ -243,6 +243,14 @@ func ModuleRebindings(fn func(classes []uintptr)) []machobind.Rebinding {
 			}},
 	}
 	if rt == RuntimeGNU {
+		// from now on every module registration calls back (modules registered before went
+		// through the interposer untouched, as the Go runtime may not have been up)
+		C.msgtrace_watch_modules(1)
+	}
+	// gcc's runtime: where the objects bind __objc_exec_class to this library's (preloaded) or
+	// the preload loader's, every module comes through it, those of objects dlopened later
+	// included; else the slots are rebound
+	if rt == RuntimeGNU && C.msgtrace_exec_class_interposed() == 0 {
 		rs = append(rs, machobind.Rebinding{Name: "__objc_exec_class", Replacement: uintptr(unsafe.Pointer(C.msgtrace___objc_exec_class)),
 			Publish: func(orig uintptr) {
 				*(*uintptr)(unsafe.Pointer(&C.msgtrace_orig___objc_exec_class)) = orig
@@ -284,7 +292,74 @@ func msgtraceClassRegistered(cls, creator unsafe.Pointer) {
 	}
 }
 
-// msgtraceModuleLoaded is called by the rebound __objc_exec_class after the original.
+// ArrivingModule is a module gcc's runtime is about to register (__objc_exec_class, called by
+// the constructor of the object that holds it), as the compiler emitted it: the runtime sends
+// the +load methods of its classes and categories while it registers it, so only methods given
+// trampolines now have those calls traced.
+type ArrivingModule struct {
+	ptr     unsafe.Pointer
+	Image   string   // the object that holds it
+	Names   []string // the classes it defines, then the classes its categories extend
+	Classes int      // how many of Names are classes it defines
+}
+
+// InstallStatic gives the methods of the classes and categories selected (selected[i] for
+// Names[i]) trampolines in their compiled method lists: +load among them (it keeps its
+// trampoline: the runtime knows a +load it sent by its IMP, so no restore gives it back). A
+// category whose class is not registered yet is left to the install after registration.
+func (m ArrivingModule) InstallStatic(selected []bool) MethodStats {
+	methodsMu.Lock()
+	defer methodsMu.Unlock()
+	var st MethodStats
+	if len(selected) == 0 {
+		return st
+	}
+	mask := C.malloc(C.size_t(len(selected)))
+	defer C.free(mask)
+	b := unsafe.Slice((*byte)(mask), len(selected))
+	for i, s := range selected {
+		b[i] = 0
+		if s {
+			b[i] = 1
+		}
+	}
+	var c C.struct_mt_methods_stats
+	C.msgtrace_module_install_static(m.ptr, (*C.uchar)(mask), C.size_t(len(selected)), &c)
+	st.add(c)
+	return st
+}
+
+// arrivingHook is called with each module before gcc's runtime registers it.
+var arrivingHook atomic.Pointer[func(ArrivingModule)]
+
+// WatchArrivingModules calls fn with each module gcc's runtime is about to register, from
+// the time ModuleRebindings returns: in the thread that registers it (a module constructor:
+// inside dlopen for an object loaded later, with the loader's lock held; inside a +load that
+// loads a plugin, with the runtime's lock held too).
+func WatchArrivingModules(fn func(ArrivingModule)) { arrivingHook.Store(&fn) }
+
+// msgtraceModuleArriving is called before the runtime's __objc_exec_class.
+//
+//export msgtraceModuleArriving
+func msgtraceModuleArriving(module unsafe.Pointer) {
+	fn := arrivingHook.Load()
+	if fn == nil {
+		return
+	}
+	var names [1024]*C.char
+	var ncls C.size_t
+	n := min(int(C.msgtrace_module_defs(module, &names[0], C.size_t(len(names)), &ncls)), len(names))
+	if n == 0 {
+		return
+	}
+	m := ArrivingModule{ptr: module, Image: C.GoString(C.msgtrace_image_of(module)), Classes: min(int(ncls), n)}
+	for _, c := range names[:n] {
+		m.Names = append(m.Names, C.GoString(c))
+	}
+	(*fn)(m)
+}
+
+// msgtraceModuleLoaded is called after the runtime's __objc_exec_class returned.
 //
 //export msgtraceModuleLoaded
 func msgtraceModuleLoaded(module unsafe.Pointer) {

@@ -46,10 +46,28 @@ size_t msgtrace_module_categories(void *module, const char **classes, size_t max
 /* GNU: instruments the methods category i of a registered module adds (to a class of any
  * image: an app's category on a system class). */
 void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_stats *st);
-/* GNU: __objc_exec_class as the rebound slots see it: the original, then msgtraceModuleLoaded. */
+/* GNU, a module about to register (its compiled structures): the names of the classes it defines,
+ * then of the classes its categories extend, in order (up to max); returns how many there are,
+ * *nclasses how many of them are classes. */
+size_t msgtrace_module_defs(void *module, const char **names, size_t max, size_t *nclasses);
+/* GNU, a module about to register: gives the methods of the classes and categories selected
+ * (selected[i] for name i of msgtrace_module_defs) trampolines in the compiled method lists, so
+ * that the runtime registers them so and +load (sent while it registers) is traced; adds to *st. */
+void msgtrace_module_install_static(void *module, const unsigned char *selected, size_t n, struct mt_methods_stats *st);
+/* GNU: what every module registration goes through (the interposed and the rebound
+ * __objc_exec_class): msgtraceModuleArriving, the runtime's (real), the selectors the runtime
+ * registered given to the trampolines, msgtraceModuleLoaded; only the runtime's until
+ * msgtrace_watch_modules(1). */
+void msgtrace_exec_class(void *module, void (*real)(void *));
+void msgtrace_watch_modules(int on);
+/* GNU: whether the objects bind __objc_exec_class to this library's (or the preload loader's)
+ * definition, so that no slot needs rebinding for it. */
+int msgtrace_exec_class_interposed(void);
+/* GNU: __objc_exec_class as the rebound slots see it: msgtrace_exec_class with the original. */
 extern void (*msgtrace_orig___objc_exec_class)(void *) __attribute__((visibility("hidden")));
 void msgtrace___objc_exec_class(void *module);
-extern void msgtraceModuleLoaded(void *module); /* Go (methods.go) */
+extern void msgtraceModuleArriving(void *module); /* Go (methods.go) */
+extern void msgtraceModuleLoaded(void *module);   /* Go (methods.go) */
 /* GNU: objc_registerClassPair rebound: the original, then msgtraceClassRegistered. */
 extern void (*msgtrace_orig_objc_registerClassPair)(void *) __attribute__((visibility("hidden")));
 void msgtrace_objc_registerClassPair(void *cls);

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/msgtrace/msgtrace/internal/testfiles"
+	"github.com/msgtrace/msgtrace/tracer"
 )
 
 // gnustep runs programs of Debian's GNUstep (gcc's GNU runtime, libobjc.so.4: no objc_msgSend,
@@ -170,7 +171,8 @@ func TestGNUstepMethods(t *testing.T) {
 		// dlopen (the loader's lock held, waiting for the runtime's in the plugin's module
 		// constructor): the method is instrumented without waiting for the loader's lock
 		// (a deadlock, killed by the timeout, when the object's path came from dladdr)
-		{"initlock", []string{"initlock", filepath.Join(g.dir, "plugin.so")}, map[string]int{"-[Lazy extra]": 1, "-[Plugin answer]": 1}},
+		// (+initialize itself is traced)
+		{"initlock", []string{"initlock", filepath.Join(g.dir, "plugin.so")}, map[string]int{"+[Lazy initialize]": 1, "-[Lazy extra]": 1, "-[Plugin answer]": 1}},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			want, _, err := g.run(t, false, "home", nil, nil, app, c.args...)
@@ -223,8 +225,8 @@ func TestGNUstepMethods(t *testing.T) {
 		if err != nil || so != "initbusy: 100000\n" {
 			t.Fatalf("sortapp initbusy: %v\nstdout %q\nstderr:\n%s", err, so, se)
 		}
-		if n, _ := readTrace(t, out).count("main", "+[Busy tick:]"); n != 200000 {
-			t.Errorf("%d +[Busy tick:], want 200000", n)
+		if n := len(readTrace(t, out).find("main", "+[Busy initialize] > +[Busy tick:]")); n != 200000 {
+			t.Errorf("%d +[Busy initialize] > +[Busy tick:], want 200000", n)
 		}
 	})
 
@@ -346,6 +348,25 @@ func TestGNUstepMethods(t *testing.T) {
 				t.Errorf("%d %s, want 1", n, name)
 			}
 		}
+		// launch: the application's first traced call, on its main thread: AppKit's
+		// +[NSApplication initialize] where NSApplication is selected; with the default
+		// selection firstidle.so's +load (preloaded before the library, which machobind run puts
+		// last so that its constructor runs first)
+		launched := func(tr trace, what, want string) {
+			t.Helper()
+			awake := tr.one(t, "main", "-[EMController awakeFromNib]")
+			var first *call
+			for _, c := range tops(tr, "main") {
+				if c.TID == awake.TID { // the application's main thread (a daemon it starts has one too)
+					first = c
+					break
+				}
+			}
+			if first == nil || first.Name != want || first.Ts > awake.Ts {
+				t.Errorf("%s: the application's first call is %v, want %s", what, first, want)
+			}
+		}
+		launched(tr, "EdenMath,NSApplication", "+[NSApplication initialize]")
 		// the default selection: Debian installs the application as
 		// /usr/lib/GNUstep/Applications/EdenMath.app/EdenMath, under a system directory; the
 		// main program is the app's all the same
@@ -360,6 +381,7 @@ func TestGNUstepMethods(t *testing.T) {
 		if n, _ := tr.count("main", "-[EMController awakeFromNib]"); n != 1 {
 			t.Errorf("default selection: %d -[EMController awakeFromNib], want 1", n)
 		}
+		launched(tr, "default selection", "+[MTFirstIdle load]")
 		for _, calls := range tr.threads {
 			for _, c := range calls {
 				if strings.HasPrefix(c.Name, "-[NS") || strings.HasPrefix(c.Name, "+[NS") {
@@ -381,20 +403,40 @@ func TestGNUstepMethods(t *testing.T) {
 			}
 		}
 		firstIdle(t)
-		out := filepath.Join(g.dir, "chess.mtrace")
+		// one stream per process: xvfb-run's own processes load firstidle.so (and so gnustep-base)
+		// too, and trace its +load
+		out := filepath.Join(g.dir, "chess.%p.mtrace")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		run := exec.CommandContext(ctx, "xvfb-run", "-a", "Chess")
 		run.Dir = g.dir
-		run.Env = append(os.Environ(), "HOME="+filepath.Join(g.dir, "home-chess"), "LD_PRELOAD="+g.lib+":"+filepath.Join(g.dir, "firstidle.so"),
+		// the library last: preloaded objects are initialized last to first, so its constructor
+		// runs before firstidle.so's module registers (and sends +load)
+		run.Env = append(os.Environ(), "HOME="+filepath.Join(g.dir, "home-chess"), "LD_PRELOAD="+filepath.Join(g.dir, "firstidle.so")+":"+g.lib,
 			"MSGTRACE_METHODS=all", "MSGTRACE_OUT="+out)
 		b, err := run.CombinedOutput()
 		if err != nil || !strings.Contains(string(b), "firstidle: launched and idle") {
 			t.Fatalf("Chess under xvfb-run, MSGTRACE_METHODS=all: %v\n%s", err, b)
 		}
-		s, tot := readStreams(t, out)
+		streams, _ := filepath.Glob(filepath.Join(g.dir, "chess.*.mtrace"))
+		var s *tally
+		var tot tracer.Totals
+		for _, p := range streams {
+			if ps, pt := readStreams(t, p); ps.calls["-[NSApplication finishLaunching]"] > 0 {
+				s, tot = ps, pt
+			}
+		}
+		if s == nil {
+			t.Fatalf("no stream of %v holds -[NSApplication finishLaunching]", streams)
+		}
 		if tot.Calls < 1000000 || tot.Dropped != 0 || tot.BadFrames != 0 || s.calls["-[NSApplication finishLaunching]"] != 1 {
 			t.Errorf("Chess: totals %+v, %d -[NSApplication finishLaunching]", tot, s.calls["-[NSApplication finishLaunching]"])
+		}
+		// launch: firstidle.so's +load once; +initialize of the application's class and of
+		// AppKit's (sent again for each subclass that inherits it)
+		if s.calls["+[MTFirstIdle load]"] != 1 || s.calls["+[Chess initialize]"] == 0 || s.calls["+[NSApplication initialize]"] == 0 {
+			t.Errorf("Chess launch: %d +[MTFirstIdle load] (want 1), %d +[Chess initialize], %d +[NSApplication initialize]",
+				s.calls["+[MTFirstIdle load]"], s.calls["+[Chess initialize]"], s.calls["+[NSApplication initialize]"])
 		}
 		t.Logf("Chess to its first idle, every method: %d calls, %d methods", tot.Calls, len(s.calls))
 	})

@@ -59,6 +59,9 @@ func findLibrary(flagValue string) (string, error) {
 }
 
 // preloadEnv returns env with the library preloaded and the streams sent to the pattern raw.
+// On Linux the library goes after the objects env already preloads: glibc initializes the
+// preloaded objects last to first, so its constructor runs before theirs and the +load methods
+// their modules send are traced.
 func preloadEnv(env []string, lib, raw string) []string {
 	v := "LD_PRELOAD"
 	sep := " "
@@ -70,6 +73,8 @@ func preloadEnv(env []string, lib, raw string) []string {
 	for _, kv := range env {
 		k, val, _ := strings.Cut(kv, "=")
 		switch {
+		case k == v && val != "" && runtime.GOOS == "linux":
+			preload = val + sep + lib
 		case k == v && val != "":
 			preload = lib + sep + val
 		case k == "MSGTRACE_OUT", k == "MSGTRACE_FORMAT", k == "MSGTRACE_QUIET":

@@ -91,6 +91,20 @@ func (m *methodState) watch() error {
 			}
 		})
 	})
+	// gcc's runtime: a module's selected methods get trampolines before the runtime registers
+	// it, so that the +load it sends then, and what that calls, are traced
+	msgtrace.WatchArrivingModules(func(mod msgtrace.ArrivingModule) {
+		m.locked(func() {
+			if m.restored {
+				return
+			}
+			sel := make([]bool, len(mod.Names))
+			for i, name := range mod.Names {
+				sel[i] = m.sel(name, mod.Image)
+			}
+			addStats(&m.stats, mod.InstallStatic(sel))
+		})
+	})
 	rs := msgtrace.ModuleRebindings(later)
 	if len(rs) == 0 {
 		return nil

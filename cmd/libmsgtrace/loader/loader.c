@@ -37,6 +37,35 @@ static void at_exit(void) {
 	}
 }
 
+/* gcc's runtime: every object's module constructors call __objc_exec_class, and the preloaded
+ * objects come first in the global scope, so they call this one (libmsgtrace.so, loaded
+ * RTLD_LOCAL, is not in that scope): those of objects initialized before this loader go straight
+ * to the runtime's, the later ones through libmsgtrace.so, which instruments a module's methods
+ * before the runtime registers it and sends its +load. */
+static void (*exec_class_next)(void *);
+static void (*exec_class_hook)(void *, void (*)(void *));
+
+static void exec_class(void *module) {
+	void (*next)(void *) = __atomic_load_n(&exec_class_next, __ATOMIC_ACQUIRE);
+	if (!next) {
+		*(void **)&next = dlsym(RTLD_NEXT, "__objc_exec_class");
+		if (!next || next == exec_class) {
+			fprintf(stderr, "msgtrace: __objc_exec_class: the Objective-C runtime's is not found after ours\n");
+			abort();
+		}
+		__atomic_store_n(&exec_class_next, next, __ATOMIC_RELEASE);
+	}
+	void (*hook)(void *, void (*)(void *)) = __atomic_load_n(&exec_class_hook, __ATOMIC_ACQUIRE);
+	if (hook)
+		hook(module, next);
+	else
+		next(module);
+}
+
+__attribute__((visibility("default"), alias("exec_class"))) void __objc_exec_class(void *module);
+/* The same function, by a name libmsgtrace.so looks for to know that the objects bind to it. */
+__attribute__((visibility("default"), alias("exec_class"))) void msgtrace_loader_exec_class(void *module);
+
 static void loader_ctor(void);
 
 __attribute__((constructor)) static void loader_ctor(void) {
@@ -60,10 +89,14 @@ __attribute__((constructor)) static void loader_ctor(void) {
 	int (*load)(void) = (int (*)(void))dlsym(h, "msgtraceLoad");
 	go_exit = (void (*)(void))dlsym(h, "msgtraceExit");
 	child_exit = (void (*)(void))dlsym(h, "msgtrace_stream_exit_child");
-	if (!load || !go_exit || !child_exit) {
+	void (*hook)(void *, void (*)(void *)) = (void (*)(void *, void (*)(void *)))dlsym(h, "msgtrace_exec_class");
+	if (!load || !go_exit || !child_exit || !hook) {
 		fprintf(stderr, "msgtrace: %s is not the msgtrace library; tracing is off\n", path);
 		return;
 	}
+	/* modules go through libmsgtrace.so from now on: it hands them to the runtime alone until
+	 * it watches them */
+	__atomic_store_n(&exec_class_hook, hook, __ATOMIC_RELEASE);
 	if (load() == 0) {
 		loaded_pid = getpid();
 		atexit(at_exit);

@@ -1,0 +1,238 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/msgtrace/msgtrace/internal/testfiles"
+)
+
+// TestGNUstepLaunch traces what a gcc + gnustep-base program does before main
+// (testdata/gnustep/launch.m): +load methods and what they send (the runtime sends them while
+// it registers the program's module, its lock held), a C constructor sending messages, a slow
+// +initialize, a +load that dlopens an object whose constructor sends messages, a +load that
+// makes more calls than a small chunk pool holds, and +load methods of a plugin dlopened and
+// of an NSBundle loaded at run time. Preloaded both ways (the preload loader, and libmsgtrace.so
+// itself), with the default selection and with MSGTRACE_METHODS=all: each call traced once,
+// under its caller, the program's output that of its untraced run.
+func TestGNUstepLaunch(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
+	}
+	if _, err := exec.LookPath("gnustep-config"); err != nil {
+		t.Fatal("gnustep-config missing: run make setup (gnustep-base-runtime, libgnustep-base-dev, gobjc)")
+	}
+	root := testfiles.Root(t)
+	src := func(name string) string { return filepath.Join(root, "testdata", "gnustep", name) }
+	g := gnustep{dir: t.TempDir()}
+	lib := filepath.Join(g.dir, "libmsgtrace.so")
+	loader := filepath.Join(g.dir, "libmsgtrace-preload.so")
+	buildLib(t, "c-shared", lib, "amd64", "gcc")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-shared", "-fPIC", "-o", loader,
+		filepath.Join(root, "cmd", "libmsgtrace", "loader", "loader.c"), "-ldl").CombinedOutput(); err != nil {
+		t.Fatalf("building libmsgtrace-preload.so: %v\n%s", err, out)
+	}
+	flags := func(which string) []string {
+		out, err := exec.Command("gnustep-config", which).Output()
+		if err != nil {
+			t.Fatalf("gnustep-config %s: %v", which, err)
+		}
+		return strings.Fields(string(out))
+	}
+	gcc := func(out string, args ...string) {
+		t.Helper()
+		all := append(append(append([]string{"-std=gnu11"}, flags("--objc-flags")...), "-o", out), args...)
+		cc := exec.Command("gcc", append(append(all, flags("--base-libs")...), "-ldl")...)
+		cc.Dir = g.dir
+		if b, err := cc.CombinedOutput(); err != nil {
+			t.Fatalf("gcc -o %s: %v\n%s", out, err, b)
+		}
+	}
+	// launchctor.c last: its constructor runs after the program's module registered
+	gcc("launch", src("launch.m"), src("launchctor.c"))
+	gcc("launchplugin.so", "-shared", "-fPIC", src("launchplugin.m"))
+	gcc("launchctor.so", "-shared", "-fPIC", src("launchctor.c")) // dlopened by +[Loader load]
+	bundle := filepath.Join(g.dir, "LBundle.bundle")
+	if err := os.MkdirAll(filepath.Join(bundle, "Resources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gcc(filepath.Join(bundle, "LBundle"), "-shared", "-fPIC", src("launchbundle.m"))
+	if err := os.WriteFile(filepath.Join(bundle, "Resources", "Info-gnustep.plist"),
+		[]byte("{\n    NSExecutable = LBundle;\n    NSPrincipalClass = LBundle;\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := filepath.Join(g.dir, "launch")
+
+	// run runs the program untraced, then traced with the preload and selection given, and
+	// returns the trace and the traced run's stderr
+	run := func(t *testing.T, preload, methods string, env map[string]string, args ...string) (trace, string) {
+		t.Helper()
+		untraced := map[string]string{}
+		for k, v := range env {
+			untraced[k] = v
+		}
+		want, se, err := g.runEnv(t, untraced, app, args...)
+		if err != nil {
+			t.Fatalf("launch %v: %v\n%s", args, err, se)
+		}
+		out := filepath.Join(g.dir, fmt.Sprintf("%s-%s-%s.json", filepath.Base(preload), methods, strings.Join(append([]string{"main"}, args[:min(1, len(args))]...), "-")))
+		traced := map[string]string{"LD_PRELOAD": preload, "MSGTRACE_OUT": out}
+		if methods != "" {
+			traced["MSGTRACE_METHODS"] = methods
+		}
+		for k, v := range env {
+			traced[k] = v
+		}
+		so, se, err := g.runEnv(t, traced, app, args...)
+		if err != nil || so != want {
+			t.Fatalf("traced: %v\nstdout %q, want %q\nstderr:\n%s", err, so, want, se)
+		}
+		return readTrace(t, out), se
+	}
+
+	for _, preload := range []string{loader, lib} {
+		for _, methods := range []string{"", "all"} {
+			name := filepath.Base(preload) + "/" + map[string]string{"": "default", "all": "all"}[methods]
+			for _, mode := range [][]string{nil, {"plugin", filepath.Join(g.dir, "launchplugin.so")}, {"bundle", bundle}} {
+				t.Run(strings.Join(append([]string{name}, mode[:min(1, len(mode))]...), "/"), func(t *testing.T) {
+					tr, _ := run(t, preload, methods, map[string]string{"LAUNCH_PLUGIN": filepath.Join(g.dir, "launchctor.so")}, mode...)
+					want := map[string]int{
+						"+[Early load] > +[Early warm]":                      1, // before main
+						"+[Filler load]":                                     1,
+						"+[Loader load] > +[Early ctorWork] > +[Early warm]": 1, // launchctor.so's constructor, inside dlopen in +load
+						"+[Loader load] > +[Loader found:]":                  1,
+						"+[Early ctorWork] > +[Early warm]":                  1, // the program's C constructor
+						"+[Early warm]":                                      1, // main
+						"+[Slow initialize] > +[Slow warm]":                  1, // inside the runtime's lookup
+						"+[Slow warm]":                                       1, // main, once initialized
+					}
+					for p, n := range want {
+						if got := len(tr.find("main", p)); got != n {
+							t.Errorf("%d %s, want %d", got, p, n)
+						}
+					}
+					// each of the program's methods as often as it ran, none more
+					count := map[string]int{"+[Early load]": 1, "+[Early warm]": 4, "+[Early ctorWork]": 2, "+[Filler load]": 1,
+						"+[Loader load]": 1, "+[Loader found:]": 1, "+[Slow initialize]": 1, "+[Slow warm]": 2}
+					var plugin string
+					if len(mode) > 0 {
+						plugin = map[string]string{"plugin": "LPlugin", "bundle": "LBundle"}[mode[0]]
+						count["+["+plugin+" load]"], count["+["+plugin+" warm]"], count["-["+plugin+" answer]"] = 1, 1, 1
+						// its +load runs as its module registers, inside dlopen (the bundle's:
+						// inside -[NSBundle load], traced with `all`)
+						loads := tr.find("main", "+["+plugin+" load]")
+						if methods == "all" && plugin == "LBundle" {
+							loads = nil
+							for _, c := range tr.threads["main"] {
+								if c.Name == "+[LBundle load]" && strings.Contains(c.path(), "-[NSBundle load] > ") {
+									loads = append(loads, c)
+								}
+							}
+						}
+						warms := 0 // with `all`, +[NSObject initialize] (LPlugin inherits it) too
+						for _, c := range loads {
+							for _, k := range c.children {
+								if k.Name == "+["+plugin+" warm]" {
+									warms++
+								} else if methods == "" {
+									t.Errorf("%s under %s", k.Name, c.path())
+								}
+							}
+						}
+						if len(loads) != 1 || warms != 1 {
+							t.Errorf("%s's +load: %d, want one calling +[%s warm]", plugin, len(loads), plugin)
+						}
+					}
+					for _, c := range tr.threads["main"] {
+						if n, ok := count[c.Name]; ok {
+							count[c.Name] = n - 1
+						} else if methods == "" {
+							t.Errorf("default selection traced %s (not the program's)", c.path())
+						}
+					}
+					for name, n := range count {
+						if n != 0 {
+							t.Errorf("%s traced %d times too few", name, n)
+						}
+					}
+					// in the order they ran: the +load methods (the module registers), the
+					// constructor, then main
+					var top []string
+					for _, c := range tops(tr, "main") {
+						if strings.Contains(c.Name, "Early") || strings.Contains(c.Name, "Slow") {
+							top = append(top, c.Name)
+						}
+					}
+					if want := []string{"+[Early ctorWork]", "+[Early warm]", "+[Slow initialize]", "+[Slow warm]"}; len(top) < 4 || !slices.Equal(top[len(top)-4:], want) {
+						t.Errorf("outermost calls of the program in time order: %v, want the last four %v", top, want)
+					}
+					if first := tops(tr, "main"); len(first) == 0 || methods == "" && !strings.HasSuffix(first[0].Name, " load]") {
+						t.Errorf("first call %v, want a +load", first[:min(1, len(first))])
+					}
+					if tr.orphans != 0 {
+						t.Errorf("%d calls without their caller", tr.orphans)
+					}
+				})
+			}
+		}
+		t.Run(filepath.Base(preload)+"/fill", func(t *testing.T) {
+			// +[Filler load] makes 200,000 calls with the runtime's lock held, more than the
+			// 1 MiB pool holds: the drain frees chunks meanwhile, naming the methods without
+			// the runtime's lock
+			tr, se := run(t, preload, "", map[string]string{"LAUNCH_FILL": "200000", "MSGTRACE_BUFFER_MB": "1"})
+			if n := len(tr.find("main", "+[Filler load] > +[Filler tick:]")); n != 200000 {
+				t.Errorf("%d +[Filler load] > +[Filler tick:], want 200000", n)
+			}
+			if m := regexp.MustCompile(`(\d+) lost: no buffer space; \d+ past the shadow stack; (\d+) waits`).FindStringSubmatch(se); m == nil || m[1] != "0" {
+				t.Errorf("summary %q: want none lost", se)
+			} else {
+				t.Logf("+load filling the pool: %s waits for buffer space", m[2])
+			}
+		})
+	}
+}
+
+// tops is a thread's outermost calls in the order they began.
+func tops(tr trace, thread string) []*call {
+	var out []*call
+	for _, c := range tr.threads[thread] {
+		if c.parent == nil {
+			out = append(out, c)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Ts < out[j].Ts })
+	return out
+}
+
+// runEnv runs prog with exactly the variables env adds to the test's environment (LD_PRELOAD
+// among them when traced), HOME in the test's directory.
+func (g gnustep) runEnv(t *testing.T, env map[string]string, prog string, args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang fails, not stalls
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prog, args...)
+	cmd.Dir = g.dir
+	if err := os.MkdirAll(filepath.Join(g.dir, "home"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), "HOME="+filepath.Join(g.dir, "home"))
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	return so.String(), se.String(), err
+}
