@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #endif
 #include "rt_internal.h"
+#include "launch.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -667,6 +668,18 @@ static void final_marks(struct mt_thread_info *i) {
 	encode(i, r, r + n);
 }
 
+/* Instants (launch.c): launch marks and the app's msgtrace_mark, as instant frames (kind 8).
+ * Written once the stream has something else (a process that recorded nothing writes
+ * nothing); a ring dump, a whole new file, gets every one again. */
+static void emit_instant(const unsigned char *p, size_t n) {
+	struct buf b = {(unsigned char *)p, n, n};
+	frame(8, &b);
+}
+static void instants(int replay) {
+	if (out.n || fd >= 0 || replay)
+		msgtrace_instants_drain(emit_instant, replay);
+}
+
 /* ---- ring mode (the flight recorder) ----
  * The threads keep their chunks in rings of their own and take them back themselves
  * (rt_internal.h, rt.c): the drain only writes them, on msgtrace_stream_flush, at exit and on
@@ -818,6 +831,7 @@ static void ring_dump(void) {
 		pre = b;
 		pre.n = 0;
 		clock_frame();
+		instants(1);
 		end_frame();
 	}
 	write_out();
@@ -1010,6 +1024,7 @@ static void pass(int force, int final) {
 		clock_frame();
 		rate_news = 0;
 	}
+	instants(0);
 	write_out();
 }
 

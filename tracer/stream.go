@@ -64,6 +64,16 @@ package tracer
 //	             waits, ticks waited, bytes that could not be written. Last frame of a stream
 //	             closed cleanly; a stream without it ended with its process (a kill, a crash)
 //	             or is still being written.
+//	instant (8)  tid u64 (0: process-wide), clock u8 (0 ticks, as events; 1 CLOCK_MONOTONIC
+//	             ns, as clock frames), time u64, kind uvarint, precision uvarint (ns: the
+//	             moment lies between time minus precision and time; 0 as exact as the clock),
+//	             name string. A moment on the timeline that is not a call. Kinds: 0 a mark the
+//	             app set (msgtrace_mark; on its thread), 1 process start (the kernel's record
+//	             of the process, process-wide), 2 library loaded (the tracer's constructor
+//	             ran), 3 first call (not written by the library: the reader derives it from
+//	             the earliest call of a stream that has launch instants), 4 main entered.
+//	             Written in the order they were made, anywhere after the process frame; those
+//	             made before the stream started are written with its first frames.
 const (
 	StreamMagic   = "MTSF"
 	StreamVersion = 1
@@ -75,6 +85,7 @@ const (
 	FrameEvents  = 5
 	FrameOpen    = 6
 	FrameEnd     = 7
+	FrameInstant = 8
 
 	// MaxFramePayload bounds a frame's payload.
 	MaxFramePayload = 16 << 20
@@ -124,4 +135,51 @@ type Mark struct {
 	DurNanos   uint64
 	Count      uint64 // calls lost, overflowed or overwritten; 0 for a wait
 	Thread     *Thread
+}
+
+// InstantKind says what an instant marks.
+type InstantKind int
+
+// Instant kinds, as numbered in the stream format.
+const (
+	InstantApp          InstantKind = 0 // a mark the app set (msgtrace_mark)
+	InstantProcessStart InstantKind = 1 // the process started (the kernel's record)
+	InstantLoaded       InstantKind = 2 // the tracer's library was loaded (its constructor ran)
+	InstantFirstCall    InstantKind = 3 // the first recorded call started (derived by the reader)
+	InstantMain         InstantKind = 4 // main was entered
+)
+
+// Instant clocks, as numbered in the stream format.
+const (
+	InstantClockTicks     = 0 // the time is in ticks, as events
+	InstantClockMonotonic = 1 // the time is CLOCK_MONOTONIC ns, as clock frames
+)
+
+func (k InstantKind) String() string {
+	switch k {
+	case InstantApp:
+		return "mark"
+	case InstantProcessStart:
+		return "process start"
+	case InstantLoaded:
+		return "library loaded"
+	case InstantFirstCall:
+		return "first call"
+	case InstantMain:
+		return "main"
+	}
+	return "instant"
+}
+
+// Launch reports whether the kind is one of the launch marks (all but the app's).
+func (k InstantKind) Launch() bool { return k != InstantApp }
+
+// Instant is a moment on the timeline that is not a call: a launch mark or a mark the app set.
+// Sinks get a process's instants with its Header (in time order).
+type Instant struct {
+	Kind           InstantKind
+	Name           string
+	Nanos          uint64 // since the trace's base tick
+	PrecisionNanos uint64 // the moment lies in [Nanos-PrecisionNanos, Nanos]
+	TID            uint64 // the thread it was set on; 0: process-wide
 }
