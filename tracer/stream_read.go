@@ -625,20 +625,10 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 		}
 		sf.tick(lo, tick)
 	case FrameInstant:
-		var in StreamInstant
-		in.TID = d.u64()
-		if len(d.b) == 0 {
-			return errMalformed
+		in, err := DecodeInstant(p)
+		if err != nil {
+			return err
 		}
-		in.Clock, d.b = d.b[0], d.b[1:]
-		in.Time = d.u64()
-		kind := d.uvarint()
-		in.Precision = d.uvarint()
-		in.Name = d.str()
-		if d.bad || in.Clock > InstantClockMonotonic || kind > 1<<16 {
-			return errMalformed
-		}
-		in.Kind = InstantKind(kind)
 		sf.instants = append(sf.instants, in)
 	case FrameEnd:
 		var c [6]uint64
@@ -922,4 +912,26 @@ func (sf *streamFile) resolveInstants(opt Options) []Instant {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Nanos < out[j].Nanos })
 	return out
+}
+
+// DecodeInstant decodes an instant frame's payload; an error when it does not decode (cut
+// short, a clock other than ticks or monotonic). Bytes past the name are a later version's
+// fields: ignored.
+func DecodeInstant(payload []byte) (StreamInstant, error) {
+	var in StreamInstant
+	d := dec{b: payload}
+	in.TID = d.u64()
+	if d.bad || len(d.b) == 0 {
+		return in, errMalformed
+	}
+	in.Clock, d.b = d.b[0], d.b[1:]
+	in.Time = d.u64()
+	kind := d.uvarint()
+	in.Precision = d.uvarint()
+	in.Name = d.str()
+	if d.bad || in.Clock > InstantClockMonotonic || kind > 1<<16 {
+		return in, errMalformed
+	}
+	in.Kind = InstantKind(kind)
+	return in, nil
 }
