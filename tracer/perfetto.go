@@ -388,20 +388,7 @@ func (s *PerfettoSink) instantsBefore(ts uint64) {
 func (t perfettoTree) BeginThread(h *Header, th *Thread) error {
 	s := t.s
 	s.pid = h.PID
-	if !s.pids[h.PID] { // the process-wide instants: a sequence of their own, on the process's track
-		if ins := processInstants(h); len(ins) > 0 {
-			s.sequence(processUUID(h.PID))
-			for i := range ins {
-				s.instant(&ins[i])
-			}
-		}
-	}
-	s.tid, s.label, s.counter, s.lost = th.TID, threadLabel(th), 0, 0
-	s.thread = threadUUID(s.pid, th.TID)
-	s.inst.reset(h, th.TID)
-	s.sequence(s.thread)
-
-	if !s.pids[h.PID] {
+	describe := func() { // the process's track, before anything refers to it
 		p := appendUint(nil, pfProcessPID, h.PID)
 		p = appendStr(p, pfProcessName, s.meta.process(h))
 		d := appendUint(nil, pfTrackUUID, processUUID(h.PID))
@@ -411,6 +398,21 @@ func (t perfettoTree) BeginThread(h *Header, th *Thread) error {
 			s.pids = map[uint64]bool{}
 		}
 		s.pids[h.PID] = true
+	}
+	if ins := processInstants(h); len(ins) > 0 && !s.pids[h.PID] {
+		// the process-wide instants: a sequence of their own, on the process's track
+		s.sequence(processUUID(h.PID))
+		describe()
+		for i := range ins {
+			s.instant(&ins[i])
+		}
+	}
+	s.tid, s.label, s.counter, s.lost = th.TID, threadLabel(th), 0, 0
+	s.thread = threadUUID(s.pid, th.TID)
+	s.inst.reset(h, th.TID)
+	s.sequence(s.thread)
+	if !s.pids[h.PID] {
+		describe()
 	}
 	td := appendUint(nil, pfThreadPID, s.pid)
 	td = appendUint(td, pfThreadTID, th.TID)

@@ -37,7 +37,7 @@ type LaunchMark struct {
 	Name           string `json:"name"`
 	Kind           string `json:"kind"` // process start, library loaded, first call, main, mark
 	StartNanos     uint64 `json:"start_ns"`
-	PrecisionNanos uint64 `json:"precision_ns"` // it lies in [start_ns - precision_ns, start_ns]
+	PrecisionNanos uint64 `json:"precision_ns"`  // it lies in [start_ns - precision_ns, start_ns]
 	TID            uint64 `json:"tid,omitempty"` // the thread an app's mark was set on
 }
 
