@@ -3,10 +3,13 @@ package msgtrace
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/msgtrace/msgtrace/internal/selftest"
@@ -20,12 +23,25 @@ import (
 func TestStreamRealRun(t *testing.T) {
 	selftest.UseNamer()
 	path := filepath.Join(t.TempDir(), "run-%p.mtrace")
+	Mark("before the stream") // waits in the queue for the stream
 	if err := StartStream(StreamConfig{Path: path, PeriodMS: 20}); err != nil {
 		t.Fatal(err)
 	}
 	if got := selftest.Run(); got != 14 {
 		t.Fatalf("workload returned %d through the interposers, want 14", got)
 	}
+	// marks from 8 threads at once while the drain runs: none lost, each thread's in order
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				Mark(fmt.Sprintf("g%d %03d", g, i))
+			}
+		}()
+	}
+	wg.Wait()
 	// mid-run: the file as it is now (flushed, not closed) reads cut at every byte
 	if err := FlushStream(); err != nil {
 		t.Fatal(err)
@@ -44,6 +60,7 @@ func TestStreamRealRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	crossCheckFrames(t, StreamPath())
+	checkMarks(t, StreamPath())
 	want := filepath.Join(filepath.Dir(path), "run-"+strconv.Itoa(os.Getpid())+".mtrace")
 	if StreamPath() != want {
 		t.Fatalf("stream at %q, want %q", StreamPath(), want)
@@ -153,6 +170,15 @@ func crossCheckFrames(t *testing.T, path string) {
 	}
 	frames := 0
 	st, err := tracer.ScanFrames(tracer.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
+		if kind == tracer.FrameInstant {
+			in, err := tracer.DecodeInstant(p)
+			var buf bytes.Buffer
+			tracer.NewStreamWriter(&buf).Instant(in)
+			if err != nil || !bytes.Equal(buf.Bytes()[16:], p) {
+				t.Errorf("instant frame at %d (%v): the Go writer encodes %x, the drain wrote %x", off, err, buf.Bytes()[16:], p)
+			}
+			return nil
+		}
 		if kind != tracer.FrameEvents {
 			return nil
 		}
@@ -171,5 +197,37 @@ func crossCheckFrames(t *testing.T, path string) {
 	})
 	if err != nil || st != (tracer.FrameStats{}) || frames == 0 {
 		t.Fatalf("frames of %s: %v %+v, %d events frames", path, err, st, frames)
+	}
+}
+
+// checkMarks reads the app's marks (msgtrace_mark) of TestStreamRealRun's stream: the one made
+// before the stream started first, then each goroutine's hundred in order, none lost, each on
+// a thread (in the order they were queued: threads read the time, then queue).
+func checkMarks(t *testing.T, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	next := map[string]int{}
+	tracer.ScanFrames(tracer.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
+		if kind != tracer.FrameInstant {
+			return nil
+		}
+		in, _ := tracer.DecodeInstant(p)
+		if in.Kind != tracer.InstantApp || in.Clock != tracer.InstantClockTicks || in.TID == 0 {
+			t.Errorf("mark %+v", in)
+		}
+		names = append(names, in.Name)
+		if g, i, ok := strings.Cut(in.Name, " "); ok {
+			if n, _ := strconv.Atoi(i); n != next[g] {
+				t.Errorf("%s after %d of its thread", in.Name, next[g])
+			}
+			next[g]++
+		}
+		return nil
+	})
+	if len(names) != 801 || names[0] != "before the stream" || InstantsLost() != 0 {
+		t.Errorf("%d marks (want 801), first %q, %d lost", len(names), names[0], InstantsLost())
 	}
 }

@@ -72,7 +72,8 @@ package tracer
 //	             of the process, process-wide), 2 library loaded (the tracer's constructor
 //	             ran), 3 first call (not written by the library: the reader derives it from
 //	             the earliest call of a stream that has launch instants), 4 main entered.
-//	             Written in the order they were made, anywhere after the process frame; those
+//	             Written in the order they were queued (threads read the clock, then queue:
+//	             not quite time order across threads), anywhere after the process frame; those
 //	             made before the stream started are written with its first frames.
 const (
 	StreamMagic   = "MTSF"
