@@ -14,6 +14,7 @@
 #include "launch.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,9 +156,19 @@ static int process_start(uint64_t *mono, uint64_t *precision) {
 
 static int launched;
 
+/* A child forked without exec starts a stream of its own: the parent's instants (kept, or still
+ * queued) are not its. Registered before the drain's own fork handlers, so it runs first. */
+static void fork_child(void) {
+	kept_n = 0;
+	for (uint64_t k = 0; k < QCAP; k++)
+		queue[k].seq = 0;
+	q_tail = q_head;
+}
+
 void msgtrace_launch_loaded(uint64_t loaded_mono_ns) {
 	if (__atomic_exchange_n(&launched, 1, __ATOMIC_ACQ_REL))
 		return;
+	pthread_atfork(NULL, NULL, fork_child);
 	uint64_t start, precision;
 	if (process_start(&start, &precision)) {
 		if (loaded_mono_ns && start > loaded_mono_ns) /* the bound above is a bound: never after */
