@@ -226,6 +226,7 @@ void mt_pass(int force, int final) {
 		mt_clock_frame(&mt_out.out, &mt_rec.pl);
 		mt_clock.rate_news = 0;
 	}
+	mt_instants_write(0);
 	mt_output_write();
 }
 

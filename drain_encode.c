@@ -129,6 +129,17 @@ void mt_enc_end(struct mt_buf *out, struct mt_buf *pl, const struct mt_end_frame
 	mt_frame(out, MT_FRAME_END, pl);
 }
 
+void mt_enc_instant(struct mt_buf *out, struct mt_buf *pl, const struct mt_instant_frame *in) {
+	pl->n = 0;
+	mt_put_u64(pl, in->tid);
+	mt_put_bytes(pl, &in->clock, 1);
+	mt_put_u64(pl, in->time);
+	mt_put_uv(pl, in->kind);
+	mt_put_uv(pl, in->precision);
+	mt_put_str(pl, in->name);
+	mt_frame(out, MT_FRAME_INSTANT, pl);
+}
+
 void mt_enc_events_begin(struct mt_buf *pl, uint64_t tid, uint64_t prev_end) {
 	pl->n = 0;
 	mt_put_u64(pl, tid);

@@ -87,6 +87,15 @@ struct mt_end_frame {
 	uint64_t calls, lost, overflow, waits, wait_ticks, unwritten;
 };
 void mt_enc_end(struct mt_buf *out, struct mt_buf *pl, const struct mt_end_frame *e);
+struct mt_instant_frame {
+	uint64_t tid;       /* 0: process-wide */
+	uint64_t time;      /* on clock */
+	uint64_t precision; /* ns: the moment lies between time minus precision and time */
+	uint8_t clock;      /* MT_CLOCK_* */
+	uint8_t kind;       /* MT_INSTANT_* */
+	const char *name;
+};
+void mt_enc_instant(struct mt_buf *out, struct mt_buf *pl, const struct mt_instant_frame *in);
 
 /* An events frame: begin, then one event at a time (prev: the previous event's end tick, the
  * header's for the first), then end. */

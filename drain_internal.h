@@ -98,6 +98,8 @@ void mt_open_snapshot(struct mt_thread_info *i, int force);
 void mt_final_marks(struct mt_thread_info *i);
 void mt_thread_gone(struct mt_thread_info *i, uint64_t tick); /* its last frames: open calls closed, exited */
 void mt_end_frame(void);
+/* Instants queued since the last call (launch.c) as frames; replay: every one kept first. */
+void mt_instants_write(int replay);
 
 /* ---- drain_ring.c ---- */
 void mt_ring_dump(void);

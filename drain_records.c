@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #endif
 #include "drain_internal.h"
+#include "launch.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -202,4 +203,13 @@ void mt_end_frame(void) {
 	msgtrace_recorder_counters(&c);
 	struct mt_end_frame e = {mt_rec.written_calls, c.dropped, c.overflow, c.waits, c.wait_ticks, mt_out.lost_bytes};
 	mt_enc_end(&mt_out.out, &mt_rec.pl, &e);
+}
+
+/* Instants (launch.c: launch marks and the app's msgtrace_mark) as instant frames, written once
+ * the stream has something else (a process that recorded nothing writes nothing); a ring
+ * dump, a whole new file, gets every one again (replay). */
+static void emit_instant(const struct mt_instant_frame *in) { mt_enc_instant(&mt_out.out, &mt_rec.pl, in); }
+void mt_instants_write(int replay) {
+	if (mt_out.out.n || mt_out.fd >= 0 || replay)
+		msgtrace_instants_drain(emit_instant, replay);
 }

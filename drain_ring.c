@@ -153,6 +153,7 @@ void mt_ring_dump(void) {
 		*pre = b;
 		pre->n = 0;
 		mt_clock_frame(out, &mt_rec.pl);
+		mt_instants_write(1);
 		mt_end_frame();
 	}
 	mt_output_write();

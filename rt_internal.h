@@ -131,6 +131,8 @@ struct mt_chunk *msgtrace_take_handed(void);    /* every handed-over chunk, olde
 struct mt_chunk *msgtrace_handed_peek(void);
 int msgtrace_full_policy_drop(void);            /* MSGTRACE_FULL=drop, or no drain */
 void msgtrace_drain_make_wake_pipe(void);       /* a new pipe (the drain's start, a fork child) */
+/* The calling thread's id, as thread frames name it (rt_thread.c). */
+uint64_t msgtrace_thread_id(void);
 void msgtrace_drain_wake(void);                 /* the drain runs a pass now (async-signal-safe) */
 void msgtrace_drain_wait(int ms);               /* the drain: waits up to ms for a wake-up */
 

@@ -59,7 +59,7 @@ static struct mt_thread *get_self(void) {
 	pthread_once(&key_once, make_key);
 	return pthread_getspecific(exit_key);
 }
-static uint64_t thread_id(void) {
+uint64_t msgtrace_thread_id(void) {
 	uint64_t id = 0;
 	pthread_threadid_np(NULL, &id);
 	return id;
@@ -77,7 +77,7 @@ static void set_self(struct mt_thread *t, int track_exit) {
 	}
 }
 static struct mt_thread *get_self(void) { return msgtrace_tls; }
-static uint64_t thread_id(void) { return (uint64_t)syscall(SYS_gettid); }
+uint64_t msgtrace_thread_id(void) { return (uint64_t)syscall(SYS_gettid); }
 #endif
 
 /* Threads we could not give state to, and threads on their way out: always pass through. */
@@ -285,7 +285,7 @@ void msgtrace_register_thread(void) {
 		free(info);
 		return; /* stays untraced */
 	}
-	info->tid = thread_id();
+	info->tid = msgtrace_thread_id();
 	info->pt = pthread_self();
 	pthread_getname_np(pthread_self(), info->name, sizeof info->name);
 #if defined(__APPLE__)
@@ -452,7 +452,7 @@ void msgtrace_reset_after_fork(void) {
 	totals.registered = keep ? 1 : 0;
 	if (keep) {
 		keep->next = NULL;
-		keep->tid = thread_id();
+		keep->tid = msgtrace_thread_id();
 		keep->main = 1;
 		free(keep->drain); /* the drain knew the parent's stream */
 		keep->drain = NULL;

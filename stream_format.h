@@ -25,6 +25,7 @@
 #define MT_FRAME_EVENTS 5 /* calls and marks of one thread, in the order they ended */
 #define MT_FRAME_OPEN 6 /* the calls open on a thread at a tick */
 #define MT_FRAME_END 7 /* counters; last frame of a stream closed cleanly */
+#define MT_FRAME_INSTANT 8 /* a moment on the timeline that is not a call: a launch mark or the app's */
 
 /* Event types in an events frame (the low bits of an event's code; the rest is the method id or mark kind). */
 #define MT_EVENT_CALL 0 /* a call: end delta, duration, depth */
@@ -49,5 +50,16 @@
 /* Process frame modes: how the stream was written. */
 #define MT_MODE_STREAM 0 /* written as the program ran */
 #define MT_MODE_RING 1 /* a ring-mode snapshot (the flight recorder's dump) */
+
+/* Instant kinds, as numbered in the stream format (an instant frame's kind). */
+#define MT_INSTANT_APP 0 /* a mark the app set (msgtrace_mark) */
+#define MT_INSTANT_PROCESS_START 1 /* the process started (the kernel's record) */
+#define MT_INSTANT_LOADED 2 /* the tracer's library was loaded (its constructor ran) */
+#define MT_INSTANT_FIRST_CALL 3 /* the first recorded call started (derived by the reader, never written) */
+#define MT_INSTANT_MAIN 4 /* main was entered */
+
+/* Instant clocks, as numbered in the stream format (an instant frame's clock byte). */
+#define MT_CLOCK_TICKS 0 /* the time is in ticks, as events */
+#define MT_CLOCK_MONOTONIC 1 /* the time is CLOCK_MONOTONIC ns, as clock frames */
 
 #endif

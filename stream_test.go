@@ -3,10 +3,13 @@ package msgtrace
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/msgtrace/msgtrace/internal/selftest"
@@ -21,12 +24,25 @@ import (
 func TestStreamRealRun(t *testing.T) {
 	selftest.UseNamer()
 	path := filepath.Join(t.TempDir(), "run-%p.mtrace")
+	Mark("before the stream") // waits in the queue for the stream
 	if err := StartStream(StreamConfig{Path: path, PeriodMS: 20}); err != nil {
 		t.Fatal(err)
 	}
 	if got := selftest.Run(); got != 14 {
 		t.Fatalf("workload returned %d through the interposers, want 14", got)
 	}
+	// marks from 8 threads at once while the drain runs: none lost, each thread's in order
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				Mark(fmt.Sprintf("g%d %03d", g, i))
+			}
+		}()
+	}
+	wg.Wait()
 	// mid-run: the file as it is now (flushed, not closed) reads cut at every byte
 	if err := FlushStream(); err != nil {
 		t.Fatal(err)
@@ -45,6 +61,7 @@ func TestStreamRealRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	crossCheckFrames(t, StreamPath())
+	checkMarks(t, StreamPath())
 	want := filepath.Join(filepath.Dir(path), "run-"+strconv.Itoa(os.Getpid())+".mtrace")
 	if StreamPath() != want {
 		t.Fatalf("stream at %q, want %q", StreamPath(), want)
@@ -155,6 +172,15 @@ func crossCheckFrames(t *testing.T, path string) {
 	}
 	frames := 0
 	st, err := tracer.ScanFrames(tracer.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
+		if kind == tracer.FrameInstant {
+			in, err := tracer.DecodeInstant(p)
+			var buf bytes.Buffer
+			tracer.NewStreamWriter(&buf).Instant(in)
+			if err != nil || !bytes.Equal(buf.Bytes()[16:], p) {
+				t.Errorf("instant frame at %d (%v): the Go writer encodes %x, the drain wrote %x", off, err, buf.Bytes()[16:], p)
+			}
+			return nil
+		}
 		if kind != tracer.FrameEvents {
 			return nil
 		}
@@ -232,6 +258,16 @@ func TestEncoderMatchesGoWriter(t *testing.T) {
 			func(w *tracer.StreamWriter) {
 				w.End(tracer.StreamCounters{Calls: 1 << 35, Lost: 1, Overflow: 200, Waits: 3, TicksWaited: 1 << 50, Unwritten: 0})
 			}},
+		{tracer.FrameInstant,
+			selftest.EncodeInstant(tracer.StreamInstant{TID: 0, Clock: tracer.InstantClockMonotonic, Time: 1<<62 + 9, Kind: tracer.InstantProcessStart, Precision: 10_000_000, Name: "process start"}),
+			func(w *tracer.StreamWriter) {
+				w.Instant(tracer.StreamInstant{TID: 0, Clock: tracer.InstantClockMonotonic, Time: 1<<62 + 9, Kind: tracer.InstantProcessStart, Precision: 10_000_000, Name: "process start"})
+			}},
+		{tracer.FrameInstant,
+			selftest.EncodeInstant(tracer.StreamInstant{TID: 77, Clock: tracer.InstantClockTicks, Time: 5001, Kind: tracer.InstantApp, Name: "first frame ✓ " + long}),
+			func(w *tracer.StreamWriter) {
+				w.Instant(tracer.StreamInstant{TID: 77, Clock: tracer.InstantClockTicks, Time: 5001, Kind: tracer.InstantApp, Name: "first frame ✓ " + long})
+			}},
 	}
 	seen := map[uint8]bool{}
 	for _, c := range cases {
@@ -253,5 +289,37 @@ func TestEncoderMatchesGoWriter(t *testing.T) {
 		if !seen[uint8(k.N)] {
 			t.Errorf("frame kind %s (%d) not checked", k.Name, k.N)
 		}
+	}
+}
+
+// checkMarks reads the app's marks (msgtrace_mark) of TestStreamRealRun's stream: the one made
+// before the stream started first, then each goroutine's hundred in order, none lost, each on
+// a thread (in the order they were queued: threads read the time, then queue).
+func checkMarks(t *testing.T, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	next := map[string]int{}
+	tracer.ScanFrames(tracer.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
+		if kind != tracer.FrameInstant {
+			return nil
+		}
+		in, _ := tracer.DecodeInstant(p)
+		if in.Kind != tracer.InstantApp || in.Clock != tracer.InstantClockTicks || in.TID == 0 {
+			t.Errorf("mark %+v", in)
+		}
+		names = append(names, in.Name)
+		if g, i, ok := strings.Cut(in.Name, " "); ok {
+			if n, _ := strconv.Atoi(i); n != next[g] {
+				t.Errorf("%s after %d of its thread", in.Name, next[g])
+			}
+			next[g]++
+		}
+		return nil
+	})
+	if len(names) != 801 || names[0] != "before the stream" || InstantsLost() != 0 {
+		t.Errorf("%d marks (want 801), first %q, %d lost", len(names), names[0], InstantsLost())
 	}
 }

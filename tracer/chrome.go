@@ -30,6 +30,10 @@ import (
 //     a call an exception unwound has "unwound": true on its "E"; a mark (calls lost, a wait for
 //     buffer space) is a thread-scoped instant named "[lost N]", "[wait]", ... in category
 //     "msgtrace", and every loss also steps a "lost calls" counter;
+//   - an instant of the trace (Header.Instants: the launch marks, a mark the app set) is an
+//     instant in category "msgtrace" named as it was, args kind ("process start", "library
+//     loaded", "first call", "main", "mark") and precision_ns: process-wide ("s":"p", thread 0)
+//     or on its thread, in time order with the thread's events;
 //   - the program's name as the process name, thread names, displayTimeUnit "ns".
 //
 // Memory is what PreOrder holds: one outermost call tree at a time.
@@ -48,6 +52,7 @@ type ChromeSink struct {
 	groupTs uint64
 	pids    map[uint64]bool // processes named so far (a merged trace has several)
 	fold    FoldReport
+	inst    instantQueue // the thread's instants not written yet
 }
 
 // chromeItem is an event held in a ChromeSink's group: a begin ('B'), an end ('E'), a call of
@@ -191,7 +196,14 @@ func (c chromeTree) BeginThread(h *Header, t *Thread) error {
 		if err := s.meta("process_name", 0, "name", appendJSONString(nil, s.Meta.process(h))); err != nil {
 			return err
 		}
+		for _, in := range processInstants(h) {
+			s.tid = 0
+			if err := s.writeTimeInstant(&in); err != nil {
+				return err
+			}
+		}
 	}
+	s.inst.reset(h, t.TID)
 	s.tid, s.lost, s.label = t.TID, 0, threadLabel(t)
 	if err := s.meta("thread_name", t.TID, "name", appendJSONString(nil, s.label)); err != nil {
 		return err
@@ -205,9 +217,14 @@ func (c chromeTree) BeginThread(h *Header, t *Thread) error {
 // hold adds an event at time ts to the group (a call's or a mark's), writing the group first
 // if ts is later.
 func (s *ChromeSink) hold(kind byte, depth int, c *Call, m *Mark, ts uint64) error {
-	if len(s.group) > 0 && ts != s.groupTs {
+	if len(s.group) == 0 || ts != s.groupTs {
 		if err := s.flushGroup(); err != nil {
 			return err
+		}
+		for in, ok := s.inst.before(ts); ok; in, ok = s.inst.before(ts) {
+			if err := s.writeTimeInstant(in); err != nil {
+				return err
+			}
 		}
 	}
 	s.groupTs = ts
@@ -370,7 +387,37 @@ func (c chromeTree) Mark(m *Mark, _ int) error {
 	return c.s.hold('m', 0, nil, m, m.StartNanos)
 }
 
-func (c chromeTree) EndThread() error     { return c.s.flushGroup() }
+func (c chromeTree) EndThread() error {
+	s := c.s
+	if err := s.flushGroup(); err != nil {
+		return err
+	}
+	for in, ok := s.inst.rest(); ok; in, ok = s.inst.rest() {
+		if err := s.writeTimeInstant(in); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeTimeInstant writes an instant of the trace (a launch mark, a mark the app set): on the
+// current thread, or process-wide ("s":"p", thread 0) when it is not a thread's, in category
+// msgtrace with its kind and precision.
+func (s *ChromeSink) writeTimeInstant(in *Instant) error {
+	b := s.head(s.buf[:0], 'i', in.Name, in.Nanos)
+	if in.TID == 0 {
+		b = append(b, `,"s":"p"`...)
+	} else {
+		b = append(b, `,"s":"t"`...)
+	}
+	b = append(b, `,"cat":"msgtrace","args":{"kind":`...)
+	b = appendJSONString(b, in.Kind.String())
+	b = append(b, `,"precision_ns":`...)
+	b = strconv.AppendUint(b, in.PrecisionNanos, 10)
+	b = append(b, `}}`...)
+	s.buf = b
+	return s.event(b)
+}
 func (c chromeTree) Close(t Totals) error { return nil }
 
 // appendJSONString appends s as a JSON string (strconv.AppendQuote's \x escapes are not JSON).

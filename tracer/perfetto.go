@@ -73,6 +73,7 @@ const (
 
 	pfDebugBool = 2  // DebugAnnotation.bool_value
 	pfDebugUint = 3  // DebugAnnotation.uint_value
+	pfDebugStr  = 6  // DebugAnnotation.string_value
 	pfDebugName = 10 // DebugAnnotation.name
 )
 
@@ -89,6 +90,10 @@ const pfBatchBytes = 448 << 10
 // the trace has no end (Perfetto shows it as a slice that did not end); a call an exception
 // unwound has the debug annotation unwound=true on its end; a mark is an instant on the
 // thread's track with the count, and each loss steps the thread's "lost calls" counter track.
+// An instant of the trace (Header.Instants: the launch marks, a mark the app set) is a
+// TYPE_INSTANT event named as it was, with debug annotations kind and precision_ns: on the
+// process's track (a packet sequence of its own) when it is process-wide, on the thread's
+// track in time order with its events when it was set on a thread.
 //
 // It is written as compactly as the format allows (6-12 bytes a call on realistic traces,
 // against about 50 for one track_uuid'd, absolutely timed packet sequence): each thread is a
@@ -132,6 +137,8 @@ type PerfettoSink struct {
 	cache   [1 << pfCacheBits]pfNameSlot
 
 	zp *pfCompressor // nil until a batch is full
+
+	inst instantQueue // the thread's instants not written yet
 }
 
 // NewPerfettoSink writes to w.
@@ -336,17 +343,15 @@ func (s *PerfettoSink) event(ts uint64, typ byte, iid uint64, tell bool, track u
 
 type perfettoTree struct{ s *PerfettoSink }
 
-func (t perfettoTree) BeginThread(h *Header, th *Thread) error {
-	s := t.s
+// sequence starts a packet sequence whose events go on track by default.
+func (s *PerfettoSink) sequence(track uint64) {
 	s.seq++
 	s.seqTag = appendUint(s.seqTag[:0], pfPacketSequenceID, uint64(s.seq))
-	s.pid = h.PID
-	s.tid, s.label, s.counter, s.lost, s.last = th.TID, threadLabel(th), 0, 0, 0
-	s.thread = threadUUID(s.pid, th.TID)
-	// The sequence's first packet clears its state, sets its defaults (the thread's track,
-	// the sequence's clock) and says that clock is delta-encoded nanoseconds starting at
-	// trace time 0.
-	ted := appendUint(nil, pfEventDefaultsTrack, s.thread)
+	s.last = 0
+	// The sequence's first packet clears its state, sets its defaults (the track, the
+	// sequence's clock) and says that clock is delta-encoded nanoseconds starting at trace
+	// time 0.
+	ted := appendUint(nil, pfEventDefaultsTrack, track)
 	def := appendUint(nil, pfDefaultsClockID, pfClockSequence)
 	def = appendMsg(def, pfDefaultsTrackEvent, ted)
 	boot := appendUint(nil, pfClockID, pfClockBoottime)
@@ -359,8 +364,31 @@ func (t perfettoTree) BeginThread(h *Header, th *Thread) error {
 	body = appendMsg(body, pfPacketDefaults, def)
 	body = appendMsg(body, pfPacketClockSnapshot, snap)
 	s.packet(body)
+}
 
-	if !s.pids[h.PID] {
+// instant writes an instant of the trace (Header.Instants) on the sequence's track: an
+// instant event named as it was, with debug annotations kind and precision_ns.
+func (s *PerfettoSink) instant(in *Instant) {
+	iid, tell := s.iid(in.Name)
+	e := protowire.AppendTag(nil, pfEventDebug, protowire.BytesType)
+	kind := in.Kind.String()
+	e = protowire.AppendVarint(e, uint64(1+protowire.SizeBytes(len("kind"))+1+protowire.SizeBytes(len(kind))))
+	e = appendStr(appendStr(e, pfDebugName, "kind"), pfDebugStr, kind)
+	e = appendDebugUint(e, "precision_ns", in.PrecisionNanos)
+	s.event(in.Nanos, pfInstant, iid, tell, 0, e)
+}
+
+// instantsBefore writes the thread's instants before ts.
+func (s *PerfettoSink) instantsBefore(ts uint64) {
+	for in, ok := s.inst.before(ts); ok; in, ok = s.inst.before(ts) {
+		s.instant(in)
+	}
+}
+
+func (t perfettoTree) BeginThread(h *Header, th *Thread) error {
+	s := t.s
+	s.pid = h.PID
+	describe := func() { // the process's track, before anything refers to it
 		p := appendUint(nil, pfProcessPID, h.PID)
 		p = appendStr(p, pfProcessName, s.meta.process(h))
 		d := appendUint(nil, pfTrackUUID, processUUID(h.PID))
@@ -370,6 +398,21 @@ func (t perfettoTree) BeginThread(h *Header, th *Thread) error {
 			s.pids = map[uint64]bool{}
 		}
 		s.pids[h.PID] = true
+	}
+	if ins := processInstants(h); len(ins) > 0 && !s.pids[h.PID] {
+		// the process-wide instants: a sequence of their own, on the process's track
+		s.sequence(processUUID(h.PID))
+		describe()
+		for i := range ins {
+			s.instant(&ins[i])
+		}
+	}
+	s.tid, s.label, s.counter, s.lost = th.TID, threadLabel(th), 0, 0
+	s.thread = threadUUID(s.pid, th.TID)
+	s.inst.reset(h, th.TID)
+	s.sequence(s.thread)
+	if !s.pids[h.PID] {
+		describe()
 	}
 	td := appendUint(nil, pfThreadPID, s.pid)
 	td = appendUint(td, pfThreadTID, th.TID)
@@ -385,6 +428,9 @@ func (t perfettoTree) BeginThread(h *Header, th *Thread) error {
 // time on the thread). Call.SelfNanos is not read: it is not known yet.
 func (t perfettoTree) Enter(c *Call, _ int) error {
 	s := t.s
+	if s.inst.next < len(s.inst.list) {
+		s.instantsBefore(c.StartNanos)
+	}
 	iid, tell := s.iid(c.Name)
 	b := s.buf
 	start := len(b)
@@ -426,6 +472,9 @@ func (t perfettoTree) Exit(c *Call, _ int) error {
 		return s.err // a slice that did not end
 	}
 	ts := c.StartNanos + c.DurNanos
+	if s.inst.next < len(s.inst.list) {
+		s.instantsBefore(ts)
+	}
 	if c.Flags&FlagUnwound != 0 || ts < s.last || c.Folded > 0 {
 		var extra []byte
 		if c.Flags&FlagUnwound != 0 {
@@ -466,6 +515,7 @@ func (t perfettoTree) Exit(c *Call, _ int) error {
 // but for a name not seen before.
 func (t perfettoTree) Mark(m *Mark, _ int) error {
 	s := t.s
+	s.instantsBefore(m.StartNanos)
 	label := append(s.scratch[:0], '[')
 	if m.Kind == MarkWait {
 		label = append(label, "wait"...)
@@ -506,7 +556,13 @@ func appendDebugUint(b []byte, name string, v uint64) []byte {
 	return appendUint(b, pfDebugUint, v)
 }
 
-func (t perfettoTree) EndThread() error { return t.s.err }
+func (t perfettoTree) EndThread() error {
+	s := t.s
+	for in, ok := s.inst.rest(); ok; in, ok = s.inst.rest() {
+		s.instant(in)
+	}
+	return s.err
+}
 
 func (t perfettoTree) Close(Totals) error {
 	s := t.s

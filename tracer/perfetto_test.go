@@ -68,7 +68,7 @@ var pfSchema = map[string]map[protowire.Number]pfField{
 	},
 	"InternedData":    {2: {"event_names", protowire.BytesType, "EventName"}},
 	"EventName":       {1: {"iid", protowire.VarintType, ""}, 2: {"name", protowire.BytesType, "string"}},
-	"DebugAnnotation": {2: {"bool_value", protowire.VarintType, ""}, 3: {"uint_value", protowire.VarintType, ""}, 10: {"name", protowire.BytesType, "string"}},
+	"DebugAnnotation": {2: {"bool_value", protowire.VarintType, ""}, 3: {"uint_value", protowire.VarintType, ""}, 6: {"string_value", protowire.BytesType, "string"}, 10: {"name", protowire.BytesType, "string"}},
 }
 
 // pfMsg is a decoded message: field name -> values (uint64, string, []byte or pfMsg).
@@ -320,6 +320,7 @@ type pfTrace struct {
 	threads  map[uint64]string // tid -> name
 	slices   map[uint64][]importedSlice
 	counters map[uint64][]string // tid -> "ts=value"
+	instants []importedSlice     // on the process's track
 }
 
 func pfImport(t testing.TB, b []byte) pfTrace {
@@ -369,6 +370,10 @@ func pfImport(t testing.TB, b []byte) pfTrace {
 		switch ev.u("type") {
 		case 1, 2, 3:
 			tid, ok := trackTid[pk.track]
+			if _, proc := procUUID[pk.track]; proc && ev.u("type") == 3 { // a process-wide instant
+				out.instants = append(out.instants, importedSlice{Name: name, Ts: ts})
+				continue
+			}
 			if !ok {
 				t.Fatalf("packet %d: event on unknown track %d", i, pk.track)
 			}

@@ -68,6 +68,10 @@ type Header struct {
 	TickNum, TickDen uint64
 	BaseTick         uint64
 	Program          string // the program's name (streams; "" for raw dumps)
+	// Instants are the process's launch marks and the marks it set (streams), in time order.
+	// An instant of a thread the trace does not show is process-wide (TID 0); one of a
+	// thread left out by Options.Threads is left out.
+	Instants []Instant
 }
 
 // Nanos converts a tick count relative to the base tick into nanoseconds.

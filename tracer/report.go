@@ -63,6 +63,9 @@ type Report struct {
 	Methods MethodTops     `json:"methods"` // over every thread
 	Threads []ThreadReport `json:"threads"`
 
+	// Launches: each process with launch marks or +load / +initialize calls (report_launch.go).
+	Launches []Launch `json:"launches"`
+
 	all map[string]*MethodStat
 }
 
@@ -220,6 +223,10 @@ type reportTree struct {
 	stack   []reportFrame
 
 	hitches, offMain, longest, open topCalls
+
+	launches    map[uint64]*launchState // by pid (report_launch.go)
+	launchOrder []uint64
+	launch      *launchState // the current thread's process
 }
 
 type threadMethod struct {
@@ -252,6 +259,7 @@ func (r *reportTree) BeginThread(h *Header, t *Thread) error {
 		r.th.PID = t.PID
 	}
 	r.label = r.th.Name
+	r.launch = r.launchOf(h)
 	r.methods = map[string]*threadMethod{}
 	r.stack = r.stack[:0]
 	return nil
@@ -278,6 +286,7 @@ func (r *reportTree) Enter(c *Call, depth int) error {
 	r.stack = r.stack[:depth]
 	m := r.method(c.Name)
 	m.active++
+	r.launchEnter(c)
 	if cap(r.stack) > depth {
 		r.stack = r.stack[:depth+1]
 		f := &r.stack[depth]
@@ -349,6 +358,7 @@ func (r *reportTree) Exit(c *Call, depth int) error {
 	if open && r.open.wants(r.opt.Top, dur, f.start) {
 		r.open.add(r.opt.Top, mk())
 	}
+	r.launchExit(c, mk, long, idle > 0 || m.idle)
 	if depth > 0 {
 		p := &r.stack[depth-1]
 		p.longKid = p.longKid || long
@@ -464,6 +474,7 @@ func (r *reportTree) Close(t Totals) error {
 	}
 	rep.Methods = tops(ms, r.opt.Top)
 	rep.all = r.all
+	rep.Launches = r.finishLaunches()
 	return nil
 }
 

@@ -64,6 +64,17 @@ package tracer
 //	             waits, ticks waited, bytes that could not be written. Last frame of a stream
 //	             closed cleanly; a stream without it ended with its process (a kill, a crash)
 //	             or is still being written.
+//	instant (8)  tid u64 (0: process-wide), clock u8 (0 ticks, as events; 1 CLOCK_MONOTONIC
+//	             ns, as clock frames), time u64, kind uvarint, precision uvarint (ns: the
+//	             moment lies between time minus precision and time; 0 as exact as the clock),
+//	             name string. A moment on the timeline that is not a call. Kinds: 0 a mark the
+//	             app set (msgtrace_mark; on its thread), 1 process start (the kernel's record
+//	             of the process, process-wide), 2 library loaded (the tracer's constructor
+//	             ran), 3 first call (not written by the library: the reader derives it from
+//	             the earliest call of a stream that has launch instants), 4 main entered.
+//	             Written in the order they were queued (threads read the clock, then queue:
+//	             not quite time order across threads), anywhere after the process frame; those
+//	             made before the stream started are written with its first frames.
 //go:generate go run ../internal/streamspec/gen -root ..
 
 // The numbers (frame kinds, event types, mark kinds, flags, modes, framing) are generated from
@@ -82,4 +93,33 @@ type Mark struct {
 	DurNanos   uint64
 	Count      uint64 // calls lost, overflowed or overwritten; 0 for a wait
 	Thread     *Thread
+}
+
+func (k InstantKind) String() string {
+	switch k {
+	case InstantApp:
+		return "mark"
+	case InstantProcessStart:
+		return "process start"
+	case InstantLoaded:
+		return "library loaded"
+	case InstantFirstCall:
+		return "first call"
+	case InstantMain:
+		return "main"
+	}
+	return "instant"
+}
+
+// Launch reports whether the kind is one of the launch marks (all but the app's).
+func (k InstantKind) Launch() bool { return k != InstantApp }
+
+// Instant is a moment on the timeline that is not a call: a launch mark or a mark the app set.
+// Sinks get a process's instants with its Header (in time order).
+type Instant struct {
+	Kind           InstantKind
+	Name           string
+	Nanos          uint64 // since the trace's base tick
+	PrecisionNanos uint64 // the moment lies in [Nanos-PrecisionNanos, Nanos]
+	TID            uint64 // the thread it was set on; 0: process-wide
 }

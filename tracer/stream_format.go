@@ -33,6 +33,7 @@ const (
 	FrameEvents  = 5 // calls and marks of one thread, in the order they ended
 	FrameOpen    = 6 // the calls open on a thread at a tick
 	FrameEnd     = 7 // counters; last frame of a stream closed cleanly
+	FrameInstant = 8 // a moment on the timeline that is not a call: a launch mark or the app's
 )
 
 // Event types in an events frame (the low bits of an event's code; the rest is the method id or mark kind).
@@ -84,4 +85,22 @@ const (
 const (
 	ModeStream = 0 // written as the program ran
 	ModeRing   = 1 // a ring-mode snapshot (the flight recorder's dump)
+)
+
+// InstantKind says what an instant is.
+type InstantKind int
+
+// Instant kinds, as numbered in the stream format (an instant frame's kind).
+const (
+	InstantApp          InstantKind = 0 // a mark the app set (msgtrace_mark)
+	InstantProcessStart InstantKind = 1 // the process started (the kernel's record)
+	InstantLoaded       InstantKind = 2 // the tracer's library was loaded (its constructor ran)
+	InstantFirstCall    InstantKind = 3 // the first recorded call started (derived by the reader, never written)
+	InstantMain         InstantKind = 4 // main was entered
+)
+
+// Instant clocks, as numbered in the stream format (an instant frame's clock byte).
+const (
+	InstantClockTicks     = 0 // the time is in ticks, as events
+	InstantClockMonotonic = 1 // the time is CLOCK_MONOTONIC ns, as clock frames
 )

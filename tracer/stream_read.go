@@ -61,9 +61,13 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 			sf.first = sf.clock.mono(sf.minTick)
 			base = min(base, sf.first)
 		}
+		for _, in := range sf.instants { // the process's start comes before its first call
+			base = min(base, sf.instantMono(in))
+		}
 	}
 	for _, sf := range files {
 		sf.base = base
+		sf.hdr.Instants = sf.resolveInstants(opt)
 	}
 	sort.SliceStable(files, func(i, j int) bool { return files[i].first < files[j].first })
 	var durs durHist
@@ -192,8 +196,9 @@ type streamFile struct {
 	tornBytes        uint64
 	resyncBudget     int64
 	clockMax         uint64
-	undo             shape   // a thread's pending stack before the frame being read
-	durs             durHist // its calls by duration, in ticks (timeline budgets)
+	instants         []StreamInstant // as written (instant frames)
+	undo             shape           // a thread's pending stack before the frame being read
+	durs             durHist         // its calls by duration, in ticks (timeline budgets)
 }
 
 type openEntry struct {
@@ -620,6 +625,12 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 			st.openOff, st.openTick = off, tick
 		}
 		sf.tick(lo, tick)
+	case FrameInstant:
+		in, err := DecodeInstant(p)
+		if err != nil {
+			return err
+		}
+		sf.instants = append(sf.instants, in)
 	case FrameEnd:
 		var c [6]uint64
 		for i := range c {
@@ -863,4 +874,65 @@ func DecodeEvents(payload []byte) (tid, prevEnd uint64, evs []StreamEvent, err e
 		}
 		evs = append(evs, e)
 	}
+}
+
+// instantMono is an instant's time on CLOCK_MONOTONIC.
+func (sf *streamFile) instantMono(in StreamInstant) uint64 {
+	if in.Clock == InstantClockTicks {
+		return sf.clock.mono(in.Time)
+	}
+	return in.Time
+}
+
+// resolveInstants puts the stream's instants on the trace's timeline, in time order, with the
+// first call derived where the stream has launch marks: an instant of a thread with no events
+// becomes process-wide, one of a thread opt leaves out is left out.
+func (sf *streamFile) resolveInstants(opt Options) []Instant {
+	if len(sf.instants) == 0 {
+		return nil
+	}
+	out := make([]Instant, 0, len(sf.instants)+1)
+	launch := false
+	for _, in := range sf.instants {
+		m := sf.instantMono(in)
+		ns := uint64(0)
+		if m > sf.base {
+			ns = m - sf.base
+		}
+		tid := in.TID
+		if st := sf.byTID[tid]; tid != 0 && st == nil {
+			tid = 0
+		} else if st != nil && !threadSelected(opt.Threads, &st.t) {
+			continue
+		}
+		launch = launch || in.Kind.Launch()
+		out = append(out, Instant{Kind: in.Kind, Name: in.Name, Nanos: ns, PrecisionNanos: in.Precision, TID: tid})
+	}
+	if launch && sf.haveTicks {
+		out = append(out, Instant{Kind: InstantFirstCall, Name: InstantFirstCall.String(), Nanos: sf.ns(sf.minTick)})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Nanos < out[j].Nanos })
+	return out
+}
+
+// DecodeInstant decodes an instant frame's payload; an error when it does not decode (cut
+// short, a clock other than ticks or monotonic). Bytes past the name are a later version's
+// fields: ignored.
+func DecodeInstant(payload []byte) (StreamInstant, error) {
+	var in StreamInstant
+	d := dec{b: payload}
+	in.TID = d.u64()
+	if d.bad || len(d.b) == 0 {
+		return in, errMalformed
+	}
+	in.Clock, d.b = d.b[0], d.b[1:]
+	in.Time = d.u64()
+	kind := d.uvarint()
+	in.Precision = d.uvarint()
+	in.Name = d.str()
+	if d.bad || in.Clock > InstantClockMonotonic || kind > 1<<16 {
+		return in, errMalformed
+	}
+	in.Kind = InstantKind(kind)
+	return in, nil
 }

@@ -57,6 +57,16 @@ type OpenCall struct {
 	ID, Start, Depth uint64
 }
 
+// StreamInstant is an instant frame.
+type StreamInstant struct {
+	TID       uint64 // 0: process-wide
+	Clock     uint8  // InstantClockTicks or InstantClockMonotonic
+	Time      uint64 // ticks or CLOCK_MONOTONIC ns, as Clock says
+	Kind      InstantKind
+	Precision uint64 // ns
+	Name      string
+}
+
 // StreamCounters is an end frame.
 type StreamCounters struct {
 	Calls, Lost, Overflow, Waits, TicksWaited, Unwritten uint64
@@ -189,6 +199,16 @@ func (sw *StreamWriter) Open(tid, tick uint64, calls []OpenCall) error {
 	}
 	sw.b = b
 	return sw.Frame(FrameOpen, b)
+}
+
+// Instant writes an instant frame.
+func (sw *StreamWriter) Instant(in StreamInstant) error {
+	b := append(appendU64(sw.b[:0], in.TID), in.Clock)
+	b = appendU64(b, in.Time)
+	b = binary.AppendUvarint(binary.AppendUvarint(b, uint64(in.Kind)), in.Precision)
+	b = appendString(b, in.Name)
+	sw.b = b
+	return sw.Frame(FrameInstant, b)
 }
 
 // End writes the end frame (the last frame of a stream closed cleanly).

@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 extern int msgtraceLoad(void);
@@ -78,12 +79,18 @@ static int something_to_trace(void) { return 1; } /* every macOS process loads l
 static int something_to_trace(void) { return msgtrace_something_to_trace(); }
 #endif
 
+extern void msgtrace_launch_loaded(uint64_t loaded_mono_ns);
+
 __attribute__((constructor)) static void msgtrace_ctor(void) {
+	/* the "library loaded" launch mark: when our code first ran */
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	/* loaded by the preload loader (libmsgtrace-preload.so), which starts us itself */
 	if (dlsym(RTLD_DEFAULT, "msgtrace_preload_loader"))
 		return;
 	if (in_main_program() || !something_to_trace())
 		return;
+	msgtrace_launch_loaded((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
 	if (msgtraceLoad() == 0)
 		msgtrace_write_at_exit();
 }

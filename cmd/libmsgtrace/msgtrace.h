@@ -56,6 +56,17 @@ struct msgtrace_counters {
 };
 void msgtrace_get_counters(struct msgtrace_counters *out);
 
+/* Puts a mark named name (UTF-8, up to 95 bytes kept) on the calling thread's timeline, now:
+ * "first frame", "login shown", whatever the app wants to see next to its calls. Shown as an
+ * instant in Perfetto and Chrome JSON, and by machobind report (the launch section ends at
+ * the first one). Callable from any thread at any time, from a signal handler too: it takes
+ * no lock, allocates nothing and never waits. A mark made before recording starts (from a
+ * constructor) waits for the stream; when 1024 marks wait for the drain, further ones are
+ * dropped. Preloaded, the library also marks the launch by itself: the process's start (the
+ * kernel's record), the library loaded, the first recorded call and main entered. A program
+ * that must run untraced too looks it up: dlsym(RTLD_DEFAULT, "msgtrace_mark"). */
+void msgtrace_mark(const char *name);
+
 /* The reason of the last failure of this library ("" when the last call succeeded). The
  * string stays valid until the next call. */
 const char *msgtrace_last_error(void);

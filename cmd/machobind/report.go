@@ -152,6 +152,7 @@ func writeReport(w io.Writer, r *tracer.Report) {
 	rt := r.Recorder
 	fmt.Fprintf(w, "%s (%d kept) on %s of %s; main-thread budget %s ms\n",
 		plural(rt.Calls, "call", "calls"), rt.Kept, plural(rt.Threads, "thread", "threads"), plural(rt.Processes, "process", "processes"), ms(r.BudgetNanos))
+	writeLaunches(w, r.Launches) // report_launch.go
 
 	fmt.Fprintf(w, "\nHITCHES: main-thread calls busy over %s ms none of whose children is (the innermost call that held the thread)\n", ms(r.BudgetNanos))
 	if r.HitchCount == 0 {

@@ -124,3 +124,15 @@ func EncodeEnd(c tracer.StreamCounters) []byte {
 	C.mt_enc_end(&out, &pl, &f)
 	return bytesOf(&out)
 }
+
+// EncodeInstant is the C encoder's instant frame.
+func EncodeInstant(in tracer.StreamInstant) []byte {
+	var out, pl C.struct_mt_buf
+	defer C.enc_free(&pl)
+	name, free := cstr(in.Name)
+	defer free()
+	f := C.struct_mt_instant_frame{tid: C.uint64_t(in.TID), time: C.uint64_t(in.Time), precision: C.uint64_t(in.Precision),
+		clock: C.uint8_t(in.Clock), kind: C.uint8_t(in.Kind), name: name}
+	C.mt_enc_instant(&out, &pl, &f)
+	return bytesOf(&out)
+}

@@ -30,7 +30,12 @@ func GoFile() ([]byte, error) {
 	b.WriteString(")\n")
 	for _, g := range Groups {
 		if g.GoType != "" {
-			fmt.Fprintf(&b, "\n// %s says what a %s is.\ntype %s int\n", g.GoType, strings.ToLower(g.GoPrefix), g.GoType)
+			noun := strings.ToLower(g.GoPrefix)
+			article := "a"
+			if strings.ContainsRune("aeiou", rune(noun[0])) {
+				article = "an"
+			}
+			fmt.Fprintf(&b, "\n// %s says what %s %s is.\ntype %s int\n", g.GoType, article, noun, g.GoType)
 		}
 		fmt.Fprintf(&b, "\n// %s\nconst (\n", g.Doc)
 		for _, v := range g.Values {

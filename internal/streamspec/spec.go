@@ -57,6 +57,7 @@ var FrameKinds = Group{
 		{"Events", 5, "calls and marks of one thread, in the order they ended"},
 		{"Open", 6, "the calls open on a thread at a tick"},
 		{"End", 7, "counters; last frame of a stream closed cleanly"},
+		{"Instant", 8, "a moment on the timeline that is not a call: a launch mark or the app's"},
 	},
 }
 
@@ -114,8 +115,31 @@ var ProcessModes = Group{
 	},
 }
 
+// InstantKinds are what an instant frame marks.
+var InstantKinds = Group{
+	Doc:      "Instant kinds, as numbered in the stream format (an instant frame's kind).",
+	GoPrefix: "Instant", CPrefix: "INSTANT", GoType: "InstantKind",
+	Values: []Value{
+		{"App", 0, "a mark the app set (msgtrace_mark)"},
+		{"ProcessStart", 1, "the process started (the kernel's record)"},
+		{"Loaded", 2, "the tracer's library was loaded (its constructor ran)"},
+		{"FirstCall", 3, "the first recorded call started (derived by the reader, never written)"},
+		{"Main", 4, "main was entered"},
+	},
+}
+
+// InstantClocks are the clock an instant frame's time is read on.
+var InstantClocks = Group{
+	Doc:      "Instant clocks, as numbered in the stream format (an instant frame's clock byte).",
+	GoPrefix: "InstantClock", CPrefix: "CLOCK",
+	Values: []Value{
+		{"Ticks", 0, "the time is in ticks, as events"},
+		{"Monotonic", 1, "the time is CLOCK_MONOTONIC ns, as clock frames"},
+	},
+}
+
 // Groups is every group, in the order they are generated.
-var Groups = []*Group{&FrameKinds, &EventTypes, &MarkKinds, &MethodFlags, &ThreadFlags, &ProcessModes}
+var Groups = []*Group{&FrameKinds, &EventTypes, &MarkKinds, &MethodFlags, &ThreadFlags, &ProcessModes, &InstantKinds, &InstantClocks}
 
 // Scalars are the framing's numbers.
 var Scalars = []Scalar{

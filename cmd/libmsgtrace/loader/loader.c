@@ -15,7 +15,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../objc_imports.h"
@@ -68,7 +70,19 @@ __attribute__((visibility("default"), alias("exec_class"))) void msgtrace_loader
 
 static void loader_ctor(void);
 
+/* msgtrace_mark (msgtrace.h) for programs that look it up (dlsym(RTLD_DEFAULT, ...)):
+ * libmsgtrace.so is loaded RTLD_LOCAL, so its own is not in the global scope. A mark made
+ * before it is loaded, or where there is nothing to trace, goes nowhere. */
+static void (*mark_fn)(const char *);
+__attribute__((visibility("default"))) void msgtrace_mark(const char *name) {
+	void (*f)(const char *) = __atomic_load_n(&mark_fn, __ATOMIC_ACQUIRE);
+	if (f)
+		f(name);
+}
+
 __attribute__((constructor)) static void loader_ctor(void) {
+	struct timespec ts; /* the "library loaded" launch mark: when our code first ran */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (!msgtrace_something_to_trace())
 		return;
 	Dl_info self;
@@ -97,6 +111,12 @@ __attribute__((constructor)) static void loader_ctor(void) {
 	/* modules go through libmsgtrace.so from now on: it hands them to the runtime alone until
 	 * it watches them */
 	__atomic_store_n(&exec_class_hook, hook, __ATOMIC_RELEASE);
+	void (*loaded)(uint64_t) = (void (*)(uint64_t))dlsym(h, "msgtrace_launch_loaded");
+	if (loaded)
+		loaded((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+	void (*mark)(const char *) = (void (*)(const char *))dlsym(h, "msgtrace_mark");
+	if (mark != msgtrace_mark)
+		__atomic_store_n(&mark_fn, mark, __ATOMIC_RELEASE);
 	if (load() == 0) {
 		loaded_pid = getpid();
 		atexit(at_exit);
