@@ -261,7 +261,7 @@ func (tg target) buildC(t *testing.T, name, src string, extra ...string) string 
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, name)
-	args := append([]string{"-O2", "-g", "-Wall", "-Wno-unused-function", "-Wno-cast-function-type", "-I.", "-Itestdata/interposer", "-o", bin, c, "rt.c", "drain.c",
+	args := append([]string{"-O2", "-g", "-Wall", "-Wno-unused-function", "-Wno-cast-function-type", "-I.", "-Itestdata/interposer", "-o", bin, c, "rt.c", "drain.c", "launch.c",
 		"msgsend_" + tg.arch + ".S", "testdata/interposer/runtime_" + tg.arch + ".S", "-lpthread", "-ldl"}, tg.flags...)
 	if out, err := exec.Command(tg.cc, append(args, extra...)...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", tg.cc, err, out)
@@ -408,7 +408,7 @@ func TestCxxExceptionThroughInterposer(t *testing.T) {
 				t.Run(uw.name+"/"+cfi, func(t *testing.T) {
 					bin := filepath.Join(t.TempDir(), "exceptions")
 					srcs := []string{"-I.", "-Itestdata/interposer", "testdata/interposer/exceptions.cpp"}
-					for _, c := range []string{"rt.c", "drain.c"} {
+					for _, c := range []string{"rt.c", "drain.c", "launch.c"} {
 						srcs = append(srcs, "-x", "c", c) // one -x each: g++ compiles a second .c as C++
 					}
 					srcs = append(srcs, "-x", "assembler-with-cpp", "msgsend_"+tg.arch+".S", "testdata/interposer/runtime_"+tg.arch+".S")
