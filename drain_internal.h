@@ -98,7 +98,7 @@ void mt_open_snapshot(struct mt_thread_info *i, int force);
 void mt_final_marks(struct mt_thread_info *i);
 void mt_thread_gone(struct mt_thread_info *i, uint64_t tick); /* its last frames: open calls closed, exited */
 void mt_end_frame(void);
-/* Instants queued since the last call (launch.c) as frames; replay: every one kept first. */
+/* Instants queued since the last call (rt_launch.c) as frames; replay: every one kept first. */
 void mt_instants_write(int replay);
 
 /* ---- drain_ring.c ---- */

@@ -8,7 +8,7 @@
 #define _GNU_SOURCE
 #endif
 #include "drain_internal.h"
-#include "launch.h"
+#include "rt_launch.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -205,7 +205,7 @@ void mt_end_frame(void) {
 	mt_enc_end(&mt_out.out, &mt_rec.pl, &e);
 }
 
-/* Instants (launch.c: launch marks and the app's msgtrace_mark) as instant frames, written once
+/* Instants (rt_launch.c: launch marks and the app's msgtrace_mark) as instant frames, written once
  * the stream has something else (a process that recorded nothing writes nothing); a ring
  * dump, a whole new file, gets every one again (replay). */
 static void emit_instant(const struct mt_instant_frame *in) { mt_enc_instant(&mt_out.out, &mt_rec.pl, in); }

@@ -2,7 +2,7 @@ package msgtrace
 
 /*
 #include <stdlib.h>
-#include "launch.h"
+#include "rt_launch.h"
 */
 import "C"
 

@@ -9,6 +9,7 @@
  *   rt_handover.c  full chunks handed to the drain, waking it, the full-pool policy
  *   rt_ring.c      ring mode: each thread's kept chunks
  *   rt_thread.c    thread records: registration, the chunk switch, marks, exit, counters, fork
+ *   rt_launch.c    instants: launch marks and msgtrace_mark, queued for the drain (rt_launch.h)
  */
 #ifndef MSGTRACE_RT_INTERNAL_H
 #define MSGTRACE_RT_INTERNAL_H

@@ -1,7 +1,7 @@
-/* Instants (launch.c): marks on the timeline that are not calls, written as instant frames
+/* Instants (rt_launch.c): marks on the timeline that are not calls, written as instant frames
  * (tracer/stream.go, kind 8). */
-#ifndef MSGTRACE_LAUNCH_H
-#define MSGTRACE_LAUNCH_H
+#ifndef MSGTRACE_RT_LAUNCH_H
+#define MSGTRACE_RT_LAUNCH_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -6,12 +6,14 @@
  * drain empties it into instant frames (tracer/stream.go, kind 8) once per pass. A full queue
  * drops the mark and counts it (msgtrace_instants_lost). The drain keeps the last ones it took
  * so that every ring-mode dump holds them.
+ * Depends on: rt_thread.c (thread ids), rt.c (ticks); encoding is the drain's (drain_encode.c,
+ * through the struct it takes).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "rt_internal.h"
-#include "launch.h"
+#include "rt_launch.h"
 
 #include <fcntl.h>
 #include <pthread.h>
