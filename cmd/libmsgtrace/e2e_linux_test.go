@@ -115,6 +115,7 @@ type event struct {
 	Ts   float64 `json:"ts"`
 	Dur  float64 `json:"dur"`
 	TID  uint64  `json:"tid"`
+	Cat  string  `json:"cat"` // objc: a call; msgtrace: a mark, a launch mark or the app's
 	Args struct {
 		Name    string  `json:"name"`
 		SelfUS  float64 `json:"-"`     // duration minus the children's
@@ -166,6 +167,9 @@ func readTrace(t *testing.T, path string) trace {
 	// call of no measurable time is an instant ("i"). Calls are collected in the order they
 	// ended, each with its parent and children.
 	for _, e := range doc.TraceEvents {
+		if e.Ph == "i" && e.Cat == "msgtrace" { // marks, launch marks, the app's: not calls
+			continue
+		}
 		st := stacks[e.TID]
 		switch e.Ph {
 		case "M":
