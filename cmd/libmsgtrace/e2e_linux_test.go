@@ -111,6 +111,7 @@ func (b built) command(env map[string]string, prog string, args ...string) *exec
 // event is one Chrome trace event as ChromeSink writes it.
 type event struct {
 	Ph   string  `json:"ph"`
+	Cat  string  `json:"cat"`
 	Name string  `json:"name"`
 	Ts   float64 `json:"ts"`
 	Dur  float64 `json:"dur"`
@@ -166,6 +167,9 @@ func readTrace(t *testing.T, path string) trace {
 	// call of no measurable time is an instant ("i"). Calls are collected in the order they
 	// ended, each with its parent and children.
 	for _, e := range doc.TraceEvents {
+		if e.Ph == "i" && e.Cat == "msgtrace" { // a launch mark or the app's, a loss: no call
+			continue
+		}
 		st := stacks[e.TID]
 		switch e.Ph {
 		case "M":
