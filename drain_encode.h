@@ -14,6 +14,10 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Everything declared from here on is the library's own: hidden from the dynamic symbol table,
+ * so that a program defining the same name can neither interpose it nor be shadowed by it. */
+#pragma GCC visibility push(hidden)
+
 /* A growable byte buffer. A write that finds no memory is left out (the frame is then short,
  * and the reader skips it: its checksum fails). */
 struct mt_buf {
@@ -124,4 +128,5 @@ static inline void mt_enc_open_call(struct mt_buf *pl, uint64_t id, uint64_t age
 	mt_put_uv(pl, depth);
 }
 static inline void mt_enc_open_end(struct mt_buf *out, const struct mt_buf *pl) { mt_frame(out, MT_FRAME_OPEN, pl); }
+#pragma GCC visibility pop
 #endif

@@ -23,6 +23,10 @@
 
 #include <sys/types.h>
 
+/* Everything declared from here on is the library's own: hidden from the dynamic symbol table,
+ * so that a program defining the same name can neither interpose it nor be shadowed by it. */
+#pragma GCC visibility push(hidden)
+
 /* A record's depth field (bits DEPTH_SHIFT.. below the flags) and a mark's kind (its class bits). */
 #define REC_DEPTH_MASK ((1ull << (FLAG_SHIFT - DEPTH_SHIFT)) - 1)
 #define REC_MARK_KIND_MASK 0xffffull
@@ -127,4 +131,5 @@ int mt_drain_start_thread(void);      /* 0, or -1 */
 /* ---- drain_signals.c ---- */
 void mt_install_signals(int ring_mode);
 void mt_install_fork_handlers(void);
+#pragma GCC visibility pop
 #endif
