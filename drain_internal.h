@@ -84,6 +84,7 @@ struct mt_drain_thread {
 	int announced;                 /* a thread frame was written (in this file) */
 	char announced_name[64];       /* with this name */
 	uint64_t snap_top, snap_start; /* identity of the last open snapshot written */
+	uint64_t snap_tick;            /* the tick it was taken at */
 };
 /* i's record; without memory a blank one (the thread is then announced and snapshotted again). */
 struct mt_drain_thread *mt_dt(struct mt_thread_info *i);

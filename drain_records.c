@@ -129,6 +129,7 @@ static void open_frame(struct mt_thread_info *i, uint64_t now, const struct mt_e
 	flush_methods();
 	struct mt_buf *b = &mt_rec.pl;
 	mt_enc_open_begin(b, i->tid, now);
+	mt_dt(i)->snap_tick = now;
 	for (uint64_t k = 0; k < n; k++)
 		mt_enc_open_call(b, ids[k], now >= e[k].start ? now - e[k].start : 0, k);
 	mt_enc_open_end(&mt_out.out, b);
@@ -188,11 +189,17 @@ void mt_final_marks(struct mt_thread_info *i) {
 	mt_encode(i, r, r + n);
 }
 
-/* A thread that is gone: the calls it had open closed by an empty open frame at tick, then
- * its thread frame marked exited. */
+/* A thread that is gone: the calls it had open closed by an empty open frame at tick (its last
+ * record's end), then its thread frame marked exited. A snapshot may have been taken after that
+ * end, while the thread had written its last record and not yet popped the entry: the empty
+ * frame then comes at the snapshot's tick, so that a thread's open frames stay in tick order
+ * (the record closes the call either way). */
 void mt_thread_gone(struct mt_thread_info *i, uint64_t tick) {
 	mt_announce(i, 0);
-	if (mt_dt(i)->snap_top)
+	struct mt_drain_thread *d = mt_dt(i);
+	if (tick < d->snap_tick)
+		tick = d->snap_tick;
+	if (d->snap_top)
 		open_frame(i, tick, NULL, 0);
 	mt_thread_frame(i, 1);
 }
