@@ -444,14 +444,28 @@ void msgtrace_methods_restore(struct mt_methods_stats *st) {
 /* GNU: struct objc_module {version, size, name, symtab}; struct objc_symtab {sel_ref_cnt,
  * refs, unsigned short cls_def_cnt, cat_def_cnt, defs[]}: classes, then categories
  * {category_name, class_name, ...}. */
-size_t msgtrace_module_classes(void *module, void **out, size_t max) {
-	if (msgtrace_methods_runtime() != MT_RT_GNU || !module)
-		return 0;
-	char *symtab = ((char **)module)[3];
+struct gnu_symtab {
+	unsigned ncls, ncat;
+	void **defs;
+};
+
+/* A module's symtab read; 0 when there is no module or it has none. */
+static int gnu_module_symtab(void *module, struct gnu_symtab *t) {
+	char *symtab = module ? ((char **)module)[3] : NULL;
 	if (!symtab)
 		return 0;
-	unsigned short ncls = *(unsigned short *)(symtab + 16), ncat = *(unsigned short *)(symtab + 18);
-	void **defs = (void **)(symtab + 24);
+	t->ncls = *(unsigned short *)(symtab + 16);
+	t->ncat = *(unsigned short *)(symtab + 18);
+	t->defs = (void **)(symtab + 24);
+	return 1;
+}
+
+size_t msgtrace_module_classes(void *module, void **out, size_t max) {
+	struct gnu_symtab t;
+	if (msgtrace_methods_runtime() != MT_RT_GNU || !gnu_module_symtab(module, &t))
+		return 0;
+	unsigned ncls = t.ncls, ncat = t.ncat;
+	void **defs = t.defs;
 	size_t k = 0;
 	for (unsigned i = 0; i < ncls && k < max; i++)
 		out[k++] = defs[i];
@@ -479,25 +493,20 @@ struct gnu_method_list {
 };
 
 size_t msgtrace_module_categories(void *module, const char **classes, size_t max) {
-	if (msgtrace_methods_runtime() != MT_RT_GNU || !module || !((char **)module)[3])
+	struct gnu_symtab t;
+	if (msgtrace_methods_runtime() != MT_RT_GNU || !gnu_module_symtab(module, &t))
 		return 0;
-	char *symtab = ((char **)module)[3];
-	unsigned short ncls = *(unsigned short *)(symtab + 16), ncat = *(unsigned short *)(symtab + 18);
-	void **defs = (void **)(symtab + 24);
 	size_t k = 0;
-	for (unsigned i = 0; i < ncat && k < max; i++)
-		classes[k++] = ((const char **)defs[ncls + i])[1];
+	for (unsigned i = 0; i < t.ncat && k < max; i++)
+		classes[k++] = ((const char **)t.defs[t.ncls + i])[1];
 	return k;
 }
 
 void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_stats *st) {
-	if (msgtrace_methods_runtime() != MT_RT_GNU || !module || !((char **)module)[3])
+	struct gnu_symtab t;
+	if (msgtrace_methods_runtime() != MT_RT_GNU || !gnu_module_symtab(module, &t) || i >= t.ncat)
 		return;
-	char *symtab = ((char **)module)[3];
-	unsigned short ncls = *(unsigned short *)(symtab + 16), ncat = *(unsigned short *)(symtab + 18);
-	if (i >= ncat)
-		return;
-	void **cat = ((void ***)(symtab + 24))[ncls + i];
+	void **cat = t.defs[t.ncls + i];
 	void *cls = cat[1] ? lookUpClass(cat[1]) : NULL;
 	if (!cls)
 		return;
@@ -557,28 +566,26 @@ static void install_static_list(void *cls, int meta, struct gnu_method_list *l, 
 
 size_t msgtrace_module_defs(void *module, const char **names, size_t max, size_t *nclasses) {
 	*nclasses = 0;
-	if (msgtrace_methods_runtime() != MT_RT_GNU || !module || !((char **)module)[3])
+	struct gnu_symtab t;
+	if (msgtrace_methods_runtime() != MT_RT_GNU || !gnu_module_symtab(module, &t))
 		return 0;
-	char *symtab = ((char **)module)[3];
-	unsigned short ncls = *(unsigned short *)(symtab + 16), ncat = *(unsigned short *)(symtab + 18);
-	*nclasses = ncls;
-	void **defs = (void **)(symtab + 24);
+	*nclasses = t.ncls;
 	size_t k = 0;
-	for (unsigned i = 0; i < ncls && k < max; i++)
-		names[k++] = ((const char **)defs[i])[2];
-	for (unsigned i = 0; i < ncat && k < max; i++)
-		names[k++] = ((const char **)defs[ncls + i])[1];
-	return (size_t)ncls + ncat;
+	for (unsigned i = 0; i < t.ncls && k < max; i++)
+		names[k++] = ((const char **)t.defs[i])[2];
+	for (unsigned i = 0; i < t.ncat && k < max; i++)
+		names[k++] = ((const char **)t.defs[t.ncls + i])[1];
+	return (size_t)t.ncls + t.ncat;
 }
 
 void msgtrace_module_install_static(void *module, const unsigned char *selected, size_t n, struct mt_methods_stats *st) {
-	if (msgtrace_methods_runtime() != MT_RT_GNU || !module || !((char **)module)[3])
+	struct gnu_symtab t;
+	if (msgtrace_methods_runtime() != MT_RT_GNU || !gnu_module_symtab(module, &t))
 		return;
 	if (!selRegisterTyped)
 		SYMBOL(selRegisterTyped, "sel_registerTypedName");
-	char *symtab = ((char **)module)[3];
-	unsigned short ncls = *(unsigned short *)(symtab + 16), ncat = *(unsigned short *)(symtab + 18);
-	void **defs = (void **)(symtab + 24);
+	unsigned ncls = t.ncls, ncat = t.ncat;
+	void **defs = t.defs;
 	lock();
 	for (size_t i = 0; i < ncls && i < n; i++) {
 		if (!selected[i])
@@ -621,11 +628,11 @@ static void fixup_list(struct gnu_method_list *l) {
 }
 
 static void module_fixup(void *module) {
-	char *symtab = ((char **)module)[3];
-	if (!symtab)
+	struct gnu_symtab t;
+	if (!gnu_module_symtab(module, &t))
 		return;
-	unsigned short ncls = *(unsigned short *)(symtab + 16), ncat = *(unsigned short *)(symtab + 18);
-	void **defs = (void **)(symtab + 24);
+	unsigned ncls = t.ncls, ncat = t.ncat;
+	void **defs = t.defs;
 	lock();
 	for (unsigned i = 0; i < ncls; i++) {
 		fixup_list(GNU_METHODS(defs[i]));
