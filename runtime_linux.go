@@ -5,6 +5,7 @@ package msgtrace
 /*
 #cgo LDFLAGS: -ldl
 #include "elfimages_linux.h"
+#include "rt_launch.h"
 */
 import "C"
 
@@ -105,7 +106,12 @@ func (linuxRuntime) Sign(p, _ uintptr, _ machobind.AuthInfo) (uintptr, error) { 
 
 // platformRebindings are rebound with the interposers: dlopen, so that objects loaded later
 // are rebound as soon as dlopen returns; _exit and _Exit, so that a program that ends without
-// running exit handlers still runs the exit hook.
+// running exit handlers still runs the exit hook; __libc_start_main, which only the main
+// program imports (its _start calls it through its GOT once every shared object's
+// constructors ran, ours included), so that "main" is marked on the timeline: the
+// replacement hands the C library a main of ours that marks it and calls the program's
+// (rt_launch.c). Installed after main started (msgtrace_start from a host), that slot is never
+// used again.
 func platformRebindings() []machobind.Rebinding {
 	publish := func(p *unsafe.Pointer) func(uintptr) {
 		return func(orig uintptr) { *(*uintptr)(unsafe.Pointer(p)) = orig }
@@ -117,6 +123,8 @@ func platformRebindings() []machobind.Rebinding {
 			Publish: publish((*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig__exit)))},
 		{Name: "_Exit", Replacement: uintptr(unsafe.Pointer(C.msgtrace__Exit)),
 			Publish: publish((*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig__Exit)))},
+		{Name: "__libc_start_main", Replacement: uintptr(unsafe.Pointer(C.msgtrace___libc_start_main)),
+			Publish: publish(&C.msgtrace_orig___libc_start_main)},
 	}
 }
 

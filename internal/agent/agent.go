@@ -82,8 +82,6 @@ func (a *Agent) Install() error {
 		return a.fail(fmt.Errorf("msgtrace: installing: %w", err))
 	}
 	a.hook = h
-	// "main" marked on the timeline when the program enters it (launch.go)
-	a.markMain(rt)
 	if err := a.installMethods(rt); err != nil { // methods.go
 		return a.fail(err)
 	}
