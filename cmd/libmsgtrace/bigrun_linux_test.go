@@ -195,25 +195,7 @@ func TestOneLongCallAtScale(t *testing.T) {
 
 // buildOneloop compiles testdata/gnustep/oneloop.m with gcc against gnustep-base.
 func buildOneloop(root, out string) error {
-	flags := func(which string) ([]string, error) {
-		b, err := exec.Command("gnustep-config", which).Output()
-		return strings.Fields(string(b)), err
-	}
-	objc, err := flags("--objc-flags")
-	if err != nil {
-		return fmt.Errorf("gnustep-config --objc-flags: %v", err)
-	}
-	libs, err := flags("--base-libs")
-	if err != nil {
-		return fmt.Errorf("gnustep-config --base-libs: %v", err)
-	}
-	args := append(append([]string{"-std=gnu11"}, objc...), "-o", out, filepath.Join(root, "testdata", "gnustep", "oneloop.m"))
-	cc := exec.Command("gcc", append(args, libs...)...)
-	cc.Dir = filepath.Dir(out)
-	if b, err := cc.CombinedOutput(); err != nil {
-		return fmt.Errorf("gcc oneloop.m: %v\n%s", err, b)
-	}
-	return nil
+	return gnustepCC(filepath.Dir(out), out, filepath.Join(root, "testdata", "gnustep", "oneloop.m"))
 }
 
 // runOneloop runs the program (env added to the environment, HOME in dir), and returns its

@@ -57,10 +57,7 @@ func buildArch(t *testing.T, goarch, cc string) string {
 	dir := t.TempDir()
 	buildLib(t, "c-shared", filepath.Join(dir, "libmsgtrace.so"), goarch, cc)
 	// the preload loader next to it: what users preload (and machobind run finds)
-	if out, err := exec.Command(cc, "-O2", "-Wall", "-shared", "-fPIC", "-o", filepath.Join(dir, "libmsgtrace-preload.so"),
-		filepath.Join(root, "cmd", "libmsgtrace", "loader", "loader.c"), "-ldl").CombinedOutput(); err != nil {
-		t.Fatalf("building libmsgtrace-preload.so for %s: %v\n%s", goarch, err, out)
-	}
+	buildLoader(t, cc, filepath.Join(dir, "libmsgtrace-preload.so"))
 	cmd := exec.Command("bash", filepath.Join(root, "scripts", "testapp.sh"), goarch, dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("testapp.sh %s: %v\n%s", goarch, err, out)

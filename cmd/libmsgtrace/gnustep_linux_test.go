@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +53,51 @@ func (g gnustep) run(t *testing.T, traced bool, home string, env map[string]stri
 	return so.String(), se.String(), err
 }
 
+// gnustepCC compiles a program or shared object with gcc against gnustep-base into dir/out:
+// args (options such as -shared, then the sources) go between gnustep-config's Objective-C
+// flags and its library flags.
+func gnustepCC(dir, out string, args ...string) error {
+	flags := func(which string) ([]string, error) {
+		b, err := exec.Command("gnustep-config", which).Output()
+		if err != nil {
+			return nil, fmt.Errorf("gnustep-config %s: %v", which, err)
+		}
+		return strings.Fields(string(b)), nil
+	}
+	objc, err := flags("--objc-flags")
+	if err != nil {
+		return err
+	}
+	libs, err := flags("--base-libs")
+	if err != nil {
+		return err
+	}
+	all := append(append(append(append([]string{"-std=gnu11"}, objc...), "-o", out), args...), libs...)
+	cc := exec.Command("gcc", append(all, "-ldl", "-lpthread")...)
+	cc.Dir = dir
+	if b, err := cc.CombinedOutput(); err != nil {
+		return fmt.Errorf("gcc -o %s: %v\n%s", out, err, b)
+	}
+	return nil
+}
+
+// mustGNUstepCC is gnustepCC failing the test on error.
+func mustGNUstepCC(t *testing.T, dir, out string, args ...string) {
+	t.Helper()
+	if err := gnustepCC(dir, out, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// buildLoader compiles the preload loader (cmd/libmsgtrace/loader/loader.c) with cc into out.
+func buildLoader(t *testing.T, cc, out string) {
+	t.Helper()
+	src := filepath.Join(testfiles.Root(t), "cmd", "libmsgtrace", "loader", "loader.c")
+	if b, err := exec.Command(cc, "-O2", "-Wall", "-shared", "-fPIC", "-o", out, src, "-ldl").CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", filepath.Base(out), err, b)
+	}
+}
+
 // TestGNUstepMethods traces Foundation programs on Debian's GNUstep through method
 // trampolines: a program of ours where Foundation calls back into app methods, an exception
 // through traced methods, and gnustep-base's own tools on real input with MSGTRACE_METHODS=all.
@@ -68,25 +114,8 @@ func TestGNUstepMethods(t *testing.T) {
 	g := gnustep{dir: t.TempDir()}
 	g.lib = filepath.Join(g.dir, "libmsgtrace.so")
 	buildLib(t, "c-shared", g.lib, "amd64", "gcc")
-	flags := func(which string) []string {
-		out, err := exec.Command("gnustep-config", which).Output()
-		if err != nil {
-			t.Fatalf("gnustep-config %s: %v", which, err)
-		}
-		return strings.Fields(string(out))
-	}
-	args := append(append([]string{"-std=gnu11"}, flags("--objc-flags")...), "-o", "sortapp", filepath.Join(root, "testdata", "gnustep", "sortapp.m"))
-	cc := exec.Command("gcc", append(append(args, flags("--base-libs")...), "-ldl", "-lpthread")...)
-	cc.Dir = g.dir
-	if out, err := cc.CombinedOutput(); err != nil {
-		t.Fatalf("gcc sortapp.m: %v\n%s", err, out)
-	}
-	args = append(append([]string{"-std=gnu11", "-shared"}, flags("--objc-flags")...), "-o", "plugin.so", filepath.Join(root, "testdata", "gnustep", "plugin.m"))
-	cc = exec.Command("gcc", append(args, flags("--base-libs")...)...)
-	cc.Dir = g.dir
-	if out, err := cc.CombinedOutput(); err != nil {
-		t.Fatalf("gcc plugin.m: %v\n%s", err, out)
-	}
+	mustGNUstepCC(t, g.dir, "sortapp", filepath.Join(root, "testdata", "gnustep", "sortapp.m"))
+	mustGNUstepCC(t, g.dir, "plugin.so", "-shared", filepath.Join(root, "testdata", "gnustep", "plugin.m"))
 	app := filepath.Join(g.dir, "sortapp")
 	plain, _, err := g.run(t, false, "home", nil, nil, app)
 	if err != nil {
@@ -309,12 +338,7 @@ func TestGNUstepMethods(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(g.dir, "firstidle.so")); err == nil {
 			return
 		}
-		args := append(append([]string{"-std=gnu11", "-shared"}, flags("--objc-flags")...), "-o", "firstidle.so", filepath.Join(root, "testdata", "gnustep", "firstidle.m"))
-		cc := exec.Command("gcc", append(args, flags("--base-libs")...)...)
-		cc.Dir = g.dir
-		if out, err := cc.CombinedOutput(); err != nil {
-			t.Fatalf("gcc firstidle.m: %v\n%s", err, out)
-		}
+		mustGNUstepCC(t, g.dir, "firstidle.so", "-shared", filepath.Join(root, "testdata", "gnustep", "firstidle.m"))
 	}
 
 	t.Run("gui", func(t *testing.T) {

@@ -40,25 +40,10 @@ func TestGNUstepLaunch(t *testing.T) {
 	lib := filepath.Join(g.dir, "libmsgtrace.so")
 	loader := filepath.Join(g.dir, "libmsgtrace-preload.so")
 	buildLib(t, "c-shared", lib, "amd64", "gcc")
-	if out, err := exec.Command("gcc", "-O2", "-Wall", "-shared", "-fPIC", "-o", loader,
-		filepath.Join(root, "cmd", "libmsgtrace", "loader", "loader.c"), "-ldl").CombinedOutput(); err != nil {
-		t.Fatalf("building libmsgtrace-preload.so: %v\n%s", err, out)
-	}
-	flags := func(which string) []string {
-		out, err := exec.Command("gnustep-config", which).Output()
-		if err != nil {
-			t.Fatalf("gnustep-config %s: %v", which, err)
-		}
-		return strings.Fields(string(out))
-	}
+	buildLoader(t, "gcc", loader)
 	gcc := func(out string, args ...string) {
 		t.Helper()
-		all := append(append(append([]string{"-std=gnu11"}, flags("--objc-flags")...), "-o", out), args...)
-		cc := exec.Command("gcc", append(append(all, flags("--base-libs")...), "-ldl")...)
-		cc.Dir = g.dir
-		if b, err := cc.CombinedOutput(); err != nil {
-			t.Fatalf("gcc -o %s: %v\n%s", out, err, b)
-		}
+		mustGNUstepCC(t, g.dir, out, args...)
 	}
 	// launchctor.c last: its constructor runs after the program's module registered
 	gcc("launch", src("launch.m"), src("launchctor.c"))

@@ -215,25 +215,10 @@ func TestGNUstepLaunchMarks(t *testing.T) {
 	g.lib = filepath.Join(g.dir, "libmsgtrace.so")
 	buildLib(t, "c-shared", g.lib, "amd64", "gcc")
 	loader := filepath.Join(g.dir, "libmsgtrace-preload.so")
-	if out, err := exec.Command("gcc", "-O2", "-Wall", "-shared", "-fPIC", "-o", loader, filepath.Join(root, "cmd", "libmsgtrace", "loader", "loader.c"), "-ldl").CombinedOutput(); err != nil {
-		t.Fatalf("building the preload loader: %v\n%s", err, out)
-	}
-	flags := func(which string) []string {
-		out, err := exec.Command("gnustep-config", which).Output()
-		if err != nil {
-			t.Fatalf("gnustep-config %s: %v", which, err)
-		}
-		return strings.Fields(string(out))
-	}
+	buildLoader(t, "gcc", loader)
 	// marksctor.c after marks.m: its constructor runs after the one that registers
 	// marks.m's classes
-	args := append(append([]string{"-std=gnu11"}, flags("--objc-flags")...), "-o", "launch",
-		filepath.Join(root, "testdata", "gnustep", "marks.m"), filepath.Join(root, "testdata", "gnustep", "marksctor.c"))
-	cc := exec.Command("gcc", append(append(args, flags("--base-libs")...), "-ldl")...)
-	cc.Dir = g.dir
-	if out, err := cc.CombinedOutput(); err != nil {
-		t.Fatalf("gcc marks.m: %v\n%s", err, out)
-	}
+	mustGNUstepCC(t, g.dir, "launch", filepath.Join(root, "testdata", "gnustep", "marks.m"), filepath.Join(root, "testdata", "gnustep", "marksctor.c"))
 	app := filepath.Join(g.dir, "launch")
 	plain, _, err := g.run(t, false, "home", nil, nil, app)
 	if err != nil || !strings.Contains(plain, "before main 3") {
@@ -368,19 +353,7 @@ func TestGNUstepLaunchMarksGUI(t *testing.T) {
 	dir := t.TempDir()
 	lib := filepath.Join(dir, "libmsgtrace.so")
 	buildLib(t, "c-shared", lib, "amd64", "gcc")
-	flags := func(which string) []string {
-		out, err := exec.Command("gnustep-config", which).Output()
-		if err != nil {
-			t.Fatalf("gnustep-config %s: %v", which, err)
-		}
-		return strings.Fields(string(out))
-	}
-	args := append(append([]string{"-std=gnu11", "-shared"}, flags("--objc-flags")...), "-o", "firstidle.so", filepath.Join(root, "testdata", "gnustep", "firstidle.m"))
-	cc := exec.Command("gcc", append(args, flags("--base-libs")...)...)
-	cc.Dir = dir
-	if out, err := cc.CombinedOutput(); err != nil {
-		t.Fatalf("gcc firstidle.m: %v\n%s", err, out)
-	}
+	mustGNUstepCC(t, dir, "firstidle.so", "-shared", filepath.Join(root, "testdata", "gnustep", "firstidle.m"))
 	for _, methods := range []string{"", "all"} {
 		name := methods
 		if name == "" {
