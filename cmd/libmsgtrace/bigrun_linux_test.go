@@ -540,7 +540,7 @@ func checkSpeedscopeOrder(path string) error {
 
 // checkPprofCalls: the calls sample values add up to the calls kept, and each thread's calls are
 // almost all inside one outermost call (the sample's root frame): -[App run:worker:] on the
-// main thread, -[NSThread main] (the worker's -[Worker work:] under it) on the other.
+// main thread, -[Worker work:] on the worker.
 func checkPprofCalls(path string, want uint64) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -575,7 +575,7 @@ func checkPprofCalls(path string, want uint64) error {
 	if uint64(sum) != want {
 		return fmt.Errorf("calls add up to %d, the recorder's %d", sum, want)
 	}
-	for root, want := range map[string]string{"main": "-[App run:worker:]", "": "-[NSThread main]"} {
+	for root, want := range map[string]string{"main": "-[App run:worker:]", "": "-[Worker work:]"} {
 		for th, n := range perThread {
 			if (root == "main") != (th == "main") {
 				continue

@@ -5,9 +5,11 @@
  * app's comparator (-[NSArray sortedArrayUsingSelector:] -> -[Shape compareArea:]), a
  * dictionary of them sorted by value (-keysSortedByValueUsingSelector:) and walked with an
  * enumerator, -makeObjectsPerformSelector:withObject:, and strings built with %@ (Foundation
- * calls the app's -description, which calls super's). With a second argument M > 0, an NSThread
- * does M turns of the same under its own single call (-[Worker work:]) while the main thread
- * runs, and run: waits for it at the end.
+ * calls the app's -description, which calls super's). With a second argument M > 0, a second
+ * thread (registered with gnustep-base) does M turns of the same under its own single call
+ * (-[Worker work:]) while the main thread runs, and run: joins it at the end: the worker has
+ * returned from every call, its exit included, before main prints (an NSThread signalling a
+ * condition from inside its call could still be in it at exit: a trace with open calls).
  *
  *	oneloop N [M]	prints "oneloop: main N turns, sum S; worker M turns, sum T"
  *
@@ -15,6 +17,7 @@
  * MSGTRACE_METHODS=all a turn is about 3,300 calls (cmd/libmsgtrace/bigrun_linux_test.go,
  * scripts/bench-convert.sh). */
 #import <Foundation/Foundation.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -130,37 +133,38 @@
 @end
 
 @interface Worker : NSObject {
-	NSConditionLock *done;
 	int turns;
 	long sum;
 }
 - (id)initWithTurns:(int)n;
 - (void)work:(id)unused;
-- (long)wait;
+- (long)sum;
 @end
 
 @implementation Worker
 - (id)initWithTurns:(int)n {
-	if ((self = [super init])) {
+	if ((self = [super init]))
 		turns = n;
-		done = [[NSConditionLock alloc] initWithCondition:0];
-	}
 	return self;
 }
 - (void)work:(id)unused {
 	NSAutoreleasePool *pool = [NSAutoreleasePool new];
-	[done lock];
 	for (int i = 0; i < turns; i++)
 		sum += [Work turn:i + 1000];
-	[done unlockWithCondition:1];
 	[pool release];
 }
-- (long)wait {
-	[done lockWhenCondition:1];
-	[done unlock];
+- (long)sum {
 	return sum;
 }
 @end
+
+/* the worker thread: registered with gnustep-base for its life, one call to -[Worker work:] */
+static void *worker_main(void *w) {
+	GSRegisterCurrentThread();
+	[(Worker *)w work:nil];
+	GSUnregisterCurrentThread();
+	return NULL;
+}
 
 @interface App : NSObject
 - (void)run:(int)n worker:(int)m;
@@ -170,6 +174,7 @@
 - (void)run:(int)n worker:(int)m {
 	NSAutoreleasePool *pool = [NSAutoreleasePool new];
 	Worker *w = nil;
+	pthread_t worker;
 	long sum = 0;
 	int i = 0;
 	/* gnustep-base 1.28 is not safe when two threads make their first use of its classes at
@@ -182,11 +187,18 @@
 		sum += [Work turn:i++];
 	if (m > 0) {
 		w = [[Worker alloc] initWithTurns:m];
-		[NSThread detachNewThreadSelector:@selector(work:) toTarget:w withObject:nil];
+		if (pthread_create(&worker, NULL, worker_main, w) != 0) {
+			fprintf(stderr, "oneloop: pthread_create failed\n");
+			exit(1);
+		}
 	}
 	for (; i < n; i++)
 		sum += [Work turn:i];
-	long wsum = w ? [w wait] : 0;
+	long wsum = 0;
+	if (w) {
+		pthread_join(worker, NULL);
+		wsum = [w sum];
+	}
 	printf("oneloop: main %d turns, sum %ld; worker %d turns, sum %ld\n", n, sum, m, wsum);
 	[pool release];
 }
