@@ -4,7 +4,7 @@
  * objc/runtime.h, unless set), selectors preferably from what method capture told the runtime
  * binding (mt_objc_remembered_sel_name), so that the drain need not take gcc's runtime lock.
  * Runs on the drain thread only.
- * Depends on: drain_encode.c.
+ * Depends on: drain_encode.c, objc/runtime.c.
  */
 #include "drain_internal.h"
 #include "objc/ptrmap.h"

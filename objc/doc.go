@@ -21,7 +21,9 @@
 //
 // The runtime's functions are looked up once, into one table, the first time a runtime is
 // found loaded (asked before one is, the answer is "none" and the lookup is tried again).
-// Every C name is hidden from the library's dynamic symbol table.
+// Every C name is hidden from the library's dynamic symbol table. (The preload loader,
+// cmd/libmsgtrace/loader, is a separate small object built without the library: it finds the
+// runtime's __objc_exec_class itself.)
 //
 // # What is Go
 //
