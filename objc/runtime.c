@@ -95,8 +95,9 @@ static int found(void) {
 		rt.kind = kind_of_loaded();
 		__atomic_store_n(&rt_found, 1, __ATOMIC_RELEASE);
 	}
+	int ok = rt_found;
 	pthread_mutex_unlock(&rt_mu);
-	return rt_found;
+	return ok;
 }
 
 int mt_objc_kind(void) { return found() ? rt.kind : MT_RT_NONE; }
