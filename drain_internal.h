@@ -6,7 +6,7 @@
  *   drain_encode.c   frames and payloads, pure (drain_encode.h)
  *   drain_clock.c    the tick rate (asked or measured), clock frames
  *   drain_output.c   the stream file: path patterns, creation with its prologue, writes
- *   drain_names.c    method ids and their names (the namer, the selector cache, the methods frames)
+ *   drain_names.c    method ids and their names (the namer, the methods frames)
  *   drain_records.c  a thread's records, open calls and identity as frames
  *   drain_ring.c     ring mode's dump (the flight recorder)
  *   drain.c          the pass and the drain thread

@@ -1,6 +1,6 @@
 /*
  * msgtrace method capture: puts the trampolines of the pool (trampoline_*.S) into methods and
- * takes them out again. The Objective-C runtime is found in the process (dlsym), never linked.
+ * takes them out again, through the Objective-C runtime found in the process (objc/runtime.h).
  *
  * gcc's GNU runtime (libobjc.so.4): a method's IMP is written straight into its struct
  * objc_method under __objc_runtime_mutex, then dispatch tables are refreshed once per class
@@ -13,15 +13,7 @@
 #define _GNU_SOURCE
 #endif
 #include "methods.h"
-/* Apple's runtime API (objc4) is what the process has on Apple platforms; a test builds it on
- * Linux against a stand-in runtime (testdata/interposer/objc4.c). */
-#ifndef MT_APPLE_API
-#if defined(__APPLE__)
-#define MT_APPLE_API 1
-#else
-#define MT_APPLE_API 0
-#endif
-#endif
+#include "objc/ptrmap.h"
 #include "rt.h"
 #include "trampoline.h"
 
@@ -33,90 +25,6 @@
 #endif
 #include <stdlib.h>
 #include <string.h>
-
-static int kind; /* MT_RT_* once resolved */
-static int (*getClassList)(void **, int);
-static void **(*copyMethodList)(void *, unsigned *);
-static void *(*methodGetName)(void *);
-static void *(*methodGetImp)(void *);
-static const char *(*selGetName)(void *);
-static const char *(*classGetName)(void *);
-static void *(*classGetSuper)(void *);
-static unsigned char (*classIsMeta)(void *); /* BOOL: only its low byte is defined */
-static void *(*lookUpClass)(const char *);
-/* GNU */
-static void **gnuMutex, **gnuUninstalled;
-static int (*mutexLock)(void *), (*mutexUnlock)(void *);
-static void (*updateDtable)(void *);
-/* Apple */
-static void *(*replaceMethod)(void *, void *, void *, const char *);
-static const char *(*methodTypes)(void *);
-static void *(*objectGetClass)(void *);
-static void *forward1, *forward2;
-
-#define SYMBOL(var, name) (*(void **)&(var) = dlsym(RTLD_DEFAULT, name))
-
-int msgtrace_methods_runtime(void) {
-	if (kind)
-		return kind;
-	if (!SYMBOL(getClassList, "objc_getClassList") || !SYMBOL(copyMethodList, "class_copyMethodList") ||
-	    !SYMBOL(methodGetName, "method_getName") || !SYMBOL(methodGetImp, "method_getImplementation") ||
-	    !SYMBOL(selGetName, "sel_getName") || !SYMBOL(classGetName, "class_getName") ||
-	    !SYMBOL(classGetSuper, "class_getSuperclass") || !SYMBOL(classIsMeta, "class_isMetaClass") ||
-	    !SYMBOL(lookUpClass, "objc_lookUpClass"))
-		return kind = MT_RT_NONE;
-#if MT_APPLE_API
-	if (!SYMBOL(replaceMethod, "class_replaceMethod") || !SYMBOL(methodTypes, "method_getTypeEncoding") ||
-	    !SYMBOL(objectGetClass, "object_getClass"))
-		return kind = MT_RT_NONE;
-	forward1 = dlsym(RTLD_DEFAULT, "_objc_msgForward");
-	forward2 = dlsym(RTLD_DEFAULT, "_objc_msgForward_stret");
-	return kind = MT_RT_APPLE;
-#else
-	/* gcc's runtime, recognised by its private symbols (GNUstep's libobjc2 has other layouts) */
-	if (!SYMBOL(gnuMutex, "__objc_runtime_mutex") || !SYMBOL(gnuUninstalled, "__objc_uninstalled_dtable") ||
-	    !SYMBOL(mutexLock, "objc_mutex_lock") || !SYMBOL(mutexUnlock, "objc_mutex_unlock") ||
-	    !SYMBOL(updateDtable, "__objc_update_dispatch_table_for_class") || !dlsym(RTLD_DEFAULT, "objc_msg_lookup"))
-		return kind = MT_RT_NONE;
-	return kind = MT_RT_GNU;
-#endif
-}
-
-size_t msgtrace_class_list(void **out, size_t max) {
-	if (msgtrace_methods_runtime() == MT_RT_NONE)
-		return 0;
-	int n = getClassList((void **)out, (int)(max > 0x7fffffff ? 0x7fffffff : max));
-	return n < 0 ? 0 : (size_t)n;
-}
-
-size_t msgtrace_image_classes(const char *image, void **out, size_t max) {
-#if MT_APPLE_API
-	/* by name, then one lookup each: only these classes are realized, where objc_getClassList
-	 * realizes every class of the process first */
-	static const char **(*copyNames)(const char *, unsigned *);
-	if (msgtrace_methods_runtime() != MT_RT_APPLE || (!copyNames && !SYMBOL(copyNames, "objc_copyClassNamesForImage")))
-		return 0;
-	unsigned n = 0;
-	const char **names = copyNames(image, &n);
-	size_t k = 0;
-	for (unsigned i = 0; names && i < n; i++) {
-		void *c = lookUpClass(names[i]);
-		if (c && k < max)
-			out[k] = c;
-		if (c)
-			k++;
-	}
-	free(names);
-	return k;
-#else
-	(void)image, (void)out, (void)max;
-	return 0;
-#endif
-}
-
-const char *msgtrace_class_name(void *cls) {
-	return msgtrace_methods_runtime() == MT_RT_NONE || !cls ? "" : classGetName(cls);
-}
 
 #if defined(__linux__)
 /* The object holding an address, from the loaded objects' segments (dl_iterate_phdr), not
@@ -168,10 +76,10 @@ const char *msgtrace_image_of(const void *p) {
 }
 
 const char *msgtrace_class_image(void *cls) {
-	if (msgtrace_methods_runtime() == MT_RT_NONE)
+	if (mt_objc_kind() == MT_RT_NONE)
 		return "";
 	/* a class created at run time lives in the heap: its superclasses say where it belongs */
-	for (void *c = cls; c; c = classGetSuper(c)) {
+	for (void *c = cls; c; c = mt_objc_superclass(c)) {
 		const char *n = object_path(c);
 		if (n)
 			return n;
@@ -181,8 +89,8 @@ const char *msgtrace_class_image(void *cls) {
 
 int msgtrace_in_shared_cache(const char *path) {
 #if MT_APPLE_API
-	static int (*contains)(const char *);
-	if (!contains && !SYMBOL(contains, "_dyld_shared_cache_contains_path"))
+	static int (*contains)(const char *); /* dyld's */
+	if (!contains && !(*(void **)&contains = dlsym(RTLD_DEFAULT, "_dyld_shared_cache_contains_path")))
 		return 0;
 	return contains(path);
 #else
@@ -217,48 +125,20 @@ int msgtrace_never_instrument(const char *sel) {
 static size_t used; /* trampolines handed out (never freed), under the caller's lock */
 static unsigned char kept[MT_POOL]; /* never given back: a +load instrumented before registration */
 
-/* The Method each trampoline was made for, kept after a restore, and an open-addressing table
- * from Method to trampoline (index + 1): a method instrumented again after msgtrace_stop gets
- * its own trampoline back instead of a new one from the pool. */
-static void *home[MT_POOL];
-static uint32_t slot_of[2 * MT_POOL];
+/* The trampoline (index + 1) each Method was last given, kept after a restore: a method
+ * instrumented again after msgtrace_stop gets its own trampoline back instead of a new one from
+ * the pool. Twice the pool's slots: never full. */
+_Static_assert((2 * MT_POOL & (2 * MT_POOL - 1)) == 0, "the pool is a power of two");
+MT_PTRMAP(homes, __builtin_ctz(2 * MT_POOL));
 
-static size_t home_hash(const void *m) {
-	uint64_t x = (uint64_t)(uintptr_t)m * 0x9e3779b97f4a7c15ull;
-	return (size_t)(x >> 40) & (2 * MT_POOL - 1);
-}
+static long find_home(const void *m) { return (long)mt_ptrmap_get(&homes, m) - 1; }
 
-static long find_home(const void *m) {
-	for (size_t h = home_hash(m);; h = (h + 1) & (2 * MT_POOL - 1)) {
-		uint32_t k = slot_of[h];
-		if (k == 0)
-			return -1;
-		if (home[k - 1] == m)
-			return (long)k - 1;
-	}
-}
-
-static void add_home(void *m, size_t i) {
-	home[i] = m;
-	size_t h = home_hash(m);
-	while (slot_of[h] && home[slot_of[h] - 1] != m) /* a method given a new trampoline: the newest */
-		h = (h + 1) & (2 * MT_POOL - 1);
-	slot_of[h] = (uint32_t)i + 1;
-}
+/* a method given a new trampoline: the newest */
+static void add_home(void *m, size_t i) { mt_ptrmap_put(&homes, m, i + 1, 1); }
 
 static int is_trampoline(const void *imp) {
 	const char *p = imp;
 	return p >= msgtrace_tramp_text && p < msgtrace_tramp_text + (size_t)MT_POOL * MT_STRIDE;
-}
-
-/* GNU: struct objc_method {SEL name; const char *types; IMP imp;}, struct objc_class has its
- * dispatch table in word 8 (after isa, super, name, version, info, size, ivars, methods). */
-#define GNU_IMP(m) (((void **)(m))[2])
-#define GNU_DTABLE(c) (((void **)(c))[8])
-
-static int cmp_ptr(const void *a, const void *b) {
-	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
-	return x < y ? -1 : x > y;
 }
 
 /* The trampoline for method m of cls, its data published (a barrier follows): the one m had
@@ -285,19 +165,19 @@ static struct mt_tramp_data *take_trampoline(void *cls, void *m, void *sel, void
 
 /* Gives one method of cls a trampoline; returns whether its IMP changed. */
 static int instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
-	void *sel = methodGetName(m), *imp = methodGetImp(m);
-	const char *name = sel ? selGetName(sel) : NULL;
+	void *sel = mt_objc_method_sel(m), *imp = mt_objc_method_imp(m);
+	const char *name = sel ? mt_objc_sel_name(sel) : NULL;
 	if (!imp || !name || is_trampoline(imp))
 		return 0;
-	msgtrace_remember_sel_name(sel, name); /* the drain need not ask the runtime */
+	mt_objc_remember_sel_name(sel, name); /* the drain need not ask the runtime */
 	/* `load` is the class method the runtime sends itself; an instance method of that name
 	 * (-[NSBundle load]) is an ordinary one */
-	int never = msgtrace_never_instrument(name) && (strcmp(name, "load") != 0 || classIsMeta(cls));
-	if (never || (forward1 && imp == forward1) || (forward2 && imp == forward2)) {
+	int never = msgtrace_never_instrument(name) && (strcmp(name, "load") != 0 || mt_objc_is_meta(cls));
+	if (never || mt_objc_is_forwarder(imp)) {
 		st->never++;
 		return 0;
 	}
-	if (kind == MT_RT_GNU && GNU_IMP(m) != imp) { /* not the layout we know: hands off */
+	if (!mt_objc_method_settable(m, imp)) { /* not the layout we know: hands off */
 		st->foreign++;
 		return 0;
 	}
@@ -305,20 +185,16 @@ static int instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
 	if (!d)
 		return 0;
 	void *tramp = msgtrace_tramp_text + (size_t)(d - msgtrace_tramp_data) * MT_STRIDE;
-#if MT_APPLE_API
-	void *old = replaceMethod(cls, sel, tramp, methodTypes(m));
+	void *old = mt_objc_method_set_imp(cls, m, sel, tramp);
 	if (old && old != imp)
 		__atomic_store_n(&d->orig, old, __ATOMIC_RELEASE); /* swizzled meanwhile */
-#else
-	__atomic_store_n(&GNU_IMP(m), tramp, __ATOMIC_RELEASE);
-#endif
 	st->instrumented++;
 	return 1;
 }
 
 static int instrument_class(void *cls, struct mt_methods_stats *st) {
 	unsigned n = 0;
-	void **ms = copyMethodList(cls, &n);
+	void **ms = mt_objc_copy_method_list(cls, &n);
 	int changed = 0;
 	for (unsigned i = 0; i < n; i++) {
 #if MT_APPLE_API
@@ -327,7 +203,7 @@ static int instrument_class(void *cls, struct mt_methods_stats *st) {
 		 * (instrumenting them would chain a trampoline into a trampoline) */
 		int shadowed = 0;
 		for (unsigned j = 0; j < i && !shadowed; j++)
-			shadowed = methodGetName(ms[j]) == methodGetName(ms[i]);
+			shadowed = mt_objc_method_sel(ms[j]) == mt_objc_method_sel(ms[i]);
 		if (shadowed)
 			continue;
 #endif
@@ -337,74 +213,31 @@ static int instrument_class(void *cls, struct mt_methods_stats *st) {
 	return changed;
 }
 
-/* GNU: refresh the dispatch tables of the changed classes. A class never messaged shares
- * __objc_uninstalled_dtable and reads the method lists when first messaged: only its
- * prepared table (a class inside +initialize) is redone, which is what the runtime's update
- * does for it. An installed table is rebuilt with its subclasses' by the runtime, so only the
- * topmost changed classes of each hierarchy (classes and metaclasses apart) are passed. */
-static void gnu_refresh(void **changed, size_t n) {
-	qsort(changed, n, sizeof *changed, cmp_ptr);
-	for (size_t i = 0; i < n; i++) {
-		void *c = changed[i];
-		if (GNU_DTABLE(c) == *gnuUninstalled) {
-			updateDtable(c);
-			continue;
-		}
-		int meta = classIsMeta(c), covered = 0;
-		for (void *s = classGetSuper(c); s && classIsMeta(s) == meta; s = classGetSuper(s))
-			if (bsearch(&s, changed, n, sizeof *changed, cmp_ptr)) {
-				covered = 1;
-				break;
-			}
-		if (!covered)
-			updateDtable(c);
-	}
-}
-
-static void lock(void) {
-	if (kind == MT_RT_GNU)
-		mutexLock(*gnuMutex);
-}
-static void unlock(void) {
-	if (kind == MT_RT_GNU)
-		mutexUnlock(*gnuMutex);
-}
-
-void msgtrace_runtime_lock(void) {
-	if (msgtrace_methods_runtime() == MT_RT_GNU)
-		mutexLock(*gnuMutex);
-}
-void msgtrace_runtime_unlock(void) {
-	if (msgtrace_methods_runtime() == MT_RT_GNU)
-		mutexUnlock(*gnuMutex);
-}
-
 void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats *st) {
-	if (msgtrace_methods_runtime() == MT_RT_NONE)
+	if (mt_objc_kind() == MT_RT_NONE)
 		return;
 	void **changed = malloc(2 * n * sizeof *changed + 1);
 	size_t nc = 0;
-	lock();
+	mt_objc_lock();
 	for (size_t i = 0; i < n; i++) {
 		void *cls = classes[i];
-		void *meta = kind == MT_RT_GNU ? *(void **)cls : objectGetClass(cls);
+		void *meta = mt_objc_metaclass(cls);
 		st->classes++;
 		if (instrument_class(cls, st) && changed)
 			changed[nc++] = cls;
 		if (meta && instrument_class(meta, st) && changed)
 			changed[nc++] = meta;
 	}
-	if (kind == MT_RT_GNU && changed)
-		gnu_refresh(changed, nc);
+	mt_objc_methods_changed(changed, nc);
 	st->pool_used = used;
-	unlock();
+	mt_objc_unlock();
 	free(changed);
 }
 
 void msgtrace_methods_restore(struct mt_methods_stats *st) {
-	if (msgtrace_methods_runtime() == MT_RT_NONE)
+	if (mt_objc_kind() == MT_RT_NONE)
 		return;
-	lock();
+	mt_objc_lock();
 	void **changed = malloc(used * sizeof *changed + 1);
 	size_t nc = 0;
 	for (size_t i = 0; i < used; i++) {
@@ -413,133 +246,82 @@ void msgtrace_methods_restore(struct mt_methods_stats *st) {
 		if (!d->method || kept[i])
 			continue; /* a +load keeps its trampoline: the runtime knows it by that IMP */
 		/* only where the IMP is still ours: the app may have swizzled since */
-		if (methodGetImp(d->method) == tramp) {
-#if MT_APPLE_API
-			replaceMethod(d->cls, d->sel, d->orig, methodTypes(d->method));
-#else
-			__atomic_store_n(&GNU_IMP(d->method), d->orig, __ATOMIC_RELEASE);
+		if (mt_objc_method_imp(d->method) == tramp) {
+			mt_objc_method_set_imp(d->cls, d->method, d->sel, d->orig);
 			if (changed && (nc == 0 || changed[nc - 1] != d->cls))
 				changed[nc++] = d->cls;
-#endif
 			st->instrumented++;
 		} else {
 			st->foreign++;
 		}
 		d->method = NULL; /* the trampoline stays, forwarding to the original */
 	}
-	if (kind == MT_RT_GNU && changed) {
-		/* dedupe before the refresh's binary search */
-		qsort(changed, nc, sizeof *changed, cmp_ptr);
-		size_t k = 0;
-		for (size_t i = 0; i < nc; i++)
-			if (k == 0 || changed[k - 1] != changed[i])
-				changed[k++] = changed[i];
-		gnu_refresh(changed, k);
-	}
+	mt_objc_methods_changed(changed, nc);
 	st->pool_used = used;
-	unlock();
+	mt_objc_unlock();
 	free(changed);
 }
 
-/* GNU: struct objc_module {version, size, name, symtab}; struct objc_symtab {sel_ref_cnt,
- * refs, unsigned short cls_def_cnt, cat_def_cnt, defs[]}: classes, then categories
- * {category_name, class_name, ...}. */
-struct gnu_symtab {
-	unsigned ncls, ncat;
-	void **defs;
-};
-
-/* A module's symtab read; 0 when there is no module or it has none. */
-static int gnu_module_symtab(void *module, struct gnu_symtab *t) {
-	char *symtab = module ? ((char **)module)[3] : NULL;
-	if (!symtab)
-		return 0;
-	t->ncls = *(unsigned short *)(symtab + 16);
-	t->ncat = *(unsigned short *)(symtab + 18);
-	t->defs = (void **)(symtab + 24);
-	return 1;
-}
-
+/* GNU modules: what the compiler hands __objc_exec_class (objc/runtime.h has the layouts).
+ * Once a module is registered, its categories' lists are linked into their classes, names
+ * turned into selectors: these are the methods dispatch finds. */
 size_t msgtrace_module_classes(void *module, void **out, size_t max) {
-	struct gnu_symtab t;
-	if (msgtrace_methods_runtime() != MT_RT_GNU || !gnu_module_symtab(module, &t))
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t))
 		return 0;
-	unsigned ncls = t.ncls, ncat = t.ncat;
-	void **defs = t.defs;
 	size_t k = 0;
-	for (unsigned i = 0; i < ncls && k < max; i++)
-		out[k++] = defs[i];
-	for (unsigned i = 0; i < ncat && k < max; i++) {
-		const char *cname = ((const char **)defs[ncls + i])[1];
-		void *c = cname ? lookUpClass(cname) : NULL;
+	for (unsigned i = 0; i < t.ncls && k < max; i++)
+		out[k++] = t.defs[i];
+	for (unsigned i = 0; i < t.ncat && k < max; i++) {
+		const char *cname = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
+		void *c = cname ? mt_objc_look_up_class(cname) : NULL;
 		if (c)
 			out[k++] = c;
 	}
 	return k;
 }
 
-/* GNU: struct objc_category {category_name, class_name, instance_methods, class_methods,
- * protocols}; struct objc_method_list {next, int method_count, struct objc_method list[]}.
- * Once the module is registered the category's lists are linked into its class, names turned
- * into selectors: these are the methods dispatch finds. */
-struct gnu_method_list {
-	struct gnu_method_list *next;
-	int count;
-	struct {
-		void *sel;
-		const char *types;
-		void *imp;
-	} m[];
-};
-
 size_t msgtrace_module_categories(void *module, const char **classes, size_t max) {
-	struct gnu_symtab t;
-	if (msgtrace_methods_runtime() != MT_RT_GNU || !gnu_module_symtab(module, &t))
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t))
 		return 0;
 	size_t k = 0;
 	for (unsigned i = 0; i < t.ncat && k < max; i++)
-		classes[k++] = ((const char **)t.defs[t.ncls + i])[1];
+		classes[k++] = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
 	return k;
 }
 
 void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_stats *st) {
-	struct gnu_symtab t;
-	if (msgtrace_methods_runtime() != MT_RT_GNU || !gnu_module_symtab(module, &t) || i >= t.ncat)
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t) || i >= t.ncat)
 		return;
-	void **cat = t.defs[t.ncls + i];
-	void *cls = cat[1] ? lookUpClass(cat[1]) : NULL;
+	void *cat = t.defs[t.ncls + i];
+	void *cls = MT_GNU_CATEGORY_CLASS(cat) ? mt_objc_look_up_class(MT_GNU_CATEGORY_CLASS(cat)) : NULL;
 	if (!cls)
 		return;
-	lock();
+	mt_objc_lock();
 	void *changed[2];
 	size_t nc = 0;
-	for (int which = 0; which < 2; which++) {
-		void *c = which ? *(void **)cls : cls; /* class methods: the metaclass */
-		struct gnu_method_list *l = cat[2 + which]; /* one list per category */
+	for (int meta = 0; meta < 2; meta++) {
+		void *c = meta ? mt_objc_metaclass(cls) : cls; /* class methods: the metaclass */
+		struct mt_gnu_method_list *l = MT_GNU_CATEGORY_METHODS(cat, meta); /* one list per category */
 		int any = 0;
 		for (int j = 0; l && j < l->count; j++)
 			any |= instrument_method(c, &l->m[j], st);
 		if (any)
 			changed[nc++] = c;
 	}
-	gnu_refresh(changed, nc);
+	mt_objc_methods_changed(changed, nc);
 	st->pool_used = used;
-	unlock();
+	mt_objc_unlock();
 }
 
-/* GNU, before a module registers: struct objc_class {class_pointer, super_class, name, version,
- * info, instance_size, ivars, methods, ...} as compiled: methods is the class's list (a
- * metaclass's: its class methods), each method's name still the selector's name (the runtime
- * turns it into a SEL in place as it registers the class), method_imp the compiled function. */
-#define GNU_METHODS(c) (((struct gnu_method_list **)(c))[7])
-
-static void *(*selRegisterTyped)(const char *, const char *);
-
-/* Gives the methods of one compiled list a trampoline each (before registration, nothing else
- * reads the list: no dispatch table to refresh). The selector is registered here, with the
- * method's types, so the trampoline has the SEL the runtime will put in the method (it returns
- * the one registered first for a name and matching types); a +load gets one too, kept. */
-static void install_static_list(void *cls, int meta, struct gnu_method_list *l, struct mt_methods_stats *st) {
+/* Gives the methods of one compiled list (a module not registered yet: each method's name still
+ * the selector's name, its IMP the compiled function) a trampoline each (before registration,
+ * nothing else reads the list: no dispatch table to refresh). The selector is registered here,
+ * with the method's types, so the trampoline has the SEL the runtime will put in the method (it
+ * returns the one registered first for a name and matching types); a +load gets one too, kept. */
+static void install_static_list(void *cls, int meta, struct mt_gnu_method_list *l, struct mt_methods_stats *st) {
 	for (; l; l = l->next)
 		for (int j = 0; j < l->count; j++) {
 			const char *name = l->m[j].sel; /* a name: not registered yet */
@@ -551,10 +333,10 @@ static void install_static_list(void *cls, int meta, struct gnu_method_list *l, 
 				st->never++;
 				continue;
 			}
-			void *sel = selRegisterTyped ? selRegisterTyped(name, l->m[j].types) : NULL;
+			void *sel = mt_objc_sel_register_typed(name, l->m[j].types);
 			if (!sel)
 				sel = (void *)name; /* named by its string until msgtrace_module_fixup */
-			msgtrace_remember_sel_name(sel, sel == name ? name : selGetName(sel));
+			mt_objc_remember_sel_name(sel, sel == name ? name : mt_objc_sel_name(sel));
 			struct mt_tramp_data *d = take_trampoline(cls, &l->m[j], sel, imp, st);
 			if (!d)
 				continue;
@@ -566,53 +348,49 @@ static void install_static_list(void *cls, int meta, struct gnu_method_list *l, 
 
 size_t msgtrace_module_defs(void *module, const char **names, size_t max, size_t *nclasses) {
 	*nclasses = 0;
-	struct gnu_symtab t;
-	if (msgtrace_methods_runtime() != MT_RT_GNU || !gnu_module_symtab(module, &t))
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t))
 		return 0;
 	*nclasses = t.ncls;
 	size_t k = 0;
 	for (unsigned i = 0; i < t.ncls && k < max; i++)
-		names[k++] = ((const char **)t.defs[i])[2];
+		names[k++] = MT_GNU_CLASS_NAME(t.defs[i]);
 	for (unsigned i = 0; i < t.ncat && k < max; i++)
-		names[k++] = ((const char **)t.defs[t.ncls + i])[1];
+		names[k++] = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
 	return (size_t)t.ncls + t.ncat;
 }
 
 void msgtrace_module_install_static(void *module, const unsigned char *selected, size_t n, struct mt_methods_stats *st) {
-	struct gnu_symtab t;
-	if (msgtrace_methods_runtime() != MT_RT_GNU || !gnu_module_symtab(module, &t))
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t))
 		return;
-	if (!selRegisterTyped)
-		SYMBOL(selRegisterTyped, "sel_registerTypedName");
-	unsigned ncls = t.ncls, ncat = t.ncat;
-	void **defs = t.defs;
-	lock();
-	for (size_t i = 0; i < ncls && i < n; i++) {
+	mt_objc_lock();
+	for (size_t i = 0; i < t.ncls && i < n; i++) {
 		if (!selected[i])
 			continue;
-		void *cls = defs[i], *meta = *(void **)cls; /* the compiled metaclass */
+		void *cls = t.defs[i], *meta = mt_objc_metaclass(cls); /* the compiled metaclass */
 		st->classes++;
-		install_static_list(cls, 0, GNU_METHODS(cls), st);
+		install_static_list(cls, 0, MT_GNU_CLASS_METHODS(cls), st);
 		if (meta)
-			install_static_list(meta, 1, GNU_METHODS(meta), st);
+			install_static_list(meta, 1, MT_GNU_CLASS_METHODS(meta), st);
 	}
 	/* a category on a class registered before: its lists are added to that class's */
-	for (size_t i = 0; i < ncat && ncls + i < n; i++) {
-		void **cat = defs[ncls + i];
-		void *cls = selected[ncls + i] && cat[1] ? lookUpClass(cat[1]) : NULL;
+	for (size_t i = 0; i < t.ncat && t.ncls + i < n; i++) {
+		void *cat = t.defs[t.ncls + i];
+		void *cls = selected[t.ncls + i] && MT_GNU_CATEGORY_CLASS(cat) ? mt_objc_look_up_class(MT_GNU_CATEGORY_CLASS(cat)) : NULL;
 		if (!cls)
 			continue; /* not selected, or its class comes later: instrumented when both are in */
-		install_static_list(cls, 0, cat[2], st);
-		install_static_list(*(void **)cls, 1, cat[3], st);
+		install_static_list(cls, 0, MT_GNU_CATEGORY_METHODS(cat, 0), st);
+		install_static_list(mt_objc_metaclass(cls), 1, MT_GNU_CATEGORY_METHODS(cat, 1), st);
 	}
 	st->pool_used = used;
-	unlock();
+	mt_objc_unlock();
 }
 
 #if !MT_APPLE_API
 /* After registration: each trampoline given before it gets the SEL the runtime put in its method
  * (the one registered before it, unless the runtime chose another). */
-static void fixup_list(struct gnu_method_list *l) {
+static void fixup_list(struct mt_gnu_method_list *l) {
 	for (; l; l = l->next)
 		for (int j = 0; j < l->count; j++) {
 			void *imp = l->m[j].imp;
@@ -621,29 +399,27 @@ static void fixup_list(struct gnu_method_list *l) {
 			struct mt_tramp_data *d = &msgtrace_tramp_data[((char *)imp - msgtrace_tramp_text) / MT_STRIDE];
 			void *sel = l->m[j].sel;
 			if (d->method == &l->m[j] && sel && d->sel != sel) {
-				msgtrace_remember_sel_name(sel, selGetName(sel));
+				mt_objc_remember_sel_name(sel, mt_objc_sel_name(sel));
 				__atomic_store_n(&d->sel, sel, __ATOMIC_RELEASE);
 			}
 		}
 }
 
 static void module_fixup(void *module) {
-	struct gnu_symtab t;
-	if (!gnu_module_symtab(module, &t))
+	struct mt_gnu_symtab t;
+	if (!mt_gnu_module_symtab(module, &t))
 		return;
-	unsigned ncls = t.ncls, ncat = t.ncat;
-	void **defs = t.defs;
-	lock();
-	for (unsigned i = 0; i < ncls; i++) {
-		fixup_list(GNU_METHODS(defs[i]));
-		fixup_list(GNU_METHODS(*(void **)defs[i]));
+	mt_objc_lock();
+	for (unsigned i = 0; i < t.ncls; i++) {
+		fixup_list(MT_GNU_CLASS_METHODS(t.defs[i]));
+		fixup_list(MT_GNU_CLASS_METHODS(mt_objc_metaclass(t.defs[i])));
 	}
-	for (unsigned i = 0; i < ncat; i++) {
-		void **cat = defs[ncls + i];
-		fixup_list(cat[2]);
-		fixup_list(cat[3]);
+	for (unsigned i = 0; i < t.ncat; i++) {
+		void *cat = t.defs[t.ncls + i];
+		fixup_list(MT_GNU_CATEGORY_METHODS(cat, 0));
+		fixup_list(MT_GNU_CATEGORY_METHODS(cat, 1));
 	}
-	unlock();
+	mt_objc_unlock();
 }
 #endif
 
@@ -658,7 +434,7 @@ void msgtrace_exec_class(void *module, void (*real)(void *)) {
 #if MT_APPLE_API
 	real(module); /* Apple's runtime has no modules: never called there */
 #else
-	int watched = __atomic_load_n(&modules_watched, __ATOMIC_ACQUIRE) && module && msgtrace_methods_runtime() == MT_RT_GNU;
+	int watched = __atomic_load_n(&modules_watched, __ATOMIC_ACQUIRE) && module && mt_objc_kind() == MT_RT_GNU;
 	if (watched)
 		msgtraceModuleArriving(module); /* the selected methods get trampolines: +load too */
 	real(module);                       /* registers, sends +load (its lock held) */
@@ -685,7 +461,7 @@ static void (*next_exec_class)(void *);
 static void exec_class_entry(void *module) {
 	void (*next)(void *) = __atomic_load_n(&next_exec_class, __ATOMIC_ACQUIRE);
 	if (!next) {
-		*(void **)&next = dlsym(RTLD_NEXT, "__objc_exec_class");
+		*(void **)&next = mt_objc_exec_class_next();
 		if (!next || next == exec_class_entry) { /* libobjc comes before us: not how we are loaded */
 			static const char msg[] = "msgtrace: __objc_exec_class: the Objective-C runtime's is not found after ours\n";
 			if (write(2, msg, sizeof msg - 1) < 0)
@@ -700,7 +476,7 @@ static void exec_class_entry(void *module) {
 void __objc_exec_class(void *module) __attribute__((alias("exec_class_entry"), visibility("default")));
 
 int msgtrace_exec_class_interposed(void) {
-	void *bound = dlsym(RTLD_DEFAULT, "__objc_exec_class");
+	void *bound = mt_objc_exec_class_bound();
 	return bound && (bound == (void *)exec_class_entry || bound == dlsym(RTLD_DEFAULT, "msgtrace_loader_exec_class"));
 }
 #else
@@ -718,29 +494,15 @@ void msgtrace_objc_registerClassPair(void *cls) {
 	class_arrived(cls, __builtin_return_address(0)); /* who made it: where it belongs */
 }
 
-/* The registered class a class or metaclass belongs to; NULL while it is still being built
- * (objc_allocateClassPair before objc_registerClassPair: reported when it registers). */
-static void *registered_class(void *c) {
-	const char *name = classGetName(c);
-	void *base = name ? lookUpClass(name) : NULL;
-	if (!base || base == c)
-		return base;
-#if MT_APPLE_API
-	void *meta = objectGetClass(base);
-#else
-	void *meta = *(void **)base; /* GNU: class_pointer */
-#endif
-	return meta == c ? base : NULL;
-}
-
 /* A method added to a registered class (KVO adds its setters to NSKVONotifying_* so, as they
  * get observed): the class is reported again once the method is there. */
 unsigned char (*msgtrace_orig_class_addMethod)(void *, void *, void *, const char *);
 
 unsigned char msgtrace_class_addMethod(void *cls, void *sel, void *imp, const char *types) {
 	unsigned char ok = msgtrace_orig_class_addMethod(cls, sel, imp, types);
-	if (ok && cls && msgtrace_methods_runtime() != MT_RT_NONE) {
-		void *base = registered_class(cls);
+	if (ok && cls && mt_objc_kind() != MT_RT_NONE) {
+		/* a class still being built is reported when it registers */
+		void *base = mt_objc_registered_class(cls);
 		if (base)
 			class_arrived(base, NULL);
 	}
@@ -823,8 +585,7 @@ static void class_arrived(void *cls, void *creator) {
 }
 
 int msgtrace_watch_loaded_images(void) {
-	void (*add)(void (*)(const void *));
-	if (msgtrace_methods_runtime() != MT_RT_APPLE || !SYMBOL(add, "objc_addLoadImageFunc"))
+	if (!mt_objc_can_add_load_image_func())
 		return 0; /* before macOS 10.15 / iOS 13: dyld's add-image callback instead */
 	pthread_t t;
 	pthread_attr_t at;
@@ -837,7 +598,7 @@ int msgtrace_watch_loaded_images(void) {
 	__atomic_store_n(&later_running, 1, __ATOMIC_RELEASE);
 	registrar = pthread_self();
 	registering = 1;
-	add(on_load_image);
+	mt_objc_add_load_image_func(on_load_image);
 	registering = 0;
 	return 1;
 }

@@ -9,22 +9,22 @@ package msgtrace
 import "C"
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/msgtrace/msgtrace/machobind"
+	"github.com/msgtrace/msgtrace/objc"
 )
 
 // MethodRuntime is the Objective-C runtime methods can be instrumented in.
-type MethodRuntime int
+type MethodRuntime = objc.Kind
 
 // The runtimes method capture knows.
 const (
-	RuntimeNone  MethodRuntime = C.MT_RT_NONE  // none loaded, or one whose internals we do not know
-	RuntimeGNU   MethodRuntime = C.MT_RT_GNU   // gcc's GNU runtime (libobjc.so.4): objc_msg_lookup
-	RuntimeApple MethodRuntime = C.MT_RT_APPLE // Apple's objc4
+	RuntimeNone  = objc.None  // none loaded, or one whose internals we do not know
+	RuntimeGNU   = objc.GNU   // gcc's GNU runtime (libobjc.so.4): objc_msg_lookup
+	RuntimeApple = objc.Apple // Apple's objc4
 )
 
 // TrampolinePool is how many methods can be instrumented in one process: the trampolines are
@@ -54,48 +54,17 @@ func (s *MethodStats) add(c C.struct_mt_methods_stats) {
 // methodsMu serializes installs, restores and module callbacks.
 var methodsMu sync.Mutex
 
-// MethodsRuntime reports which runtime this process has, resolving it the first time.
-func MethodsRuntime() MethodRuntime { return MethodRuntime(C.msgtrace_methods_runtime()) }
+// MethodsRuntime reports which runtime this process has (objc.Runtime).
+func MethodsRuntime() MethodRuntime { return objc.Runtime() }
 
-// Classes lists every class the runtime has registered (objc_getClassList).
-func Classes() []uintptr {
-	n := int(C.msgtrace_class_list(nil, 0))
-	if n == 0 {
-		return nil
-	}
-	buf := make([]unsafe.Pointer, n+64)
-	n = min(int(C.msgtrace_class_list(&buf[0], C.size_t(len(buf)))), len(buf))
-	out := make([]uintptr, n)
-	for i, p := range buf[:n] {
-		out[i] = uintptr(p)
-	}
-	return out
-}
+// Classes lists every class the runtime has registered (objc.Classes).
+func Classes() []uintptr { return objc.Classes() }
 
-// ImageClasses lists the classes an image defines, realizing only those (Apple:
-// objc_copyClassNamesForImage; objc_getClassList realizes every class in the process first).
-// Nil where the runtime cannot say (gcc's runtime).
-func ImageClasses(image string) []uintptr {
-	cs := C.CString(image)
-	defer C.free(unsafe.Pointer(cs))
-	for size := 256; ; {
-		buf := make([]unsafe.Pointer, size)
-		n := int(C.msgtrace_image_classes(cs, &buf[0], C.size_t(len(buf))))
-		if n <= len(buf) {
-			out := make([]uintptr, n)
-			for i := range out {
-				out[i] = uintptr(buf[i])
-			}
-			return out
-		}
-		size = n
-	}
-}
+// ImageClasses lists the classes an image defines, realizing only those (objc.ImageClasses).
+func ImageClasses(image string) []uintptr { return objc.ImageClasses(image) }
 
-// ClassName is the runtime's name of a class.
-func ClassName(cls uintptr) string {
-	return C.GoString(C.msgtrace_class_name(*(*unsafe.Pointer)(unsafe.Pointer(&cls))))
-}
+// ClassName is the runtime's name of a class (objc.ClassName).
+func ClassName(cls uintptr) string { return objc.ClassName(cls) }
 
 // ImageOf is the path of the loaded object that holds an address ("" when none does; the main
 // program may be reported by its path or as "").
@@ -135,17 +104,9 @@ func NeverInstrumented(sel string) bool {
 }
 
 // WithRuntimeLock runs fn holding the Objective-C runtime's own lock where the library can
-// take it (gcc's runtime: __objc_runtime_mutex, recursive and owned by a thread; nothing on
-// Apple's). Callers that hold locks of their own while instrumenting take the runtime's first:
-// gcc's runtime sends +initialize with its lock held, and an +initialize that adds a method
-// reaches the rebound class_addMethod (and so the caller's locks) with it held.
-func WithRuntimeLock(fn func()) {
-	runtime.LockOSThread() // the mutex is owned by the thread that took it
-	defer runtime.UnlockOSThread()
-	C.msgtrace_runtime_lock()
-	defer C.msgtrace_runtime_unlock()
-	fn()
-}
+// take it (objc.WithLock). Callers that hold locks of their own while instrumenting take the
+// runtime's first.
+func WithRuntimeLock(fn func()) { objc.WithLock(fn) }
 
 // InstallMethods puts a trampoline into every method each class and its metaclass define,
 // but those never instrumented and those already ours. Each trampoline's data is published

@@ -1,13 +1,11 @@
 /* msgtrace method capture (methods.c): trampolines into methods, through the Objective-C
- * runtime found in the process. */
+ * runtime found in the process (objc/runtime.h: which runtime, class lists, the lock). */
 #ifndef MSGTRACE_METHODS_H
 #define MSGTRACE_METHODS_H
 #include <stddef.h>
 #include <stdint.h>
 
-#define MT_RT_NONE 1  /* no runtime we can instrument */
-#define MT_RT_GNU 2   /* gcc's GNU runtime (libobjc.so.4) */
-#define MT_RT_APPLE 3 /* Apple's objc4 */
+#include "objc/runtime.h"
 
 struct mt_methods_stats {
 	uint64_t classes;      /* classes visited (each with its metaclass) */
@@ -18,24 +16,14 @@ struct mt_methods_stats {
 	uint64_t pool_used;    /* trampolines handed out so far */
 };
 
-int msgtrace_methods_runtime(void);
-size_t msgtrace_class_list(void **out, size_t max);
-const char *msgtrace_class_name(void *cls);
-/* Apple: the classes an image defines (objc_copyClassNamesForImage), without realizing any
- * other; returns how many there are (those past max are not stored). 0 elsewhere. */
-size_t msgtrace_image_classes(const char *image, void **out, size_t max);
 const char *msgtrace_image_of(const void *p);
 /* The image that defines a class, or for a class created at run time (not in any image) its
  * nearest superclass that an image defines ("" when none does). */
 const char *msgtrace_class_image(void *cls);
 int msgtrace_in_shared_cache(const char *path); /* Apple: dyld's shared cache holds it */
 int msgtrace_never_instrument(const char *sel);
-/* gcc's runtime: takes and gives back __objc_runtime_mutex (recursive, owned by the calling
- * thread). Every path that instruments takes it first, before any lock of ours: the runtime
- * calls out with it held (+initialize, which may call class_addMethod). No-op on Apple's. */
-void msgtrace_runtime_lock(void);
-void msgtrace_runtime_unlock(void);
-/* Instruments the methods each class (and its metaclass) defines; adds to *st. */
+/* Instruments the methods each class (and its metaclass) defines; adds to *st. Takes the
+ * runtime's lock (mt_objc_lock), as every path that instruments does. */
 void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats *st);
 /* Gives every method we instrumented its original IMP back where the IMP is still ours. */
 void msgtrace_methods_restore(struct mt_methods_stats *st);

@@ -169,7 +169,7 @@ uint64_t msgtrace_now_ticks(void);
 uint64_t msgtrace_tick_hz(void);
 
 /* Names for the drain: how to turn what the interposers recorded into class and selector
- * names. Unset fields are looked up in the process (dlsym) the first time they are needed. */
+ * names. Unset fields are the Objective-C runtime's (objc/runtime.h). */
 struct mt_namer {
 	const char *(*class_name)(void *cls);
 	const char *(*sel_name)(void *sel);
@@ -178,9 +178,6 @@ struct mt_namer {
 	unsigned char (*is_meta)(void *cls); /* BOOL: only the low byte is the answer */
 };
 void msgtrace_set_namer(const struct mt_namer *n);
-/* Tells the drain a selector's name, so that it need not ask the runtime (gcc's sel_getName
- * takes the runtime's lock). Called with instrumenting serialised. */
-void msgtrace_remember_sel_name(void *sel, const char *name);
 
 /* The drain (drain.c). */
 struct mt_stream_config {

@@ -252,8 +252,9 @@ var targets = []target{
 	{arch: "arm64", cc: "aarch64-linux-gnu-gcc", flags: []string{"-static"}, run: []string{"qemu-aarch64"}},
 }
 
-// recorderSources are the C files of the recorder (rt*.c) and the drain (drain*.c): what a
-// test program links with the interposers.
+// recorderSources are the C files of the recorder (rt*.c), the drain (drain*.c) and the
+// Objective-C runtime binding they name methods through (objc/runtime.c): what a test program
+// links with the interposers.
 func recorderSources(t *testing.T) []string {
 	t.Helper()
 	rt, err := filepath.Glob("rt*.c")
@@ -264,7 +265,7 @@ func recorderSources(t *testing.T) []string {
 	if err != nil || len(rt) == 0 || len(drain) == 0 {
 		t.Fatalf("recorder sources: %v %v %v", rt, drain, err)
 	}
-	return append(rt, drain...)
+	return append(append(rt, drain...), "objc/runtime.c")
 }
 
 // buildC compiles a test program with the interposer, its runtime and the test dispatcher.

@@ -5,10 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-gcc -O2 -Wno-cast-function-type -I. -Itestdata/interposer -o "$out/bench" testdata/interposer/bench.c rt*.c drain*.c \
+gcc -O2 -Wno-cast-function-type -I. -Itestdata/interposer -o "$out/bench" testdata/interposer/bench.c rt*.c drain*.c objc/runtime.c \
 	msgsend_amd64.S testdata/interposer/runtime_amd64.S testdata/interposer/rn_amd64.S -lpthread -ldl
 "$out/bench"
 # method trampolines (issue 13): ns per call through a trampoline vs a direct IMP call and the interposer
-gcc -O2 -Wno-cast-function-type -I. -Itestdata/interposer -o "$out/bench_methods" testdata/interposer/bench_methods.c rt*.c drain*.c \
+gcc -O2 -Wno-cast-function-type -I. -Itestdata/interposer -o "$out/bench_methods" testdata/interposer/bench_methods.c rt*.c drain*.c objc/runtime.c \
 	msgsend_amd64.S trampoline_amd64.S testdata/interposer/runtime_amd64.S -lpthread -ldl
 "$out/bench_methods"

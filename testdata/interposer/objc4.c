@@ -250,7 +250,7 @@ static volatile int arrived, arrived_off_caller = 1;
 static void *created_by;
 static void install_all(void) {
 	void *buf[32];
-	size_t n = msgtrace_class_list(buf, 32);
+	size_t n = mt_objc_class_list(buf, 32);
 	msgtrace_methods_install(buf, n, &stats);
 }
 void msgtraceImagesLoaded(void) {
@@ -321,10 +321,10 @@ int main(void) {
 	register_class(Base), register_class(App);
 	struct mmethod *cat = App->m[0], *own_tick = App->m[1];
 
-	CHECK("the runtime is Apple's API", msgtrace_methods_runtime() == MT_RT_APPLE);
+	CHECK("the runtime is Apple's API", mt_objc_kind() == MT_RT_APPLE);
 	void *listed[2] = {0};
-	CHECK("the classes of an image", msgtrace_image_classes("app", listed, 1) == 2 && listed[0] == Base && !listed[1]);
-	CHECK("no classes of another", msgtrace_image_classes("other", listed, 2) == 0);
+	CHECK("the classes of an image", mt_objc_image_classes("app", listed, 1) == 2 && listed[0] == Base && !listed[1]);
+	CHECK("no classes of another", mt_objc_image_classes("other", listed, 2) == 0);
 	install_all();
 	CHECK("instrumented: -[Base work] +[Base make] -[App work] -[App tick] (the category's)", stats.instrumented == 4);
 	CHECK("never: retain", stats.never == 1);

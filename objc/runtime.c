@@ -1,0 +1,266 @@
+/*
+ * The Objective-C runtime of the process (runtime.h): its functions found by dlsym in one
+ * table, the first time a runtime is found loaded, and what the library needs of them, one
+ * function each, whichever runtime it is.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "runtime.h"
+#include "ptrmap.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+/* The runtime's functions, as each runtime exports them. */
+static struct {
+	int kind; /* MT_RT_*, 0 until a runtime is found */
+	/* the public API every runtime has (gcc's has no object_getClass: a header inline) */
+	const char *(*class_getName)(void *);
+	const char *(*sel_getName)(void *);
+	void *(*class_getSuperclass)(void *);
+	unsigned char (*class_isMetaClass)(void *);
+	void *(*object_getClass)(void *);
+	int (*objc_getClassList)(void **, int);
+	void **(*class_copyMethodList)(void *, unsigned *);
+	void *(*method_getName)(void *);
+	void *(*method_getImplementation)(void *);
+	void *(*objc_lookUpClass)(const char *);
+	/* gcc's: public, and the internals its dispatch tables and lock are reached by */
+	void *(*sel_registerTypedName)(const char *, const char *);
+	void **objc_runtime_mutex, **uninstalled_dtable;
+	int (*objc_mutex_lock)(void *), (*objc_mutex_unlock)(void *);
+	void (*update_dispatch_table_for_class)(void *);
+	/* Apple's */
+	void *(*class_replaceMethod)(void *, void *, void *, const char *);
+	const char *(*method_getTypeEncoding)(void *);
+	const char **(*objc_copyClassNamesForImage)(const char *, unsigned *);
+	void (*objc_addLoadImageFunc)(void (*)(const void *));
+	void *msgForward, *msgForward_stret;
+} rt;
+static int rt_found; /* rt complete (release-stored once) */
+static pthread_mutex_t rt_mu = PTHREAD_MUTEX_INITIALIZER;
+
+#define SYMBOL(var, name) (*(void **)&(var) = dlsym(RTLD_DEFAULT, name))
+
+/* Which runtime the symbols found make: capture needs the whole set it uses. */
+static int kind_of_loaded(void) {
+	if (!rt.class_getSuperclass || !rt.class_isMetaClass || !rt.objc_getClassList || !rt.class_copyMethodList ||
+	    !rt.method_getName || !rt.method_getImplementation || !rt.objc_lookUpClass)
+		return MT_RT_NONE;
+#if MT_APPLE_API
+	if (!rt.class_replaceMethod || !rt.method_getTypeEncoding || !rt.object_getClass)
+		return MT_RT_NONE;
+	return MT_RT_APPLE;
+#else
+	/* gcc's runtime, recognised by its private symbols (GNUstep's libobjc2 has other layouts) */
+	if (!rt.objc_runtime_mutex || !rt.uninstalled_dtable || !rt.objc_mutex_lock || !rt.objc_mutex_unlock ||
+	    !rt.update_dispatch_table_for_class || !dlsym(RTLD_DEFAULT, "objc_msg_lookup"))
+		return MT_RT_NONE;
+	return MT_RT_GNU;
+#endif
+}
+
+/* Looks the runtime up unless it was found; 1 once it is. Every runtime exports class_getName
+ * and sel_getName: without them none is loaded (yet: one may be dlopened later). */
+static int found(void) {
+	if (__atomic_load_n(&rt_found, __ATOMIC_ACQUIRE))
+		return 1;
+	pthread_mutex_lock(&rt_mu);
+	if (!rt_found && SYMBOL(rt.class_getName, "class_getName") && SYMBOL(rt.sel_getName, "sel_getName")) {
+		SYMBOL(rt.class_getSuperclass, "class_getSuperclass");
+		SYMBOL(rt.class_isMetaClass, "class_isMetaClass");
+		SYMBOL(rt.object_getClass, "object_getClass");
+		SYMBOL(rt.objc_getClassList, "objc_getClassList");
+		SYMBOL(rt.class_copyMethodList, "class_copyMethodList");
+		SYMBOL(rt.method_getName, "method_getName");
+		SYMBOL(rt.method_getImplementation, "method_getImplementation");
+		SYMBOL(rt.objc_lookUpClass, "objc_lookUpClass");
+#if MT_APPLE_API
+		SYMBOL(rt.class_replaceMethod, "class_replaceMethod");
+		SYMBOL(rt.method_getTypeEncoding, "method_getTypeEncoding");
+		SYMBOL(rt.objc_copyClassNamesForImage, "objc_copyClassNamesForImage");
+		SYMBOL(rt.objc_addLoadImageFunc, "objc_addLoadImageFunc");
+		SYMBOL(rt.msgForward, "_objc_msgForward");
+		SYMBOL(rt.msgForward_stret, "_objc_msgForward_stret");
+#else
+		SYMBOL(rt.sel_registerTypedName, "sel_registerTypedName");
+		SYMBOL(rt.objc_runtime_mutex, "__objc_runtime_mutex");
+		SYMBOL(rt.uninstalled_dtable, "__objc_uninstalled_dtable");
+		SYMBOL(rt.objc_mutex_lock, "objc_mutex_lock");
+		SYMBOL(rt.objc_mutex_unlock, "objc_mutex_unlock");
+		SYMBOL(rt.update_dispatch_table_for_class, "__objc_update_dispatch_table_for_class");
+#endif
+		rt.kind = kind_of_loaded();
+		__atomic_store_n(&rt_found, 1, __ATOMIC_RELEASE);
+	}
+	int ok = rt_found;
+	pthread_mutex_unlock(&rt_mu);
+	return ok;
+}
+
+int mt_objc_kind(void) { return found() ? rt.kind : MT_RT_NONE; }
+
+/* The runtime, for the functions capture uses: only where it can instrument. */
+static int capturable(void) { return mt_objc_kind() != MT_RT_NONE; }
+
+const char *mt_objc_class_name(void *cls) { return found() && cls ? rt.class_getName(cls) : NULL; }
+const char *mt_objc_sel_name(void *sel) { return found() && sel ? rt.sel_getName(sel) : NULL; }
+void *mt_objc_superclass(void *cls) { return found() && rt.class_getSuperclass ? rt.class_getSuperclass(cls) : NULL; }
+unsigned char mt_objc_is_meta(void *cls) { return found() && rt.class_isMetaClass ? rt.class_isMetaClass(cls) : 0; }
+void *mt_objc_object_class(void *obj) { return found() && rt.object_getClass ? rt.object_getClass(obj) : NULL; }
+void *mt_objc_look_up_class(const char *name) { return found() && rt.objc_lookUpClass ? rt.objc_lookUpClass(name) : NULL; }
+
+void *mt_objc_metaclass(void *cls) {
+#if MT_APPLE_API
+	return found() && rt.object_getClass ? rt.object_getClass(cls) : NULL;
+#else
+	return *(void **)cls; /* class_pointer */
+#endif
+}
+
+void *mt_objc_registered_class(void *c) {
+	const char *name = mt_objc_class_name(c);
+	void *base = name ? mt_objc_look_up_class(name) : NULL;
+	if (!base || base == c)
+		return base;
+	return mt_objc_metaclass(base) == c ? base : NULL;
+}
+
+void *mt_objc_sel_register_typed(const char *name, const char *types) {
+	return found() && rt.sel_registerTypedName ? rt.sel_registerTypedName(name, types) : NULL;
+}
+
+/* Open addressing, lock-free reads (ptrmap.h); a full cache just stops remembering. */
+MT_PTRMAP(sel_names, 16);
+
+void mt_objc_remember_sel_name(void *sel, const char *name) {
+	if (sel && name)
+		mt_ptrmap_put(&sel_names, sel, (uintptr_t)name, 0);
+}
+
+const char *mt_objc_remembered_sel_name(void *sel) { return (const char *)mt_ptrmap_get(&sel_names, sel); }
+
+size_t mt_objc_class_list(void **out, size_t max) {
+	if (!capturable())
+		return 0;
+	int n = rt.objc_getClassList(out, (int)(max > 0x7fffffff ? 0x7fffffff : max));
+	return n < 0 ? 0 : (size_t)n;
+}
+
+size_t mt_objc_image_classes(const char *image, void **out, size_t max) {
+#if MT_APPLE_API
+	/* by name, then one lookup each: only these classes are realized, where objc_getClassList
+	 * realizes every class of the process first */
+	if (mt_objc_kind() != MT_RT_APPLE || !rt.objc_copyClassNamesForImage)
+		return 0;
+	unsigned n = 0;
+	const char **names = rt.objc_copyClassNamesForImage(image, &n);
+	size_t k = 0;
+	for (unsigned i = 0; names && i < n; i++) {
+		void *c = rt.objc_lookUpClass(names[i]);
+		if (c && k < max)
+			out[k] = c;
+		if (c)
+			k++;
+	}
+	free(names);
+	return k;
+#else
+	(void)image, (void)out, (void)max;
+	return 0;
+#endif
+}
+
+void **mt_objc_copy_method_list(void *cls, unsigned *n) {
+	*n = 0;
+	return capturable() ? rt.class_copyMethodList(cls, n) : NULL;
+}
+
+void *mt_objc_method_sel(void *m) { return rt.method_getName(m); }
+void *mt_objc_method_imp(void *m) { return rt.method_getImplementation(m); }
+
+int mt_objc_is_forwarder(const void *imp) {
+	return imp && ((rt.msgForward && imp == rt.msgForward) || (rt.msgForward_stret && imp == rt.msgForward_stret));
+}
+
+/* gcc's: struct objc_method {SEL name; const char *types; IMP imp;}; the dispatch table is word
+ * 8 of struct objc_class. */
+#define GNU_IMP(m) (((struct mt_gnu_method *)(m))->imp)
+#define GNU_DTABLE(c) (((void **)(c))[8])
+
+int mt_objc_method_settable(void *m, void *imp) { return rt.kind != MT_RT_GNU || GNU_IMP(m) == imp; }
+
+void *mt_objc_method_set_imp(void *cls, void *m, void *sel, void *imp) {
+#if MT_APPLE_API
+	return rt.class_replaceMethod(cls, sel, imp, rt.method_getTypeEncoding(m));
+#else
+	(void)cls, (void)sel;
+	void *old = GNU_IMP(m);
+	__atomic_store_n(&GNU_IMP(m), imp, __ATOMIC_RELEASE);
+	return old;
+#endif
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* A class never messaged shares __objc_uninstalled_dtable and reads the method lists when first
+ * messaged: only its prepared table (a class inside +initialize) is redone, which is what the
+ * runtime's update does for it. An installed table is rebuilt with its subclasses' by the
+ * runtime, so only the topmost changed classes of each hierarchy (classes and metaclasses
+ * apart) are passed. */
+void mt_objc_methods_changed(void **changed, size_t n) {
+	if (rt.kind != MT_RT_GNU || !changed)
+		return;
+	qsort(changed, n, sizeof *changed, cmp_ptr);
+	size_t k = 0; /* each class once */
+	for (size_t i = 0; i < n; i++)
+		if (k == 0 || changed[k - 1] != changed[i])
+			changed[k++] = changed[i];
+	n = k;
+	for (size_t i = 0; i < n; i++) {
+		void *c = changed[i];
+		if (GNU_DTABLE(c) == *rt.uninstalled_dtable) {
+			rt.update_dispatch_table_for_class(c);
+			continue;
+		}
+		int meta = rt.class_isMetaClass(c), covered = 0;
+		for (void *s = rt.class_getSuperclass(c); s && rt.class_isMetaClass(s) == meta; s = rt.class_getSuperclass(s))
+			if (bsearch(&s, changed, n, sizeof *changed, cmp_ptr)) {
+				covered = 1;
+				break;
+			}
+		if (!covered)
+			rt.update_dispatch_table_for_class(c);
+	}
+}
+
+void mt_objc_lock(void) {
+	if (mt_objc_kind() == MT_RT_GNU)
+		rt.objc_mutex_lock(*rt.objc_runtime_mutex);
+}
+
+void mt_objc_unlock(void) {
+	if (mt_objc_kind() == MT_RT_GNU)
+		rt.objc_mutex_unlock(*rt.objc_runtime_mutex);
+}
+
+int mt_objc_can_add_load_image_func(void) { return mt_objc_kind() == MT_RT_APPLE && rt.objc_addLoadImageFunc; }
+void mt_objc_add_load_image_func(void (*fn)(const void *)) { rt.objc_addLoadImageFunc(fn); }
+
+void *mt_objc_exec_class_next(void) { return dlsym(RTLD_NEXT, "__objc_exec_class"); }
+void *mt_objc_exec_class_bound(void) { return dlsym(RTLD_DEFAULT, "__objc_exec_class"); }
+
+int mt_gnu_module_symtab(void *module, struct mt_gnu_symtab *t) {
+	char *symtab = module ? ((char **)module)[3] : NULL;
+	if (!symtab)
+		return 0;
+	t->ncls = *(unsigned short *)(symtab + 16);
+	t->ncat = *(unsigned short *)(symtab + 18);
+	t->defs = (void **)(symtab + 24);
+	return 1;
+}

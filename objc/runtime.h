@@ -1,0 +1,130 @@
+/*
+ * The Objective-C runtime of the process, for the library's C (runtime.c; the package comment,
+ * doc.go, says why this half is C): which runtime it is, its functions looked up once, class and
+ * selector names, the class list, method lists and IMPs, gcc's dispatch-table refresh and its
+ * lock, and the layouts of gcc's compiled structures that method capture reads before the
+ * runtime has seen them. Never linked against: found in the process (dlsym) the first time it is
+ * asked for, and asked again until a runtime is loaded.
+ *
+ * Every name here is the library's own (hidden from its dynamic symbol table).
+ */
+#ifndef MSGTRACE_OBJC_RUNTIME_H
+#define MSGTRACE_OBJC_RUNTIME_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Apple's runtime API (objc4) is what the process has on Apple platforms; a test builds it on
+ * Linux against a stand-in runtime (testdata/interposer/objc4.c). */
+#ifndef MT_APPLE_API
+#if defined(__APPLE__)
+#define MT_APPLE_API 1
+#else
+#define MT_APPLE_API 0
+#endif
+#endif
+
+/* Which runtime: one whose methods capture can instrument, or none. */
+#define MT_RT_NONE 1  /* none loaded, or one whose internals we do not know (GNUstep's libobjc2) */
+#define MT_RT_GNU 2   /* gcc's GNU runtime (libobjc.so.4) */
+#define MT_RT_APPLE 3 /* Apple's objc4 */
+
+#pragma GCC visibility push(hidden)
+
+int mt_objc_kind(void); /* MT_RT_*: settled the first time a runtime is found loaded */
+
+/* ---- names (NULL or 0 where no runtime is loaded, or it lacks the function) ---- */
+const char *mt_objc_class_name(void *cls);
+/* The runtime's name of a selector: gcc's sel_getName takes the runtime's lock (the drain asks
+ * mt_objc_remembered_sel_name first). */
+const char *mt_objc_sel_name(void *sel);
+void *mt_objc_superclass(void *cls);
+unsigned char mt_objc_is_meta(void *cls); /* BOOL: only its low byte is defined */
+/* object_getClass: Apple's (tagged pointers too); NULL on gcc's, where it is a header inline. */
+void *mt_objc_object_class(void *obj);
+void *mt_objc_metaclass(void *cls);       /* a class's metaclass (gcc's: its class_pointer) */
+void *mt_objc_look_up_class(const char *name);
+/* The registered class a class or metaclass belongs to; NULL while it is still being built
+ * (between objc_allocateClassPair and objc_registerClassPair). */
+void *mt_objc_registered_class(void *c);
+/* gcc's sel_registerTypedName (NULL elsewhere). */
+void *mt_objc_sel_register_typed(const char *name, const char *types);
+
+/* Selector names learnt while instrumenting (where gcc's lock is held anyway), so that the drain
+ * need not take the lock to name them. Remembering is serialised by the caller; reading takes
+ * no lock. Never forgotten (selectors outlive a stream). */
+void mt_objc_remember_sel_name(void *sel, const char *name);
+const char *mt_objc_remembered_sel_name(void *sel);
+
+/* ---- classes and methods (MT_RT_GNU or MT_RT_APPLE only) ---- */
+/* objc_getClassList: how many classes there are; those past max are not stored. */
+size_t mt_objc_class_list(void **out, size_t max);
+/* Apple: the classes an image defines (objc_copyClassNamesForImage), realizing only those;
+ * returns how many there are (those past max are not stored). 0 elsewhere. */
+size_t mt_objc_image_classes(const char *image, void **out, size_t max);
+void **mt_objc_copy_method_list(void *cls, unsigned *n); /* free() it */
+void *mt_objc_method_sel(void *m);
+void *mt_objc_method_imp(void *m);
+/* Whether an IMP is the runtime's forwarding entry (Apple's _objc_msgForward*). */
+int mt_objc_is_forwarder(const void *imp);
+/* Whether mt_objc_method_set_imp can write m's IMP: gcc's runtime, where it is written in
+ * place, only when the method's IMP is where its layout says (imp is method_getImplementation's). */
+int mt_objc_method_settable(void *m, void *imp);
+/* Gives method m (of cls, selector sel) a new IMP; returns the IMP it replaced. Apple:
+ * class_replaceMethod on cls (it flushes cls's subtree). gcc's: a release store into the
+ * method; the dispatch tables are refreshed by mt_objc_methods_changed. */
+void *mt_objc_method_set_imp(void *cls, void *m, void *sel, void *imp);
+/* gcc's runtime, after IMPs of these classes were set (lock held): their dispatch tables
+ * refreshed, each subtree once. Sorts changed and drops its repeats. Nothing to do on Apple's. */
+void mt_objc_methods_changed(void **changed, size_t n);
+
+/* ---- the install-time lock ---- */
+/* gcc's __objc_runtime_mutex (recursive, owned by the calling thread): every path that sets
+ * IMPs takes it first, before any lock of ours, as the runtime calls out with it held
+ * (+initialize, which may call class_addMethod). No-op on other runtimes. */
+void mt_objc_lock(void);
+void mt_objc_unlock(void);
+
+/* ---- Apple: images loaded later ---- */
+/* objc_addLoadImageFunc (macOS 10.15, iOS 13 on): whether the runtime has it, and adding fn. */
+int mt_objc_can_add_load_image_func(void);
+void mt_objc_add_load_image_func(void (*fn)(const void *header));
+
+/* ---- gcc's __objc_exec_class (modules) ---- */
+/* The definition after this library's (RTLD_NEXT): the runtime's, where the library is
+ * preloaded. */
+void *mt_objc_exec_class_next(void);
+/* The definition the global scope binds. */
+void *mt_objc_exec_class_bound(void);
+
+/* ---- gcc's compiled structures (what a module hands __objc_exec_class) ----
+ * struct objc_method {SEL name; const char *types; IMP imp;}: before registration, name is
+ * still the selector's name (the runtime turns it into a SEL in place). struct
+ * objc_method_list {next, int method_count, struct objc_method list[]}. */
+struct mt_gnu_method {
+	void *sel;
+	const char *types;
+	void *imp;
+};
+struct mt_gnu_method_list {
+	struct mt_gnu_method_list *next;
+	int count;
+	struct mt_gnu_method m[];
+};
+/* struct objc_class {class_pointer, super_class, name, version, info, instance_size, ivars,
+ * methods, dtable, ...}: methods is the class's list (a metaclass's: its class methods). */
+#define MT_GNU_CLASS_METHODS(c) (((struct mt_gnu_method_list **)(c))[7])
+#define MT_GNU_CLASS_NAME(c) (((const char **)(c))[2])
+/* struct objc_category {category_name, class_name, instance_methods, class_methods, ...} */
+#define MT_GNU_CATEGORY_CLASS(cat) (((const char **)(cat))[1])
+#define MT_GNU_CATEGORY_METHODS(cat, meta) (((struct mt_gnu_method_list **)(cat))[2 + (meta)])
+/* struct objc_module {version, size, name, symtab}; struct objc_symtab {sel_ref_cnt, refs,
+ * unsigned short cls_def_cnt, cat_def_cnt, defs[]}: classes, then categories. */
+struct mt_gnu_symtab {
+	unsigned ncls, ncat;
+	void **defs;
+};
+/* A module's symtab read; 0 when there is no module or it has none. */
+int mt_gnu_module_symtab(void *module, struct mt_gnu_symtab *t);
+
+#pragma GCC visibility pop
+#endif
