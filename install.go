@@ -6,6 +6,7 @@ package msgtrace
 import "C"
 
 import (
+	"errors"
 	"runtime"
 	"unsafe"
 
@@ -47,6 +48,14 @@ func Install(r *machobind.Rebinder) (*machobind.Hook, error) { return InstallCap
 // InstallCapture is Install, leaving objc_msgSend and its variants alone when sends is false
 // (MSGTRACE_CAPTURE=methods): only the platform's own rebindings (Linux: dlopen, _exit) are made.
 func InstallCapture(r *machobind.Rebinder, sends bool) (*machobind.Hook, error) {
+	h, _, err := InstallCaptureAnd(r, sends)
+	return h, err
+}
+
+// InstallCaptureAnd is InstallCapture making more sets of rebindings (say ModuleRebindings')
+// in the same pass over the images (machobind's RebindSets: each image's relocations walked
+// once, the process's mappings read once), each set with its hook (nil for an empty set).
+func InstallCaptureAnd(r *machobind.Rebinder, sends bool, more ...[]machobind.Rebinding) (*machobind.Hook, []*machobind.Hook, error) {
 	applyRuntimeMasks(runtimeSymbol)
 	var rs []machobind.Rebinding
 	for _, v := range variants() {
@@ -60,7 +69,14 @@ func InstallCapture(r *machobind.Rebinder, sends bool) (*machobind.Hook, error) 
 			Publish:     func(orig uintptr) { *v.orig = *(*unsafe.Pointer)(unsafe.Pointer(&orig)) },
 		})
 	}
-	return r.Rebind(append(rs, platformRebindings()...)...)
+	hs, err := r.RebindSets(append([][]machobind.Rebinding{append(rs, platformRebindings()...)}, more...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if hs[0] == nil { // nothing to rebind here (darwin, methods only): as Rebind, an error
+		return nil, nil, errors.New("no rebindings given")
+	}
+	return hs[0], hs[1:], nil
 }
 
 // interposerOf and originalOf expose the tables to the tests.

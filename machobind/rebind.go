@@ -246,6 +246,100 @@ func (r *Rebinder) Rebind(rs ...Rebinding) (*Hook, error) {
 	return h, nil
 }
 
+// RebindSets is Rebind for several sets of rebindings at once, each with a Hook of its own
+// (undone on its own; nil for an empty set), in one pass over the images: each image is parsed
+// and its relocations walked once for the names of every set, and the process's protections
+// are read once. A name may be in one set only.
+func (r *Rebinder) RebindSets(sets ...[]Rebinding) ([]*Hook, error) {
+	hooks := make([]*Hook, len(sets))
+	var all []Rebinding
+	var setOf, indexIn []int // a rebinding of all: its set, its index there
+	seen := map[string]int{}
+	for k, rs := range sets {
+		if len(rs) == 0 {
+			continue
+		}
+		h, err := r.newHook(rs)
+		if err != nil {
+			return nil, fmt.Errorf("set %d: %w", k, err)
+		}
+		for i, x := range rs {
+			if j, dup := seen[x.Name]; dup && j != k {
+				return nil, fmt.Errorf("set %d: %s is in set %d too", k, x.Name, j)
+			}
+			seen[x.Name] = k
+			all = append(all, x)
+			setOf, indexIn = append(setOf, k), append(indexIn, i)
+		}
+		h.follow = true
+		hooks[k] = h
+	}
+	if len(all) == 0 {
+		return hooks, nil
+	}
+	comb, err := r.newHook(all)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.watching {
+		if err := r.rt.WatchImages(r.imageAdded); err != nil {
+			return nil, fmt.Errorf("watching for new images: %w", err)
+		}
+		r.watching = true
+	}
+	imgs, err := r.rt.Images()
+	if err != nil {
+		return nil, err
+	}
+	self := r.rt.Self()
+	skip := func(err error) {
+		for _, h := range hooks {
+			if h != nil {
+				h.skipped = append(h.skipped, err)
+			}
+		}
+	}
+	var found []imageMatches
+	for _, l := range imgs {
+		if l.Header == self {
+			continue
+		}
+		if im, err := r.match(comb, l); err != nil {
+			skip(err)
+		} else if len(im.ms) > 0 {
+			found = append(found, im)
+		}
+	}
+	prot := r.protections()
+	for _, im := range found {
+		key := imageKey(im.l)
+		err := r.writeSlots(im.ms, prot, func(m match) (uintptr, error) {
+			v := all[m.index].Replacement
+			if m.slot.Kind == KindAuth {
+				return r.rt.Sign(v, m.addr, GOTAuth)
+			}
+			return v, nil
+		}, func(m match, old, new uintptr) {
+			h := hooks[setOf[m.index]]
+			h.writes = append(h.writes, slotWrite{addr: m.addr, old: old, new: new, image: key})
+		})
+		if err != nil {
+			skip(fmt.Errorf("image %s: %w", im.l.Name, err))
+		}
+	}
+	for i := range all {
+		hooks[setOf[i]].orig[indexIn[i]].Store(comb.orig[i].Load())
+	}
+	for _, h := range hooks {
+		if h != nil {
+			r.hooks = append(r.hooks, h)
+		}
+	}
+	return hooks, nil
+}
+
 // RebindImage rebinds the names in one image only.
 func (r *Rebinder) RebindImage(l Loaded, rs ...Rebinding) (*Hook, error) {
 	h, err := r.newHook(rs)

@@ -86,6 +86,18 @@ func msgtraceLoad() C.int {
 	return 0
 }
 
+// msgtracePrepare runs from the preload loader's own thread while the program's libraries
+// are still being initialized (the first module they register): configure and start the
+// drain (agent.Prepare), so that msgtraceLoad, which must finish before main, has less to do.
+// An error is kept for msgtraceLoad to report.
+//
+//export msgtracePrepare
+func msgtracePrepare() {
+	if a, err := get(); err == nil {
+		a.Prepare() // a failure is Install's to report: it tries again
+	}
+}
+
 // msgtraceExit runs at exit: the calls no flush took yet go to MSGTRACE_OUT.
 //
 //export msgtraceExit

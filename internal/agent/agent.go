@@ -21,6 +21,7 @@ type Agent struct {
 	flushes int    // successful flushes
 	written uint64 // calls in the stream at the last flush
 	closed  bool
+	started bool // the pool sized and the drain started (Prepare, or Install's first step)
 	lastErr string
 	methods methodState // method capture (methods.go)
 }
@@ -66,27 +67,58 @@ func (a *Agent) Install() error {
 	if a.hook != nil { // installed: after a Stop, the methods it restored are instrumented again
 		return a.fail(a.reinstallMethods())
 	}
-	if err := msgtrace.Configure(512, uint64(a.cfg.BufferMB)<<20, ChunkBytes); err != nil {
-		return a.fail(fmt.Errorf("msgtrace: %w", err))
-	}
-	if err := msgtrace.StartStream(msgtrace.StreamConfig{Path: a.cfg.StreamPattern(), Drop: a.cfg.Drop, MinUS: a.cfg.MinUS, Ring: a.cfg.Ring}); err != nil {
-		return a.fail(fmt.Errorf("msgtrace: %w", err))
+	if err := a.start(); err != nil {
+		return a.fail(err)
 	}
 	rt, err := platformRuntime()
 	if err != nil {
 		return a.fail(fmt.Errorf("msgtrace: %w", err))
 	}
 	rt = scope(rt)
-	h, err := msgtrace.InstallCapture(machobind.NewRebinder(rt), a.cfg.captureSends())
+	// the rebindings that report classes registered later are made in the same pass over the
+	// objects as the capture's (one walk of each object's relocations)
+	var watch []machobind.Rebinding
+	methods := a.capturesMethods()
+	if methods {
+		watch = a.methods.watchRebindings() // methods.go
+	}
+	h, more, err := msgtrace.InstallCaptureAnd(machobind.NewRebinder(rt), a.cfg.captureSends(), watch)
 	if err != nil {
 		return a.fail(fmt.Errorf("msgtrace: installing: %w", err))
 	}
 	a.hook = h
-	if err := a.installMethods(rt); err != nil { // methods.go
-		return a.fail(err)
+	if methods {
+		if err := a.installMethodsWith(rt, more[0]); err != nil {
+			return a.fail(err)
+		}
 	}
 	msgtrace.SetActive(!a.cfg.Paused)
 	return a.fail(nil)
+}
+
+// Prepare does the part of Install that changes nothing the program sees: it sizes the pool
+// and starts the drain (the stream, its clock and the launch marks queued so far). The preload
+// loader calls it on a thread of its own while the program's libraries are still being
+// initialized, so that the Install that must come before main has less to do. Install
+// without Prepare does it first.
+func (a *Agent) Prepare() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fail(a.start())
+}
+
+func (a *Agent) start() error {
+	if a.started {
+		return nil
+	}
+	if err := msgtrace.Configure(512, uint64(a.cfg.BufferMB)<<20, ChunkBytes); err != nil {
+		return fmt.Errorf("msgtrace: %w", err)
+	}
+	if err := msgtrace.StartStream(msgtrace.StreamConfig{Path: a.cfg.StreamPattern(), Drop: a.cfg.Drop, MinUS: a.cfg.MinUS, Ring: a.cfg.Ring}); err != nil {
+		return fmt.Errorf("msgtrace: %w", err)
+	}
+	a.started = true
+	return nil
 }
 
 // Installed reports whether the interposers are in place, and how many slots they took.

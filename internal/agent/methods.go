@@ -33,16 +33,24 @@ func (c Config) captureSends() bool { return c.Capture != "methods" }
 // captureMethods reports whether methods are to be instrumented with trampolines.
 func (c Config) captureMethods() bool { return c.Capture != "sends" }
 
-// installMethods instruments the methods of the classes the configuration selects, now and as
-// later classes arrive (gcc's runtime: each module's classes once its constructor registered
-// them; the rebinding covers every object, those dlopened later included).
-func (a *Agent) installMethods(rt machobind.Runtime) error {
-	if !a.cfg.captureMethods() || msgtrace.MethodsRuntime() != msgtrace.RuntimeGNU && msgtrace.MethodsRuntime() != msgtrace.RuntimeApple {
-		return nil
-	}
+// capturesMethods reports whether the configuration asks for method capture and the process's
+// Objective-C runtime is one it works with.
+func (a *Agent) capturesMethods() bool {
+	return a.cfg.captureMethods() && (msgtrace.MethodsRuntime() == msgtrace.RuntimeGNU || msgtrace.MethodsRuntime() == msgtrace.RuntimeApple)
+}
+
+// installMethodsWith instruments the methods of the classes the configuration selects, now and
+// as later classes arrive (gcc's runtime: each module's classes once its constructor registered
+// them; the rebinding covers every object, those dlopened later included). The rebindings that
+// report later classes (watchRebindings) were made in the same pass as the capture's: h is
+// their hook (nil: there were none).
+func (a *Agent) installMethodsWith(rt machobind.Runtime, h *machobind.Hook) error {
 	m := &a.methods
 	m.locked(func() { m.install(a.cfg.Methods, rt) })
-	return m.watch()
+	if h == nil {
+		return nil
+	}
+	return m.watchWith(h)
 }
 
 // locked runs fn holding the Objective-C runtime's lock (gcc's runtime), then m.mu: always in
@@ -73,9 +81,24 @@ func (m *methodState) install(methods []string, rt machobind.Runtime) {
 // lock, which dlopen holds while module constructors call the rebound __objc_exec_class,
 // whose callback takes the runtime's lock and m.mu).
 func (m *methodState) watch() error {
+	rs := m.watchRebindings()
+	if len(rs) == 0 {
+		return nil
+	}
+	h, err := machobind.NewRebinder(m.rt).Rebind(rs...)
+	if err != nil {
+		return fmt.Errorf("msgtrace: watching for classes registered later: %w", err)
+	}
+	return m.watchWith(h)
+}
+
+// watchRebindings sets the callbacks for modules and classes that arrive later and returns the
+// rebindings that report them. Until the first install has chosen the selection (m.sel), the
+// callbacks leave what they are given alone: the install finds those classes registered.
+func (m *methodState) watchRebindings() []machobind.Rebinding {
 	later := func(classes []uintptr) {
 		m.locked(func() {
-			if !m.restored {
+			if !m.restored && m.sel != nil {
 				addStats(&m.stats, msgtrace.InstallMethods(selectClasses(classes, m.sel)))
 			}
 		})
@@ -84,6 +107,9 @@ func (m *methodState) watch() error {
 	// selected (gcc's runtime; the methods of a selected class's categories come with it)
 	msgtrace.WatchModules(func(mod msgtrace.Module) {
 		m.locked(func() {
+			if m.sel == nil {
+				return
+			}
 			for i, c := range mod.Categories {
 				if !m.restored && m.sel(c, mod.Image) {
 					addStats(&m.stats, mod.InstallCategory(i))
@@ -95,7 +121,7 @@ func (m *methodState) watch() error {
 	// it, so that the +load it sends then, and what that calls, are traced
 	msgtrace.WatchArrivingModules(func(mod msgtrace.ArrivingModule) {
 		m.locked(func() {
-			if m.restored {
+			if m.restored || m.sel == nil {
 				return
 			}
 			sel := make([]bool, len(mod.Names))
@@ -105,13 +131,18 @@ func (m *methodState) watch() error {
 			addStats(&m.stats, mod.InstallStatic(sel))
 		})
 	})
-	rs := msgtrace.ModuleRebindings(later)
-	if len(rs) == 0 {
-		return nil
-	}
-	h, err := machobind.NewRebinder(m.rt).Rebind(rs...)
-	if err != nil {
-		return fmt.Errorf("msgtrace: watching for classes registered later: %w", err)
+	return msgtrace.ModuleRebindings(later)
+}
+
+// watchWith keeps the hook of watchRebindings' rebindings and, the first time, watches for
+// objects loaded later.
+func (m *methodState) watchWith(h *machobind.Hook) error {
+	later := func(classes []uintptr) {
+		m.locked(func() {
+			if !m.restored && m.sel != nil {
+				addStats(&m.stats, msgtrace.InstallMethods(selectClasses(classes, m.sel)))
+			}
+		})
 	}
 	m.mu.Lock()
 	m.hook = h
