@@ -56,7 +56,20 @@ func InstallCapture(r *machobind.Rebinder, sends bool) (*machobind.Hook, error) 
 // in the same pass over the images (machobind's RebindSets: each image's relocations walked
 // once, the process's mappings read once), each set with its hook (nil for an empty set).
 func InstallCaptureAnd(r *machobind.Rebinder, sends bool, more ...[]machobind.Rebinding) (*machobind.Hook, []*machobind.Hook, error) {
-	applyRuntimeMasks(runtimeSymbol)
+	p, err := PlanCapture(r, sends, more...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.Commit()
+}
+
+// CapturePlan is InstallCaptureAnd in two steps (machobind.Plan): PlanCapture finds the slots
+// and hands each original to its interposer, changing nothing the program sees; Commit reads
+// the masks and writes the slots.
+type CapturePlan struct{ p *machobind.Plan }
+
+// PlanCapture is the first step of InstallCaptureAnd (see CapturePlan).
+func PlanCapture(r *machobind.Rebinder, sends bool, more ...[]machobind.Rebinding) (*CapturePlan, error) {
 	var rs []machobind.Rebinding
 	for _, v := range variants() {
 		if !sends {
@@ -69,7 +82,18 @@ func InstallCaptureAnd(r *machobind.Rebinder, sends bool, more ...[]machobind.Re
 			Publish:     func(orig uintptr) { *v.orig = *(*unsafe.Pointer)(unsafe.Pointer(&orig)) },
 		})
 	}
-	hs, err := r.RebindSets(append([][]machobind.Rebinding{append(rs, platformRebindings()...)}, more...)...)
+	p, err := r.PlanSets(append([][]machobind.Rebinding{append(rs, platformRebindings()...)}, more...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &CapturePlan{p}, nil
+}
+
+// Commit is the second step of InstallCaptureAnd: the capture's hook, then those of the other
+// sets.
+func (c *CapturePlan) Commit() (*machobind.Hook, []*machobind.Hook, error) {
+	applyRuntimeMasks(runtimeSymbol)
+	hs, err := c.p.Commit()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -251,3 +251,42 @@ func TestRebindSets(t *testing.T) {
 		t.Fatal("a name in two sets was accepted")
 	}
 }
+
+// TestPlanCommit: PlanSets finds the slots and changes none; Commit writes them, finds those of
+// an image loaded in between and leaves out one unloaded in between.
+func TestPlanCommit(t *testing.T) {
+	app := load(t, "objc-macos-arm64-exe-chained", simdyld.Options{})
+	lib := load(t, "objc-macos-arm64-dylib-classic", simdyld.Options{})
+	gone := load(t, "objc-macos-x86_64-dylib-chained", simdyld.Options{})
+	rt := &simRuntime{images: []Loaded{loadedOf(app), loadedOf(gone)}}
+	const repl = 0x5150_0000_0100
+	appSlots, libSlots := slotsOf(t, loadedOf(app), "_objc_msgSend"), slotsOf(t, loadedOf(lib), "_objc_msgSend")
+	goneSlots := slotsOf(t, loadedOf(gone), "_objc_msgSend")
+	before := loadSlot(goneSlots[0])
+	p, err := NewRebinder(rt).PlanSets([]Rebinding{{Name: "objc_msgSend", Replacement: repl}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loadSlot(appSlots[0]) == repl {
+		t.Fatal("the plan wrote a slot")
+	}
+	rt.images = []Loaded{loadedOf(app), loadedOf(lib)} // lib loaded, gone unloaded
+	hs, err := p.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range append(appSlots, libSlots...) {
+		if loadSlot(a) != repl {
+			t.Fatalf("slot %#x not rebound", a)
+		}
+	}
+	if loadSlot(goneSlots[0]) != before {
+		t.Fatal("a slot of an image unloaded since the plan was written")
+	}
+	if hs[0].Slots() != len(appSlots)+len(libSlots) {
+		t.Fatalf("%d slots, want %d", hs[0].Slots(), len(appSlots)+len(libSlots))
+	}
+	if _, err := p.Commit(); err == nil {
+		t.Fatal("a plan committed twice")
+	}
+}

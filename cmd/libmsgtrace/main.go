@@ -83,6 +83,9 @@ func msgtraceLoad() C.int {
 		return -1
 	}
 	msgtrace.SetExitHook(msgtraceExit) // programs that end with _exit
+	if preparedEarly && os.Getenv("MSGTRACE_VERBOSE") != "" {
+		fmt.Fprintln(stderr, "msgtrace: prepared on the preload loader's thread while the libraries initialized")
+	}
 	return 0
 }
 
@@ -93,10 +96,13 @@ func msgtraceLoad() C.int {
 //
 //export msgtracePrepare
 func msgtracePrepare() {
-	if a, err := get(); err == nil {
-		a.Prepare() // a failure is Install's to report: it tries again
+	if a, err := get(); err == nil && a.Prepare() == nil { // a failure is Install's to report: it tries again
+		preparedEarly = true
 	}
 }
+
+// preparedEarly: msgtracePrepare ran and succeeded (MSGTRACE_VERBOSE says so at load).
+var preparedEarly bool
 
 // msgtraceExit runs at exit: the calls no flush took yet go to MSGTRACE_OUT.
 //
