@@ -23,6 +23,7 @@ type methodState struct {
 	restored bool
 	sel      func(name, image string) bool // MSGTRACE_METHODS
 	appOnly  bool                          // MSGTRACE_METHODS=app: only images outside the system
+	all      bool                          // MSGTRACE_METHODS=all: every class
 	rt       machobind.Runtime
 	watching bool // the image watcher is registered (once: it outlives a stop)
 }
@@ -67,8 +68,9 @@ func (m *methodState) locked(fn func()) {
 func (m *methodState) install(methods []string, rt machobind.Runtime) {
 	m.sel, m.rt = classSelector(methods), rt
 	m.appOnly = len(methods) == 0 || len(methods) == 1 && methods[0] == "app"
+	m.all = len(methods) == 1 && methods[0] == "all"
 	start := time.Now()
-	m.stats = msgtrace.InstallMethods(selectClasses(m.candidates(), m.sel))
+	m.stats = msgtrace.InstallMethods(m.pick(m.candidates()))
 	m.took = time.Since(start)
 	if os.Getenv("MSGTRACE_VERBOSE") != "" {
 		fmt.Fprintf(os.Stderr, "msgtrace: methods: %d instrumented in %d classes in %v (%d never instrumented, %d past the pool of %d)\n",
@@ -99,7 +101,7 @@ func (m *methodState) watchRebindings() []machobind.Rebinding {
 	later := func(classes []uintptr) {
 		m.locked(func() {
 			if !m.restored && m.sel != nil {
-				addStats(&m.stats, msgtrace.InstallMethods(selectClasses(classes, m.sel)))
+				addStats(&m.stats, msgtrace.InstallMethods(m.pick(classes)))
 			}
 		})
 	}
@@ -140,7 +142,7 @@ func (m *methodState) watchWith(h *machobind.Hook) error {
 	later := func(classes []uintptr) {
 		m.locked(func() {
 			if !m.restored && m.sel != nil {
-				addStats(&m.stats, msgtrace.InstallMethods(selectClasses(classes, m.sel)))
+				addStats(&m.stats, msgtrace.InstallMethods(m.pick(classes)))
 			}
 		})
 	}
@@ -193,7 +195,7 @@ func (a *Agent) reinstallMethods() error {
 	m.locked(func() {
 		if again = m.restored; again {
 			m.restored = false
-			addStats(&m.stats, msgtrace.InstallMethods(selectClasses(m.candidates(), m.sel)))
+			addStats(&m.stats, msgtrace.InstallMethods(m.pick(m.candidates())))
 		}
 	})
 	if !again {
@@ -257,11 +259,24 @@ func classSelector(patterns []string) func(name, image string) bool {
 	}
 }
 
-// selectClasses keeps the classes sel accepts.
-func selectClasses(classes []uintptr, sel func(name, image string) bool) []uintptr {
+// pick keeps the classes the selection accepts, asking the runtime only what the selection
+// looks at: nothing with all (every class), the image with app (a dladdr per class), else the
+// name and the image. m.sel set.
+func (m *methodState) pick(classes []uintptr) []uintptr {
+	switch {
+	case m.all:
+		return classes
+	case m.appOnly:
+		return selectClasses(classes, func(c uintptr) bool { return m.sel("", msgtrace.ClassImage(c)) })
+	}
+	return selectClasses(classes, func(c uintptr) bool { return m.sel(msgtrace.ClassName(c), msgtrace.ClassImage(c)) })
+}
+
+// selectClasses keeps the classes keep accepts.
+func selectClasses(classes []uintptr, keep func(class uintptr) bool) []uintptr {
 	var out []uintptr
 	for _, c := range classes {
-		if sel(msgtrace.ClassName(c), msgtrace.ClassImage(c)) {
+		if keep(c) {
 			out = append(out, c)
 		}
 	}
