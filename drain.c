@@ -249,6 +249,11 @@ static void *drain_main(void *arg) {
 			break;
 		}
 		mt_clock_calibrate(); /* under the lock: the close writes the last clock frame under it */
+		/* a first call was recorded: the file is begun now, off the recording threads' way
+		 * (not before the rate MSGTRACE_MIN_US needs is known: mt_pass writes nothing then) */
+		if (__atomic_exchange_n(&msgtrace_drain_begin_req, 0, __ATOMIC_ACQ_REL) && !mt_drain.ring_mode &&
+		    !(mt_clock.min_us > 0 && !mt_clock.rate_num))
+			mt_output_begin();
 		mt_pass(forced, forced);
 		pthread_mutex_unlock(&mt_drain.pass_mu);
 		if (crash)
