@@ -6,7 +6,9 @@
  * Go library next to it, whose own constructor then stays out of the way) and starts it
  * before main: dlopen returns once the Go runtime's initializer has started its thread, and
  * msgtraceLoad, called after dlopen released the dynamic linker's lock, waits for the runtime
- * and installs.
+ * and installs. Where a library registers Objective-C modules before our constructor runs
+ * (gnustep-base), the loading and msgtracePrepare are started then, on a thread of the loader's
+ * (start_early), and the constructor waits for it and installs what is left.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
