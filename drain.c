@@ -236,7 +236,6 @@ static void *drain_main(void *arg) {
 	mt_clock_ask_rate();
 	int idle = 0;
 	while (!mt_drain.stop_req) {
-		mt_clock_calibrate();
 		pthread_mutex_lock(&mt_drain.req_mu);
 		uint64_t want = mt_drain.req_seq;
 		pthread_mutex_unlock(&mt_drain.req_mu);
@@ -245,6 +244,16 @@ static void *drain_main(void *arg) {
 		int crash = mt_drain.crash_req;
 		int forced = want != mt_drain.done_seq || crash || mt_drain.dump_req;
 		pthread_mutex_lock(&mt_drain.pass_mu);
+		if (__atomic_load_n(&mt_drain.closed, __ATOMIC_ACQUIRE)) { /* the stream was closed without us */
+			pthread_mutex_unlock(&mt_drain.pass_mu);
+			break;
+		}
+		mt_clock_calibrate(); /* under the lock: the close writes the last clock frame under it */
+		/* a first call was recorded: the file is begun now, off the recording threads' way
+		 * (not before the rate MSGTRACE_MIN_US needs is known: mt_pass writes nothing then) */
+		if (__atomic_exchange_n(&msgtrace_drain_begin_req, 0, __ATOMIC_ACQ_REL) && !mt_drain.ring_mode &&
+		    !(mt_clock.min_us > 0 && !mt_clock.rate_num))
+			mt_output_begin();
 		mt_pass(forced, forced);
 		pthread_mutex_unlock(&mt_drain.pass_mu);
 		if (crash)

@@ -71,13 +71,15 @@ int msgtrace_stream_flush(void) {
 int msgtrace_stream_close(void) {
 	if (!mt_drain.started || mt_drain.closed)
 		return mt_drain.started ? 0 : -1;
+	/* The drain thread is not woken and waited for (at exit that is a wake-up and a
+	 * scheduling of it, more than the final pass itself): it is told to stop, and the pass
+	 * lock waits for a pass it may be in; it does none after this (drain_main sees closed under
+	 * the lock) and ends when it next wakes, or with the process. */
 	if (msgtrace_drain_running && !pthread_equal(pthread_self(), mt_drain.thread)) {
-		mt_drain.stop_req = 1;
-		msgtrace_drain_wake();
-		pthread_join(mt_drain.thread, NULL);
+		__atomic_store_n(&mt_drain.stop_req, 1, __ATOMIC_RELEASE);
 		msgtrace_drain_running = 0;
 	}
-	mt_drain.closed = 1;
+	__atomic_store_n(&mt_drain.closed, 1, __ATOMIC_RELEASE);
 	msgtrace_set_full_policy(1);
 	pthread_mutex_lock(&mt_drain.pass_mu);
 	mt_pass(1, 1);

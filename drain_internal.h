@@ -70,6 +70,7 @@ struct mt_output {
 extern struct mt_output mt_out;
 void mt_output_write(void);  /* writes mt_out.out (creating the file, prologue first) */
 void mt_output_close(void);
+void mt_output_begin(void); /* creates the file now if it is not (its process and clock frames) */
 void mt_output_reset(void);  /* the next write starts a new file */
 
 /* ---- drain_names.c ---- */

@@ -137,6 +137,11 @@ void mt_output_write(void) {
 	mt_out.out.n = 0;
 }
 
+void mt_output_begin(void) {
+	if (mt_out.fd < 0 && !mt_out.failed)
+		create();
+}
+
 void mt_output_close(void) {
 	if (mt_out.fd >= 0)
 		close(mt_out.fd);

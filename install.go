@@ -6,6 +6,7 @@ package msgtrace
 import "C"
 
 import (
+	"errors"
 	"runtime"
 	"unsafe"
 
@@ -47,7 +48,28 @@ func Install(r *machobind.Rebinder) (*machobind.Hook, error) { return InstallCap
 // InstallCapture is Install, leaving objc_msgSend and its variants alone when sends is false
 // (MSGTRACE_CAPTURE=methods): only the platform's own rebindings (Linux: dlopen, _exit) are made.
 func InstallCapture(r *machobind.Rebinder, sends bool) (*machobind.Hook, error) {
-	applyRuntimeMasks(runtimeSymbol)
+	h, _, err := InstallCaptureAnd(r, sends)
+	return h, err
+}
+
+// InstallCaptureAnd is InstallCapture making more sets of rebindings (say ModuleRebindings')
+// in the same pass over the images (machobind's RebindSets: each image's relocations walked
+// once, the process's mappings read once), each set with its hook (nil for an empty set).
+func InstallCaptureAnd(r *machobind.Rebinder, sends bool, more ...[]machobind.Rebinding) (*machobind.Hook, []*machobind.Hook, error) {
+	p, err := PlanCapture(r, sends, more...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.Commit()
+}
+
+// CapturePlan is InstallCaptureAnd in two steps (machobind.Plan): PlanCapture finds the slots
+// and hands each original to its interposer, changing nothing the program sees; Commit reads
+// the masks and writes the slots.
+type CapturePlan struct{ p *machobind.Plan }
+
+// PlanCapture is the first step of InstallCaptureAnd (see CapturePlan).
+func PlanCapture(r *machobind.Rebinder, sends bool, more ...[]machobind.Rebinding) (*CapturePlan, error) {
 	var rs []machobind.Rebinding
 	for _, v := range variants() {
 		if !sends {
@@ -60,7 +82,25 @@ func InstallCapture(r *machobind.Rebinder, sends bool) (*machobind.Hook, error) 
 			Publish:     func(orig uintptr) { *v.orig = *(*unsafe.Pointer)(unsafe.Pointer(&orig)) },
 		})
 	}
-	return r.Rebind(append(rs, platformRebindings()...)...)
+	p, err := r.PlanSets(append([][]machobind.Rebinding{append(rs, platformRebindings()...)}, more...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &CapturePlan{p}, nil
+}
+
+// Commit is the second step of InstallCaptureAnd: the capture's hook, then those of the other
+// sets.
+func (c *CapturePlan) Commit() (*machobind.Hook, []*machobind.Hook, error) {
+	applyRuntimeMasks(runtimeSymbol)
+	hs, err := c.p.Commit()
+	if err != nil {
+		return nil, nil, err
+	}
+	if hs[0] == nil { // nothing to rebind here (darwin, methods only): as Rebind, an error
+		return nil, nil, errors.New("no rebindings given")
+	}
+	return hs[0], hs[1:], nil
 }
 
 // interposerOf and originalOf expose the tables to the tests.

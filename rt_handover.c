@@ -14,6 +14,7 @@
 
 volatile int msgtrace_drain_running;
 int msgtrace_drain_urgent;
+int msgtrace_drain_begin_req;
 
 static struct {
 	struct mt_chunk *handed; /* newest first, through qnext */

@@ -127,6 +127,7 @@ void msgtrace_pool_after_fork(void);
 /* ---- rt_handover.c ---- */
 extern volatile int msgtrace_drain_running;
 extern int msgtrace_drain_urgent;               /* a thread waits for a chunk (atomic) */
+extern int msgtrace_drain_begin_req;            /* the first chunk was taken: begin the stream file (atomic) */
 void msgtrace_hand_over(struct mt_chunk *c);
 struct mt_chunk *msgtrace_take_handed(void);    /* every handed-over chunk, oldest first */
 struct mt_chunk *msgtrace_handed_peek(void);

@@ -208,6 +208,13 @@ static void next_chunk(struct mt_thread_info *i, int pending) {
 			i->lost_since = msgtrace_now_ticks();
 		return;
 	}
+	/* the process's first chunk: the drain creates and begins the stream file now, on its
+	 * thread, rather than the exit on this one (a short program's only write) */
+	static int begun;
+	if (!old && !i->ring && !__atomic_load_n(&begun, __ATOMIC_RELAXED) && !__atomic_exchange_n(&begun, 1, __ATOMIC_ACQ_REL)) {
+		__atomic_store_n(&msgtrace_drain_begin_req, 1, __ATOMIC_RELEASE);
+		msgtrace_drain_wake();
+	}
 	uint64_t now = msgtrace_now_ticks();
 	struct mt_record m[3];
 	uint32_t n = 0;

@@ -199,3 +199,94 @@ func TestRebindErrors(t *testing.T) {
 		t.Fatal("image at address 0 accepted")
 	}
 }
+
+// TestRebindSets: several sets rebound in one pass, each with a hook of its own that finds
+// its slots, knows its originals and is undone alone; a name in two sets is refused.
+func TestRebindSets(t *testing.T) {
+	app := load(t, "objc-macos-arm64-exe-chained", simdyld.Options{})
+	rt := &simRuntime{images: []Loaded{loadedOf(app)}}
+	r := NewRebinder(rt)
+	const send, super = 0x5150_0000_0100, 0x5150_0000_0200
+	sendSlots := slotsOf(t, loadedOf(app), "_objc_msgSend")
+	superSlots := slotsOf(t, loadedOf(app), "_objc_msgSendSuper2")
+	origSend := loadSlot(sendSlots[0])
+	hs, err := r.RebindSets([]Rebinding{{Name: "objc_msgSend", Replacement: send}}, nil,
+		[]Rebinding{{Name: "objc_msgSendSuper2", Replacement: super}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 3 || hs[0] == nil || hs[1] != nil || hs[2] == nil {
+		t.Fatalf("hooks = %v, want one for each non-empty set", hs)
+	}
+	for _, a := range sendSlots {
+		if loadSlot(a) != send {
+			t.Fatalf("objc_msgSend slot %#x not rebound", a)
+		}
+	}
+	for _, a := range superSlots {
+		if loadSlot(a) != super {
+			t.Fatalf("objc_msgSendSuper2 slot %#x not rebound", a)
+		}
+	}
+	if hs[0].Slots() != len(sendSlots) || hs[2].Slots() != len(superSlots) {
+		t.Fatalf("slots %d and %d, want %d and %d", hs[0].Slots(), hs[2].Slots(), len(sendSlots), len(superSlots))
+	}
+	if got := hs[0].Original("objc_msgSend"); got != origSend {
+		t.Fatalf("original of objc_msgSend = %#x, want %#x", got, origSend)
+	}
+	if hs[2].Original("objc_msgSend") != 0 || hs[2].Original("objc_msgSendSuper2") == 0 {
+		t.Fatal("the second hook's originals are not its own")
+	}
+	if err := hs[0].Undo(); err != nil {
+		t.Fatal(err)
+	}
+	if loadSlot(sendSlots[0]) != origSend || loadSlot(superSlots[0]) != super {
+		t.Fatal("undoing one set touched the other, or did not restore its own")
+	}
+	if err := hs[2].Undo(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewRebinder(rt).RebindSets([]Rebinding{{Name: "objc_msgSend", Replacement: send}},
+		[]Rebinding{{Name: "objc_msgSend", Replacement: super}}); err == nil {
+		t.Fatal("a name in two sets was accepted")
+	}
+}
+
+// TestPlanCommit: PlanSets finds the slots and changes none; Commit writes them, finds those of
+// an image loaded in between and leaves out one unloaded in between.
+func TestPlanCommit(t *testing.T) {
+	app := load(t, "objc-macos-arm64-exe-chained", simdyld.Options{})
+	lib := load(t, "objc-macos-arm64-dylib-classic", simdyld.Options{})
+	gone := load(t, "objc-macos-x86_64-dylib-chained", simdyld.Options{})
+	rt := &simRuntime{images: []Loaded{loadedOf(app), loadedOf(gone)}}
+	const repl = 0x5150_0000_0100
+	appSlots, libSlots := slotsOf(t, loadedOf(app), "_objc_msgSend"), slotsOf(t, loadedOf(lib), "_objc_msgSend")
+	goneSlots := slotsOf(t, loadedOf(gone), "_objc_msgSend")
+	before := loadSlot(goneSlots[0])
+	p, err := NewRebinder(rt).PlanSets([]Rebinding{{Name: "objc_msgSend", Replacement: repl}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loadSlot(appSlots[0]) == repl {
+		t.Fatal("the plan wrote a slot")
+	}
+	rt.images = []Loaded{loadedOf(app), loadedOf(lib)} // lib loaded, gone unloaded
+	hs, err := p.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range append(appSlots, libSlots...) {
+		if loadSlot(a) != repl {
+			t.Fatalf("slot %#x not rebound", a)
+		}
+	}
+	if loadSlot(goneSlots[0]) != before {
+		t.Fatal("a slot of an image unloaded since the plan was written")
+	}
+	if hs[0].Slots() != len(appSlots)+len(libSlots) {
+		t.Fatalf("%d slots, want %d", hs[0].Slots(), len(appSlots)+len(libSlots))
+	}
+	if _, err := p.Commit(); err == nil {
+		t.Fatal("a plan committed twice")
+	}
+}

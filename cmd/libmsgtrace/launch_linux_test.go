@@ -92,7 +92,12 @@ func TestGNUstepLaunch(t *testing.T) {
 			name := filepath.Base(preload) + "/" + map[string]string{"": "default", "all": "all"}[methods]
 			for _, mode := range [][]string{nil, {"plugin", filepath.Join(g.dir, "launchplugin.so")}, {"bundle", bundle}} {
 				t.Run(strings.Join(append([]string{name}, mode[:min(1, len(mode))]...), "/"), func(t *testing.T) {
-					tr, _ := run(t, preload, methods, map[string]string{"LAUNCH_PLUGIN": filepath.Join(g.dir, "launchctor.so")}, mode...)
+					tr, se := run(t, preload, methods, map[string]string{"LAUNCH_PLUGIN": filepath.Join(g.dir, "launchctor.so"), "MSGTRACE_VERBOSE": "1"}, mode...)
+					// the preload loader started the library on its own thread from gnustep-base's
+					// first module, before its constructor: what follows holds for that start too
+					if early := strings.Contains(se, "prepared on the preload loader's thread"); early != (preload == loader) {
+						t.Errorf("prepared early: %v, want %v\nstderr:\n%s", early, preload == loader, se)
+					}
 					want := map[string]int{
 						"+[Early load] > +[Early warm]":                      1, // before main
 						"+[Filler load]":                                     1,

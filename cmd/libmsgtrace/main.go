@@ -83,8 +83,26 @@ func msgtraceLoad() C.int {
 		return -1
 	}
 	msgtrace.SetExitHook(msgtraceExit) // programs that end with _exit
+	if preparedEarly && os.Getenv("MSGTRACE_VERBOSE") != "" {
+		fmt.Fprintln(stderr, "msgtrace: prepared on the preload loader's thread while the libraries initialized")
+	}
 	return 0
 }
+
+// msgtracePrepare runs from the preload loader's own thread while the program's libraries
+// are still being initialized (the first module they register): configure and start the
+// drain (agent.Prepare), so that msgtraceLoad, which must finish before main, has less to do.
+// An error is kept for msgtraceLoad to report.
+//
+//export msgtracePrepare
+func msgtracePrepare() {
+	if a, err := get(); err == nil && a.Prepare() == nil { // a failure is Install's to report: it tries again
+		preparedEarly = true
+	}
+}
+
+// preparedEarly: msgtracePrepare ran and succeeded (MSGTRACE_VERBOSE says so at load).
+var preparedEarly bool
 
 // msgtraceExit runs at exit: the calls no flush took yet go to MSGTRACE_OUT.
 //

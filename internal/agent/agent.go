@@ -21,6 +21,8 @@ type Agent struct {
 	flushes int    // successful flushes
 	written uint64 // calls in the stream at the last flush
 	closed  bool
+	started bool // the pool sized and the drain started (Prepare, or Install's first step)
+	plan    *prepared
 	lastErr string
 	methods methodState // method capture (methods.go)
 }
@@ -66,27 +68,93 @@ func (a *Agent) Install() error {
 	if a.hook != nil { // installed: after a Stop, the methods it restored are instrumented again
 		return a.fail(a.reinstallMethods())
 	}
-	if err := msgtrace.Configure(512, uint64(a.cfg.BufferMB)<<20, ChunkBytes); err != nil {
-		return a.fail(fmt.Errorf("msgtrace: %w", err))
+	if err := a.start(); err != nil {
+		return a.fail(err)
 	}
-	if err := msgtrace.StartStream(msgtrace.StreamConfig{Path: a.cfg.StreamPattern(), Drop: a.cfg.Drop, MinUS: a.cfg.MinUS, Ring: a.cfg.Ring}); err != nil {
-		return a.fail(fmt.Errorf("msgtrace: %w", err))
+	p := a.plan
+	a.plan = nil
+	if p == nil {
+		var err error
+		if p, err = a.planCapture(); err != nil {
+			return a.fail(err)
+		}
 	}
-	rt, err := platformRuntime()
-	if err != nil {
-		return a.fail(fmt.Errorf("msgtrace: %w", err))
-	}
-	rt = scope(rt)
-	h, err := msgtrace.InstallCapture(machobind.NewRebinder(rt), a.cfg.captureSends())
+	h, more, err := p.capture.Commit()
 	if err != nil {
 		return a.fail(fmt.Errorf("msgtrace: installing: %w", err))
 	}
 	a.hook = h
-	if err := a.installMethods(rt); err != nil { // methods.go
-		return a.fail(err)
+	if p.methods {
+		if err := a.installMethodsWith(p.rt, more[0]); err != nil {
+			return a.fail(err)
+		}
 	}
 	msgtrace.SetActive(!a.cfg.Paused)
 	return a.fail(nil)
+}
+
+// Prepare does the part of Install that changes nothing the program sees: it sizes the pool,
+// starts the drain (the stream, its clock and the launch marks queued so far) and finds the
+// slots to rebind in the objects loaded now (machobind.Plan: the walk of their relocations),
+// handing each original to its interposer. The preload loader calls it on a thread of its own
+// while the program's libraries are still being initialized, so that the Install that must
+// come before main has the slots to write and the methods to instrument left. Install
+// without Prepare does it all.
+func (a *Agent) Prepare() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.start(); err != nil {
+		return a.fail(err)
+	}
+	if a.hook != nil || a.plan != nil {
+		return a.fail(nil)
+	}
+	p, err := a.planCapture()
+	if err != nil {
+		return a.fail(err)
+	}
+	a.plan = p
+	return a.fail(nil)
+}
+
+// prepared is the rebinding found before Install writes it.
+type prepared struct {
+	rt      machobind.Runtime
+	methods bool // method capture: the watch's rebindings are the capture's second set
+	capture *msgtrace.CapturePlan
+}
+
+// planCapture finds the capture's slots (and, with method capture, the watch's). a.mu held.
+func (a *Agent) planCapture() (*prepared, error) {
+	rt, err := platformRuntime()
+	if err != nil {
+		return nil, fmt.Errorf("msgtrace: %w", err)
+	}
+	p := &prepared{rt: scope(rt), methods: a.capturesMethods()}
+	// the rebindings that report classes registered later are made in the same pass over the
+	// objects as the capture's (one walk of each object's relocations)
+	var watch []machobind.Rebinding
+	if p.methods {
+		watch = a.methods.watchRebindings() // methods.go
+	}
+	if p.capture, err = msgtrace.PlanCapture(machobind.NewRebinder(p.rt), a.cfg.captureSends(), watch); err != nil {
+		return nil, fmt.Errorf("msgtrace: installing: %w", err)
+	}
+	return p, nil
+}
+
+func (a *Agent) start() error {
+	if a.started {
+		return nil
+	}
+	if err := msgtrace.Configure(512, uint64(a.cfg.BufferMB)<<20, ChunkBytes); err != nil {
+		return fmt.Errorf("msgtrace: %w", err)
+	}
+	if err := msgtrace.StartStream(msgtrace.StreamConfig{Path: a.cfg.StreamPattern(), Drop: a.cfg.Drop, MinUS: a.cfg.MinUS, Ring: a.cfg.Ring}); err != nil {
+		return fmt.Errorf("msgtrace: %w", err)
+	}
+	a.started = true
+	return nil
 }
 
 // Installed reports whether the interposers are in place, and how many slots they took.

@@ -23,6 +23,7 @@ type methodState struct {
 	restored bool
 	sel      func(name, image string) bool // MSGTRACE_METHODS
 	appOnly  bool                          // MSGTRACE_METHODS=app: only images outside the system
+	all      bool                          // MSGTRACE_METHODS=all: every class
 	rt       machobind.Runtime
 	watching bool // the image watcher is registered (once: it outlives a stop)
 }
@@ -33,16 +34,24 @@ func (c Config) captureSends() bool { return c.Capture != "methods" }
 // captureMethods reports whether methods are to be instrumented with trampolines.
 func (c Config) captureMethods() bool { return c.Capture != "sends" }
 
-// installMethods instruments the methods of the classes the configuration selects, now and as
-// later classes arrive (gcc's runtime: each module's classes once its constructor registered
-// them; the rebinding covers every object, those dlopened later included).
-func (a *Agent) installMethods(rt machobind.Runtime) error {
-	if !a.cfg.captureMethods() || msgtrace.MethodsRuntime() != msgtrace.RuntimeGNU && msgtrace.MethodsRuntime() != msgtrace.RuntimeApple {
-		return nil
-	}
+// capturesMethods reports whether the configuration asks for method capture and the process's
+// Objective-C runtime is one it works with.
+func (a *Agent) capturesMethods() bool {
+	return a.cfg.captureMethods() && (msgtrace.MethodsRuntime() == msgtrace.RuntimeGNU || msgtrace.MethodsRuntime() == msgtrace.RuntimeApple)
+}
+
+// installMethodsWith instruments the methods of the classes the configuration selects, now and
+// as later classes arrive (gcc's runtime: each module's classes once its constructor registered
+// them; the rebinding covers every object, those dlopened later included). The rebindings that
+// report later classes (watchRebindings) were made in the same pass as the capture's: h is
+// their hook (nil: there were none).
+func (a *Agent) installMethodsWith(rt machobind.Runtime, h *machobind.Hook) error {
 	m := &a.methods
 	m.locked(func() { m.install(a.cfg.Methods, rt) })
-	return m.watch()
+	if h == nil {
+		return nil
+	}
+	return m.watchWith(h)
 }
 
 // locked runs fn holding the Objective-C runtime's lock (gcc's runtime), then m.mu: always in
@@ -59,8 +68,9 @@ func (m *methodState) locked(fn func()) {
 func (m *methodState) install(methods []string, rt machobind.Runtime) {
 	m.sel, m.rt = classSelector(methods), rt
 	m.appOnly = len(methods) == 0 || len(methods) == 1 && methods[0] == "app"
+	m.all = len(methods) == 1 && methods[0] == "all"
 	start := time.Now()
-	m.stats = msgtrace.InstallMethods(selectClasses(m.candidates(), m.sel))
+	m.stats = msgtrace.InstallMethods(m.pick(m.candidates()))
 	m.took = time.Since(start)
 	if os.Getenv("MSGTRACE_VERBOSE") != "" {
 		fmt.Fprintf(os.Stderr, "msgtrace: methods: %d instrumented in %d classes in %v (%d never instrumented, %d past the pool of %d)\n",
@@ -73,10 +83,25 @@ func (m *methodState) install(methods []string, rt machobind.Runtime) {
 // lock, which dlopen holds while module constructors call the rebound __objc_exec_class,
 // whose callback takes the runtime's lock and m.mu).
 func (m *methodState) watch() error {
+	rs := m.watchRebindings()
+	if len(rs) == 0 {
+		return nil
+	}
+	h, err := machobind.NewRebinder(m.rt).Rebind(rs...)
+	if err != nil {
+		return fmt.Errorf("msgtrace: watching for classes registered later: %w", err)
+	}
+	return m.watchWith(h)
+}
+
+// watchRebindings sets the callbacks for modules and classes that arrive later and returns the
+// rebindings that report them. Until the first install has chosen the selection (m.sel), the
+// callbacks leave what they are given alone: the install finds those classes registered.
+func (m *methodState) watchRebindings() []machobind.Rebinding {
 	later := func(classes []uintptr) {
 		m.locked(func() {
-			if !m.restored {
-				addStats(&m.stats, msgtrace.InstallMethods(selectClasses(classes, m.sel)))
+			if !m.restored && m.sel != nil {
+				addStats(&m.stats, msgtrace.InstallMethods(m.pick(classes)))
 			}
 		})
 	}
@@ -84,6 +109,9 @@ func (m *methodState) watch() error {
 	// selected (gcc's runtime; the methods of a selected class's categories come with it)
 	msgtrace.WatchModules(func(mod msgtrace.Module) {
 		m.locked(func() {
+			if m.sel == nil {
+				return
+			}
 			for i, c := range mod.Categories {
 				if !m.restored && m.sel(c, mod.Image) {
 					addStats(&m.stats, mod.InstallCategory(i))
@@ -95,7 +123,7 @@ func (m *methodState) watch() error {
 	// it, so that the +load it sends then, and what that calls, are traced
 	msgtrace.WatchArrivingModules(func(mod msgtrace.ArrivingModule) {
 		m.locked(func() {
-			if m.restored {
+			if m.restored || m.sel == nil {
 				return
 			}
 			sel := make([]bool, len(mod.Names))
@@ -105,13 +133,18 @@ func (m *methodState) watch() error {
 			addStats(&m.stats, mod.InstallStatic(sel))
 		})
 	})
-	rs := msgtrace.ModuleRebindings(later)
-	if len(rs) == 0 {
-		return nil
-	}
-	h, err := machobind.NewRebinder(m.rt).Rebind(rs...)
-	if err != nil {
-		return fmt.Errorf("msgtrace: watching for classes registered later: %w", err)
+	return msgtrace.ModuleRebindings(later)
+}
+
+// watchWith keeps the hook of watchRebindings' rebindings and, the first time, watches for
+// objects loaded later.
+func (m *methodState) watchWith(h *machobind.Hook) error {
+	later := func(classes []uintptr) {
+		m.locked(func() {
+			if !m.restored && m.sel != nil {
+				addStats(&m.stats, msgtrace.InstallMethods(m.pick(classes)))
+			}
+		})
 	}
 	m.mu.Lock()
 	m.hook = h
@@ -162,7 +195,7 @@ func (a *Agent) reinstallMethods() error {
 	m.locked(func() {
 		if again = m.restored; again {
 			m.restored = false
-			addStats(&m.stats, msgtrace.InstallMethods(selectClasses(m.candidates(), m.sel)))
+			addStats(&m.stats, msgtrace.InstallMethods(m.pick(m.candidates())))
 		}
 	})
 	if !again {
@@ -226,11 +259,24 @@ func classSelector(patterns []string) func(name, image string) bool {
 	}
 }
 
-// selectClasses keeps the classes sel accepts.
-func selectClasses(classes []uintptr, sel func(name, image string) bool) []uintptr {
+// pick keeps the classes the selection accepts, asking the runtime only what the selection
+// looks at: nothing with all (every class), the image with app (a dladdr per class), else the
+// name and the image. m.sel set.
+func (m *methodState) pick(classes []uintptr) []uintptr {
+	switch {
+	case m.all:
+		return classes
+	case m.appOnly:
+		return selectClasses(classes, func(c uintptr) bool { return m.sel("", msgtrace.ClassImage(c)) })
+	}
+	return selectClasses(classes, func(c uintptr) bool { return m.sel(msgtrace.ClassName(c), msgtrace.ClassImage(c)) })
+}
+
+// selectClasses keeps the classes keep accepts.
+func selectClasses(classes []uintptr, keep func(class uintptr) bool) []uintptr {
 	var out []uintptr
 	for _, c := range classes {
-		if sel(msgtrace.ClassName(c), msgtrace.ClassImage(c)) {
+		if keep(c) {
 			out = append(out, c)
 		}
 	}

@@ -6,13 +6,16 @@
  * Go library next to it, whose own constructor then stays out of the way) and starts it
  * before main: dlopen returns once the Go runtime's initializer has started its thread, and
  * msgtraceLoad, called after dlopen released the dynamic linker's lock, waits for the runtime
- * and installs.
+ * and installs. Where a library registers Objective-C modules before our constructor runs
+ * (gnustep-base), the loading and msgtracePrepare are started then, on a thread of the loader's
+ * (start_early), and the constructor waits for it and installs what is left.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -47,7 +50,10 @@ static void at_exit(void) {
 static void (*exec_class_next)(void *);
 static void (*exec_class_hook)(void *, void (*)(void *));
 
+static void start_early(void);
+
 static void exec_class(void *module) {
+	start_early();
 	void (*next)(void *) = __atomic_load_n(&exec_class_next, __ATOMIC_ACQUIRE);
 	if (!next) {
 		*(void **)&next = dlsym(RTLD_NEXT, "__objc_exec_class");
@@ -80,44 +86,108 @@ __attribute__((visibility("default"))) void msgtrace_mark(const char *name) {
 		f(name);
 }
 
-__attribute__((constructor)) static void loader_ctor(void) {
-	struct timespec ts; /* the "library loaded" launch mark: when our code first ran */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	if (!msgtrace_something_to_trace())
-		return;
+static void loader_ctor(void);
+
+/* What open_library found in libmsgtrace.so. */
+static int (*go_load)(void);
+static void (*go_prepare)(void);
+static void (*exec_hook)(void *, void (*)(void *));
+static void (*go_loaded)(uint64_t);
+
+/* Loads libmsgtrace.so (the Go runtime starts on a thread of its own, as dlopen runs its
+ * initializer) and looks up what the loader calls; started is when our code first ran (the
+ * "library loaded" mark). 0, or -1 (said on stderr: tracing is off). */
+static int open_library(const struct timespec *started) {
 	Dl_info self;
 	char path[PATH_MAX];
 	const char *slash;
 	if (!dladdr((const void *)loader_ctor, &self) || !self.dli_fname || !(slash = strrchr(self.dli_fname, '/')) ||
 	    (size_t)(slash - self.dli_fname) + sizeof "/libmsgtrace.so" > sizeof path) {
 		fprintf(stderr, "msgtrace: cannot tell where libmsgtrace-preload.so is; tracing is off\n");
-		return;
+		return -1;
 	}
 	memcpy(path, self.dli_fname, (size_t)(slash - self.dli_fname));
 	strcpy(path + (slash - self.dli_fname), "/libmsgtrace.so");
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		fprintf(stderr, "msgtrace: %s; tracing is off\n", dlerror());
-		return;
+		return -1;
 	}
-	int (*load)(void) = (int (*)(void))dlsym(h, "msgtraceLoad");
+	go_load = (int (*)(void))dlsym(h, "msgtraceLoad");
+	go_prepare = (void (*)(void))dlsym(h, "msgtracePrepare");
 	go_exit = (void (*)(void))dlsym(h, "msgtraceExit");
 	child_exit = (void (*)(void))dlsym(h, "msgtrace_stream_exit_child");
-	void (*hook)(void *, void (*)(void *)) = (void (*)(void *, void (*)(void *)))dlsym(h, "msgtrace_exec_class");
-	if (!load || !go_exit || !child_exit || !hook) {
+	exec_hook = (void (*)(void *, void (*)(void *)))dlsym(h, "msgtrace_exec_class");
+	if (!go_load || !go_prepare || !go_exit || !child_exit || !exec_hook) {
 		fprintf(stderr, "msgtrace: %s is not the msgtrace library; tracing is off\n", path);
-		return;
+		return -1;
 	}
-	/* modules go through libmsgtrace.so from now on: it hands them to the runtime alone until
-	 * it watches them */
-	__atomic_store_n(&exec_class_hook, hook, __ATOMIC_RELEASE);
-	void (*loaded)(uint64_t) = (void (*)(uint64_t))dlsym(h, "msgtrace_launch_loaded");
-	if (loaded)
-		loaded((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+	go_loaded = (void (*)(uint64_t))dlsym(h, "msgtrace_launch_loaded");
+	if (go_loaded)
+		go_loaded((uint64_t)started->tv_sec * 1000000000ull + (uint64_t)started->tv_nsec);
 	void (*mark)(const char *) = (void (*)(const char *))dlsym(h, "msgtrace_mark");
 	if (mark != msgtrace_mark)
 		__atomic_store_n(&mark_fn, mark, __ATOMIC_RELEASE);
-	if (load() == 0) {
+	return 0;
+}
+
+/* The early start. Libraries the program links (libobjc, gnustep-base: every object the preloaded
+ * one does not depend on and that is not the program) are initialized before this loader, and
+ * those with Objective-C modules register them through __objc_exec_class, ours. The first such
+ * call, long before our constructor (gnustep-base's initialization is ~10 ms of one core),
+ * starts a thread that loads libmsgtrace.so and prepares it (msgtracePrepare: the Go runtime,
+ * the configuration, the pool, the drain and its clock), on the other core while the
+ * libraries' initialization goes on. It changes nothing the program sees: the interposers and
+ * the module hook are put in place by the constructor, as without it, which waits for the
+ * thread first. A program none of whose libraries register modules before us starts it all in
+ * the constructor. */
+enum { EARLY_NONE, EARLY_STARTED, EARLY_CLOSED };
+static int early_state;
+static pthread_t early_thread;
+static struct timespec early_ts;
+static int early_status = -1;
+
+static void *early_main(void *arg) {
+	(void)arg;
+	early_status = open_library(&early_ts);
+	if (early_status == 0)
+		go_prepare();
+	return NULL;
+}
+
+static void start_early(void) {
+	if (__atomic_load_n(&early_state, __ATOMIC_ACQUIRE) != EARLY_NONE)
+		return;
+	int none = EARLY_NONE;
+	if (!__atomic_compare_exchange_n(&early_state, &none, EARLY_STARTED, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &early_ts);
+	if (pthread_create(&early_thread, NULL, early_main, NULL) != 0)
+		__atomic_store_n(&early_state, EARLY_CLOSED, __ATOMIC_RELEASE); /* the constructor does it all */
+}
+
+__attribute__((constructor)) static void loader_ctor(void) {
+	struct timespec ts; /* the "library loaded" launch mark: when our code first ran */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int none = EARLY_NONE;
+	int status;
+	if (__atomic_compare_exchange_n(&early_state, &none, EARLY_CLOSED, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (!msgtrace_something_to_trace())
+			return;
+		status = open_library(&ts);
+	} else if (none == EARLY_STARTED) {
+		pthread_join(early_thread, NULL);
+		__atomic_store_n(&early_state, EARLY_CLOSED, __ATOMIC_RELEASE);
+		status = early_status;
+	} else { /* the thread could not be started */
+		status = open_library(&early_ts);
+	}
+	if (status != 0)
+		return;
+	/* modules go through libmsgtrace.so from now on: it hands them to the runtime alone until
+	 * it watches them */
+	__atomic_store_n(&exec_class_hook, exec_hook, __ATOMIC_RELEASE);
+	if (go_load() == 0) {
 		loaded_pid = getpid();
 		atexit(at_exit);
 	}
