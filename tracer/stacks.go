@@ -24,6 +24,7 @@ type stackTrie struct {
 	kids    map[uint64]int32 // parent node << 32 | name -> node
 	last    string           // the name looked up last, and its id
 	lastID  int32
+	markIDs map[markKey]int32 // marks' labels' name ids
 	threads []trieThread
 	labels  map[string]bool
 	path    []int32  // the current thread's root, then the open calls
@@ -65,8 +66,35 @@ func (a *stackTrie) name(s string) int32 {
 	return id
 }
 
+// markKey is what a mark's label says.
+type markKey struct {
+	kind  MarkKind
+	count uint64
+}
+
+// markName is the name id of a mark's label.
+func (a *stackTrie) markName(m *Mark) int32 {
+	k := markKey{m.Kind, m.Count}
+	if m.Kind == MarkWait {
+		k.count = 0
+	}
+	id, ok := a.markIDs[k]
+	if !ok {
+		id = a.name(markLabel(m))
+		if a.markIDs == nil {
+			a.markIDs = map[markKey]int32{}
+		}
+		a.markIDs[k] = id
+	}
+	return id
+}
+
 func (a *stackTrie) kid(parent int32, name string) int32 {
-	nm := a.name(name)
+	return a.kidID(parent, a.name(name))
+}
+
+// kidID is kid for a name id.
+func (a *stackTrie) kidID(parent, nm int32) int32 {
 	if m := a.nodes[parent].memo; m > 0 && a.nodes[m].name == nm {
 		return m // the same callee as last time
 	}
@@ -138,7 +166,7 @@ func (a *stackTrie) Exit(c *Call, depth int) error {
 
 func (a *stackTrie) Mark(m *Mark, depth int) error {
 	parent := a.path[depth]
-	n := a.kid(parent, markLabel(m))
+	n := a.kidID(parent, a.markName(m))
 	a.nodes[n].count += m.Count
 	dur := m.DurNanos
 	if depth > 0 {

@@ -78,11 +78,22 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 			calls += st.t.Records
 		}
 	}
-	d := newDriver(sink, asTreeWith(sink, &durs), calls)
-	if p, ok := d.(*pipe); ok {
-		defer p.stop() // on an error: the sink's goroutine ends
+	a := &applier{sink: sink, ts: asTreeWith(sink, &durs), flt: newTreeFilter(opt)}
+	em := newEmitter(a, calls)
+	err := replayStreams(files, opt, em, &tot)
+	if serr := em.stop(); err == nil { // the applier's goroutine ends, on an error too
+		err = serr
 	}
-	r := &replayer{ts: d, flt: newTreeFilter(opt), tot: &tot}
+	tot.Calls, tot.Open, tot.Kept = a.calls, a.open, a.kept
+	if err != nil {
+		return tot, err
+	}
+	return tot, sink.Close(tot)
+}
+
+// replayStreams is pass 2: each selected thread's events, in pre-order, to the emitter.
+func replayStreams(files []*streamFile, opt Options, em *emitter, tot *Totals) error {
+	r := &replayer{em: em, tot: tot}
 	for _, sf := range files {
 		tot.Processes++
 		for _, st := range sf.threads {
@@ -93,19 +104,19 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 			tot.Threads++
 			tot.Dropped += t.Dropped
 			tot.Overflow += t.Overflow
-			if err := d.BeginThread(&sf.hdr, t); err != nil {
-				return tot, err
+			if err := em.begin(sf, &sf.hdr, t); err != nil {
+				return err
 			}
 			if err := sf.replayThread(r, st); err != nil {
-				return tot, err
+				return err
 			}
-			if err := d.EndThread(); err != nil {
-				return tot, err
+			if err := em.op(rawOp{kind: opEnd}); err != nil {
+				return err
 			}
 		}
 		sf.w.buf = nil
 	}
-	return tot, d.Close(tot)
+	return nil
 }
 
 // window reads a file through one buffer: a frame is served from it when it is inside, and
@@ -652,32 +663,48 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 // eventIter decodes an events frame's events.
 type eventIter struct {
 	b    []byte
+	i    int // next byte of b
 	prev uint64
 }
 
-// next decodes one event into e; false at the end of the payload.
+// next decodes one event into e; false at the end of the payload. Varints of one and two
+// bytes, the common case, are decoded in line, by index (no reslicing: this is the hottest
+// loop of a conversion, run twice a call).
 func (it *eventIter) next(e *StreamEvent) (bool, error) {
-	if len(it.b) == 0 {
+	b, i := it.b, it.i
+	if i >= len(b) {
 		return false, nil
 	}
-	code, n1 := binary.Uvarint(it.b)
-	if n1 <= 0 {
+	// each field: its one byte here, or uvarintSlow (which fails, once i < 0, to the end)
+	var code, zz, dur, arg uint64
+	if c := b[i]; c < 0x80 {
+		code, i = uint64(c), i+1
+	} else {
+		code, i = uvarintSlow(b, i)
+	}
+	if uint(i) < uint(len(b)) && b[i] < 0x80 {
+		zz, i = uint64(b[i]), i+1
+	} else {
+		zz, i = uvarintSlow(b, i)
+	}
+	if uint(i) < uint(len(b)) && b[i] < 0x80 {
+		dur, i = uint64(b[i]), i+1
+	} else {
+		dur, i = uvarintSlow(b, i)
+	}
+	if uint(i) < uint(len(b)) && b[i] < 0x80 {
+		arg, i = uint64(b[i]), i+1
+	} else {
+		arg, i = uvarintSlow(b, i)
+	}
+	if i < 0 {
 		return false, errMalformed
 	}
-	delta, n2 := binary.Varint(it.b[n1:])
-	if n2 <= 0 {
-		return false, errMalformed
+	it.i = i
+	delta := int64(zz >> 1) // zigzag, as binary.Varint
+	if zz&1 != 0 {
+		delta = ^delta
 	}
-	b := it.b[n1+n2:]
-	dur, n3 := binary.Uvarint(b)
-	if n3 <= 0 {
-		return false, errMalformed
-	}
-	arg, n4 := binary.Uvarint(b[n3:])
-	if n4 <= 0 {
-		return false, errMalformed
-	}
-	it.b = b[n3+n4:]
 	end := it.prev + uint64(delta)
 	if (delta < 0 && end > it.prev) || (delta > 0 && end < it.prev) || dur > end {
 		return false, errMalformed
@@ -696,6 +723,23 @@ func (it *eventIter) next(e *StreamEvent) (bool, error) {
 	}
 	it.prev = end
 	return true, nil
+}
+
+// uvarintSlow decodes the uvarint at b[i:] (of two bytes or more: one-byte ones are decoded
+// in line) and returns it and the index after it; a negative index when i is negative (an
+// earlier failure) or the bytes there are not a uvarint.
+func uvarintSlow(b []byte, i int) (uint64, int) {
+	if i < 0 || i >= len(b) {
+		return 0, -1
+	}
+	if i+1 < len(b) && b[i+1] < 0x80 {
+		return uint64(b[i]&0x7f) | uint64(b[i+1])<<7, i + 2
+	}
+	v, n := binary.Uvarint(b[i:])
+	if n <= 0 {
+		return 0, -1
+	}
+	return v, i + n
 }
 
 // ns converts a tick to ns on the trace's timeline.
