@@ -175,6 +175,9 @@ type streamThread struct {
 	sh        shape      // pass-1 pending stack
 	segs      segCounter // its events' segments
 	spans     []spanCall // calls entered in an earlier segment than their record's
+	reg       int64      // offset of the frame that made it a thread of the stream (-1: none yet)
+	evReg     int64      // its first valid events frame with events (-1: none; the analyser's)
+	worker    int        // the analyser of its events frames
 }
 
 // frameRef is an events frame of a thread: where it is, and what pass 1 learnt of it.
@@ -208,8 +211,10 @@ type streamFile struct {
 	resyncBudget     int64
 	clockMax         uint64
 	instants         []StreamInstant // as written (instant frames)
-	undo             shape           // a thread's pending stack before the frame being read
 	durs             durHist         // its calls by duration, in ticks (timeline budgets)
+	met              map[uint64]*streamThread // every thread met, registered or not yet
+	metOrder         []*streamThread
+	an               []*analyser // pass 1's events analysers (one inline, or one goroutine per core)
 }
 
 type openEntry struct {
@@ -222,8 +227,11 @@ func indexStream(in Input) (*streamFile, error) {
 		w:            window{r: in.R, size: in.Size, ahead: 1 << 20},
 		methods:      map[uint64]streamMethod{},
 		byTID:        map[uint64]*streamThread{},
+		met:          map[uint64]*streamThread{},
 		resyncBudget: 8*in.Size + 64<<20,
 	}
+	sf.startAnalysers(in.Size)
+	defer sf.stopAnalysers() // on an error: the analysers' goroutines end
 	sf.hdr.TickNum, sf.hdr.TickDen = 1, 1
 	head, err := sf.w.at(0, int(min(in.Size, int64(len(StreamMagic)))))
 	if err != nil {
@@ -249,6 +257,8 @@ func indexStream(in Input) (*streamFile, error) {
 			return nil, err
 		}
 	}
+	sf.stopAnalysers()
+	sf.mergeAnalysers()
 	if sf.haveTicks {
 		sf.maxTick = max(sf.maxTick, sf.clockMax)
 	}
@@ -447,13 +457,24 @@ func (d *dec) str() string {
 	return s
 }
 
-// thread returns a thread's index entry, made when first met.
-func (sf *streamFile) thread(tid uint64) *streamThread {
-	st := sf.byTID[tid]
+// met returns a thread's index entry, made when first met (not yet a thread of the stream:
+// see thread).
+func (sf *streamFile) meet(tid uint64) *streamThread {
+	st := sf.met[tid]
 	if st == nil {
-		st = &streamThread{t: Thread{TID: tid, PID: sf.hdr.PID}, openOff: -1}
-		sf.byTID[tid] = st
-		sf.threads = append(sf.threads, st)
+		st = &streamThread{t: Thread{TID: tid, PID: sf.hdr.PID}, openOff: -1, reg: -1, evReg: -1}
+		st.worker = len(sf.metOrder) % len(sf.an)
+		sf.met[tid] = st
+		sf.metOrder = append(sf.metOrder, st)
+	}
+	return st
+}
+
+// thread returns a thread's index entry, a thread of the stream from the frame at off on.
+func (sf *streamFile) thread(tid uint64, off int64) *streamThread {
+	st := sf.meet(tid)
+	if st.reg < 0 {
+		st.reg = off
 	}
 	return st
 }
@@ -489,7 +510,7 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 			}
 			sf.seen = true
 			sf.hdr.PID, sf.hdr.Program = pid, name
-			for _, st := range sf.threads {
+			for _, st := range sf.metOrder {
 				st.t.PID = pid
 			}
 		}
@@ -543,78 +564,14 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 		if d.bad {
 			return errMalformed
 		}
-		st := sf.thread(tid)
+		st := sf.thread(tid, off)
 		st.t.Name, st.t.Main = name, fl&ThreadMain != 0
 	case FrameEvents:
 		tid, prev := d.u64(), d.u64()
 		if d.bad {
 			return errMalformed
 		}
-		// decoded and analysed at once; a frame that turns out malformed is undone
-		st := sf.byTID[tid]
-		if st == nil {
-			st = &streamThread{t: Thread{TID: tid, PID: sf.hdr.PID}, openOff: -1}
-		}
-		sf.undo.pend, sf.undo.epoch = append(sf.undo.pend[:0], st.sh.pend...), st.sh.epoch
-		spans, unordered, segs := len(st.spans), st.unordered, st.segs
-		fr := frameRef{off: off, minDepth: maxStreamDepth + 1}
-		var calls, lost, overflow uint64
-		lo, hi := uint64(math.MaxUint64), uint64(0)
-		analyse := !st.unordered
-		it := eventIter{b: d.b, prev: prev}
-		var e StreamEvent
-		for k := uint32(0); ; k++ {
-			ok, err := it.next(&e)
-			if err != nil {
-				st.sh.pend, st.sh.epoch = append(st.sh.pend[:0], sf.undo.pend...), sf.undo.epoch
-				st.spans, st.unordered, st.segs = st.spans[:spans], unordered, segs
-				return errMalformed
-			}
-			if !ok {
-				fr.n = k
-				break
-			}
-			if k == 0 {
-				fr.first = e.End
-				if st.events && e.End < st.lastEnd {
-					st.unordered, analyse = true, false
-				}
-			}
-			lo, hi = min(lo, e.Start), max(hi, e.End)
-			seg, _ := st.segs.next()
-			switch {
-			case e.Type != EventMark:
-				calls++
-				sf.durs.add(e.End-e.Start, 1)
-				fr.minDepth = min(fr.minDepth, uint32(e.Depth))
-				if analyse {
-					st.shapeCall(&e, seg)
-				}
-			case MarkKind(e.ID) == MarkLost:
-				lost += e.Count
-				if analyse {
-					st.sh.seal()
-				}
-			case MarkKind(e.ID) == MarkOverflow:
-				overflow += e.Count
-			}
-		}
-		if fr.n == 0 {
-			return nil
-		}
-		if sf.byTID[tid] == nil {
-			sf.byTID[tid] = st
-			sf.threads = append(sf.threads, st)
-		}
-		fr.last = e.End
-		st.events, st.lastEnd = true, max(st.lastEnd, fr.last)
-		st.frames = append(st.frames, fr)
-		st.t.Records += calls
-		st.t.Dropped += lost
-		st.t.Overflow += overflow
-		if hi >= lo {
-			sf.tick(lo, hi)
-		}
+		return sf.an[sf.meet(tid).worker].events(sf.met[tid], off, prev, d.b)
 	case FrameOpen:
 		tid, tick := d.u64(), d.u64()
 		if d.bad {
@@ -631,7 +588,7 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 			last = int64(depth)
 			lo = min(lo, tick-age)
 		}
-		st := sf.thread(tid)
+		st := sf.thread(tid, off)
 		if st.openOff < 0 || tick >= st.openTick {
 			st.openOff, st.openTick = off, tick
 		}
