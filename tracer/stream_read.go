@@ -210,8 +210,8 @@ type streamFile struct {
 	tornBytes        uint64
 	resyncBudget     int64
 	clockMax         uint64
-	instants         []StreamInstant // as written (instant frames)
-	durs             durHist         // its calls by duration, in ticks (timeline budgets)
+	instants         []StreamInstant          // as written (instant frames)
+	durs             durHist                  // its calls by duration, in ticks (timeline budgets)
 	met              map[uint64]*streamThread // every thread met, registered or not yet
 	metOrder         []*streamThread
 	an               []*analyser // pass 1's events analysers (one inline, or one goroutine per core)
