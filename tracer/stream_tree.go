@@ -230,7 +230,14 @@ func (r *replayer) record(id, start, end uint64, depth uint32, flags int32) {
 		oh, ot = r.link(oh, ot, r.groups[k].head, r.groups[k].tail)
 	}
 	n := int32(len(r.nodes))
-	r.nodes = append(r.nodes, segNode{id: id, start: start, end: end, depth: depth, flags: flags, kind: kind, post: r.recs, first: ch, last: ct, next: -1})
+	if int(n) == cap(r.nodes) {
+		r.nodes = append(r.nodes, segNode{})
+	} else {
+		r.nodes = r.nodes[:n+1]
+	}
+	nd := &r.nodes[n] // in place: every field set
+	nd.id, nd.start, nd.end, nd.depth, nd.flags, nd.kind = id, start, end, depth, flags, kind
+	nd.post, nd.first, nd.last, nd.next = r.recs, ch, ct, -1
 	r.recs++
 	orphans, merged := r.sh.commit(depth, start, i, j, minSeg)
 	r.groups = r.groups[:i]
@@ -308,7 +315,7 @@ func (r *replayer) replay(root int32) error {
 		nd := &r.nodes[n]
 		if !entered {
 			if nd.kind != nodeExit {
-				if r.mi < len(r.marks) { // the time is converted only when a mark may come first
+				if r.mi < len(r.marks) && r.mprev[r.mi] <= r.exits { // the time is converted only when a mark may come first
 					if err := r.marksUntil(r.exits, r.sf.ns(nd.start)); err != nil {
 						return err
 					}
