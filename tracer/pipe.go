@@ -132,20 +132,6 @@ func (e *emitter) op(o rawOp) error {
 	return nil
 }
 
-// slot returns the next op of the batch for the caller to fill (every field: it is reused),
-// handing the batch over first when it is full.
-func (e *emitter) slot() (*rawOp, error) {
-	n := len(e.cur.ops)
-	if n == pipeBatchOps {
-		if err := e.flush(); err != nil {
-			return nil, err
-		}
-		n = 0
-	}
-	e.cur.ops = e.cur.ops[:n+1]
-	return &e.cur.ops[n], nil
-}
-
 func (e *emitter) begin(sf *streamFile, h *Header, t *Thread) error {
 	if len(e.cur.ops) == pipeBatchOps {
 		if err := e.flush(); err != nil {

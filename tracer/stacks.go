@@ -98,6 +98,11 @@ func (a *stackTrie) kidID(parent, nm int32) int32 {
 	if m := a.nodes[parent].memo; m > 0 && a.nodes[m].name == nm {
 		return m // the same callee as last time
 	}
+	return a.kidSlow(parent, nm)
+}
+
+// kidSlow is kidID when the callee is not the one looked up last.
+func (a *stackTrie) kidSlow(parent, nm int32) int32 {
 	k := uint64(uint32(parent))<<32 | uint64(uint32(nm))
 	n, ok := a.kids[k]
 	if !ok {

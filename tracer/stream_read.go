@@ -710,9 +710,16 @@ func (sf *streamFile) ns(tick uint64) uint64 {
 
 // method names a method id.
 func (sf *streamFile) method(id uint64) (string, int) {
-	if id < uint64(len(sf.dense)) && sf.dense[id].name != "" {
-		return sf.dense[id].name, sf.dense[id].flags
+	if id < uint64(len(sf.dense)) {
+		if m := &sf.dense[id]; m.name != "" {
+			return m.name, m.flags
+		}
 	}
+	return sf.methodSlow(id)
+}
+
+// methodSlow is method for ids not in the dense table.
+func (sf *streamFile) methodSlow(id uint64) (string, int) {
 	if m, ok := sf.methods[id]; ok {
 		return m.name, m.flags
 	}

@@ -310,6 +310,7 @@ func (r *replayer) finish() error {
 func (r *replayer) replay(root int32) error {
 	st := append(r.walk[:0], root)
 	entered := false
+	em := r.em
 	for len(st) > 0 {
 		n := st[len(st)-1]
 		nd := &r.nodes[n]
@@ -320,11 +321,12 @@ func (r *replayer) replay(root int32) error {
 						return err
 					}
 				}
-				o, err := r.em.slot()
-				if err != nil {
-					return err
+				if len(em.cur.ops) == pipeBatchOps { // em.op, in line
+					if err := em.flush(); err != nil {
+						return err
+					}
 				}
-				*o = rawOp{kind: opEnter, flags: uint8(nd.flags), depth: nd.depth, id: nd.id, start: nd.start, end: nd.end}
+				em.cur.ops = append(em.cur.ops, rawOp{kind: opEnter, flags: uint8(nd.flags), depth: nd.depth, id: nd.id, start: nd.start, end: nd.end})
 			}
 			if k := nd.first; k >= 0 {
 				st = append(st, k)
@@ -337,11 +339,12 @@ func (r *replayer) replay(root int32) error {
 					return err
 				}
 			}
-			o, err := r.em.slot()
-			if err != nil {
-				return err
+			if len(em.cur.ops) == pipeBatchOps {
+				if err := em.flush(); err != nil {
+					return err
+				}
 			}
-			*o = rawOp{kind: opExit, depth: nd.depth, start: nd.start}
+			em.cur.ops = append(em.cur.ops, rawOp{kind: opExit, depth: nd.depth, start: nd.start})
 			r.exits++
 		}
 		st = st[:len(st)-1]
