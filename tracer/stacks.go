@@ -29,13 +29,13 @@ type stackTrie struct {
 	// direct-mapped caches in front of nameID and kids
 	nameCache [1 << 12]nameEntry
 	kidCache  [1 << 14]kidEntry
-	threads []trieThread
-	labels  map[string]bool
-	path    []int32  // the current thread's root, then the open calls
-	marked  []uint64 // per entry of path: time of the marks inside it, taken from its self time
-	start   uint64   // earliest call start and latest end, over every thread
-	end     uint64
-	any     bool
+	threads   []trieThread
+	labels    map[string]bool
+	path      []int32  // the current thread's root, then the open calls
+	marked    []uint64 // per entry of path: time of the marks inside it, taken from its self time
+	start     uint64   // earliest call start and latest end, over every thread
+	end       uint64
+	any       bool
 }
 
 type trieNode struct {
