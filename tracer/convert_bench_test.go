@@ -87,10 +87,13 @@ func BenchmarkConvert(b *testing.B) {
 //
 //	go test -c -o tracer.test ./tracer
 //	MSGTRACE_BENCH_STREAM=/tmp/loop.mtrace ./tracer.test -test.run '^$' -test.bench ConvertOne -test.benchtime 1x
-//	MSGTRACE_BENCH_STREAM=/tmp/loop.mtrace MSGTRACE_BENCH_FORMAT=pprof GODEBUG=asyncpreemptoff=1 \
+//	MSGTRACE_BENCH_STREAM=/tmp/loop.mtrace MSGTRACE_BENCH_FORMAT=pprof GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 \
 //	    valgrind --tool=callgrind ./tracer.test -test.run '^$' -test.bench ConvertOne -test.benchtime 1x
 //
-// (Go's preemption signals trip callgrind.) Compare the totals of decode and a format.
+// (Go's preemption signals trip callgrind; GOMAXPROCS=1 runs the conversion's goroutines'
+// work inline, so that the count is all of it without the scheduler's spinning, which
+// callgrind's one-thread-at-a-time execution inflates.) Compare the totals of decode and a
+// format.
 func BenchmarkConvertOne(b *testing.B) {
 	p := os.Getenv("MSGTRACE_BENCH_STREAM")
 	if _, err := os.Stat(p); p == "" || err != nil {
