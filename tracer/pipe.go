@@ -1,42 +1,20 @@
 package tracer
 
 import (
-	"errors"
 	"runtime"
 	"sync/atomic"
 )
 
-// Two cores: the stream reader (decoding, pre-order) on one goroutine, the sink (formatting,
-// compressing, aggregating) on another. What the reader tells the sink goes over in batches of
-// a few thousand operations, copied, in order; two batches are in flight at most, so memory
-// stays a few MiB whatever the trace.
-
-// drive is the TreeSink the reader drives for a Sink: thread and trace boundaries go to the
-// Sink, calls and marks to its TreeSink.
-type drive struct {
-	sink Sink
-	ts   TreeSink
-}
-
-func (d drive) BeginThread(h *Header, t *Thread) error { return d.sink.BeginThread(h, t) }
-func (d drive) Enter(c *Call, depth int) error         { return d.ts.Enter(c, depth) }
-func (d drive) Exit(c *Call, depth int) error          { return d.ts.Exit(c, depth) }
-func (d drive) Mark(m *Mark, depth int) error          { return d.ts.Mark(m, depth) }
-func (d drive) EndThread() error                       { return d.sink.EndThread() }
-func (d drive) Close(t Totals) error                   { return d.sink.Close(t) }
+// Two cores: the stream reader (decoding, pass 2's segment trees, the walk in pre-order) on
+// one goroutine, and on another what is done per call once its place is known (naming it,
+// converting its ticks, filtering it, the kept calls' nesting and self times) and the sink
+// (formatting, compressing, aggregating). The reader tells the other side a call's raw fields
+// (method id, ticks, depth), pointer-free, in batches of a few thousand operations, in order;
+// two batches are in flight at most, so memory stays a few MiB whatever the trace. A small
+// trace, or one core, applies each batch on the reader's goroutine instead.
 
 // pipeMin is the number of calls from which a conversion uses a second goroutine.
 const pipeMin = 200_000
-
-// newDriver returns what the reader drives: the sink itself, or through a pipe when the
-// trace is big and there is a second core.
-func newDriver(sink Sink, ts TreeSink, calls uint64) TreeSink {
-	d := drive{sink, ts}
-	if calls < pipeMin || runtime.GOMAXPROCS(0) < 2 {
-		return d
-	}
-	return newPipe(d)
-}
 
 const (
 	opBegin = iota
@@ -46,88 +24,209 @@ const (
 	opEnd
 )
 
-// pipeOp is one thing told to the pipe. An exit carries only the call's self time: the
-// consumer keeps the calls entered and not yet exited (kept calls nest), so a call crosses
-// the pipe once, at its enter.
-type pipeOp struct {
+// rawOp is one thing the reader tells the applier (32 bytes).
+type rawOp struct {
 	kind  uint8
-	depth int32
-	i     int32  // opEnter: index in calls; opMark: in marks; opBegin: in hs and ts
-	self  uint64 // opExit: SelfNanos
+	flags uint8  // opEnter: FlagUnwound, FlagOpen
+	depth uint32 // on the thread's shadow stack
+	id    uint64 // opEnter: the method; opMark: index in marks; opBegin: in begins
+	start uint64 // ticks: opEnter, and opExit (with depth, which call it closes)
+	end   uint64 // opEnter
 }
 
-type pipeBatch struct {
-	ops   []pipeOp
-	calls []Call
-	marks []Mark
-	hs    []*Header
-	ts    []*Thread
+// rawBegin is a thread's start: its stream, header and thread, and a copy of the stream's
+// clock made by the reader (the reader's own converts marks' ticks meanwhile).
+type rawBegin struct {
+	sf    *streamFile
+	h     *Header
+	t     *Thread
+	clock clockMap
+}
+
+type opBatch struct {
+	ops    []rawOp
+	marks  []Mark
+	begins []rawBegin
 }
 
 const pipeBatchOps = 4096
 
-// pipe is a TreeSink that hands what it is told to d on another goroutine.
-type pipe struct {
-	d    TreeSink
-	cur  *pipeBatch
-	full chan *pipeBatch
-	free chan *pipeBatch
-	done chan error // the consumer's first error, once it has stopped
-	cerr atomic.Pointer[error]
-	err  error
-	open []Call // the consumer's: entered, not yet exited
-	call Call   // the consumer's: the copy an Enter is given
+func newOpBatch() *opBatch { return &opBatch{ops: make([]rawOp, 0, pipeBatchOps)} }
+
+// emitter is the reader's side: it fills batches and hands them to the applier, on another
+// goroutine (piped) or on its own.
+type emitter struct {
+	a     *applier
+	cur   *opBatch
+	piped bool
+	full  chan *opBatch
+	free  chan *opBatch
+	done  chan error // the applier's first error, once it has stopped
+	cerr  atomic.Pointer[error]
+	err   error
 }
 
-func newPipe(d TreeSink) *pipe {
-	p := &pipe{d: d, full: make(chan *pipeBatch, 2), free: make(chan *pipeBatch, 3), done: make(chan error, 1)}
-	for i := 0; i < 2; i++ {
-		p.free <- &pipeBatch{ops: make([]pipeOp, 0, pipeBatchOps), calls: make([]Call, 0, pipeBatchOps)}
+// newEmitter returns the emitter for a trace of calls calls.
+func newEmitter(a *applier, calls uint64) *emitter {
+	e := &emitter{a: a, cur: newOpBatch()}
+	if calls < pipeMin || runtime.GOMAXPROCS(0) < 2 {
+		return e
 	}
-	p.cur = &pipeBatch{ops: make([]pipeOp, 0, pipeBatchOps), calls: make([]Call, 0, pipeBatchOps)}
-	go p.consume()
-	return p
+	e.piped = true
+	e.full, e.free, e.done = make(chan *opBatch, 2), make(chan *opBatch, 3), make(chan error, 1)
+	for i := 0; i < 2; i++ {
+		e.free <- newOpBatch()
+	}
+	go e.consume()
+	return e
 }
 
-func (p *pipe) consume() {
+func (e *emitter) consume() {
 	var err error
-	for b := range p.full {
+	for b := range e.full {
 		if err == nil {
-			if err = p.apply(b); err != nil {
-				p.cerr.Store(&err)
+			if err = e.a.apply(b); err != nil {
+				e.cerr.Store(&err)
 			}
 		}
-		b.ops, b.calls, b.marks, b.hs, b.ts = b.ops[:0], b.calls[:0], b.marks[:0], b.hs[:0], b.ts[:0]
-		p.free <- b
+		b.reset()
+		e.free <- b
 	}
-	p.done <- err
+	e.done <- err
 }
 
-func (p *pipe) apply(b *pipeBatch) error {
+func (b *opBatch) reset() {
+	clear(b.marks) // no pointers kept from one batch to the next
+	clear(b.begins)
+	b.ops, b.marks, b.begins = b.ops[:0], b.marks[:0], b.begins[:0]
+}
+
+// flush hands the current batch over (or applies it); it fails with the applier's error once
+// there is one.
+func (e *emitter) flush() error {
+	if e.err != nil {
+		return e.err
+	}
+	if !e.piped {
+		e.err = e.a.apply(e.cur)
+		e.cur.reset()
+		return e.err
+	}
+	if c := e.cerr.Load(); c != nil {
+		e.err = *c
+		return e.err
+	}
+	e.full <- e.cur
+	e.cur = <-e.free
+	return nil
+}
+
+// op appends an op, handing the batch over first when it is full.
+func (e *emitter) op(o rawOp) error {
+	if len(e.cur.ops) == pipeBatchOps {
+		if err := e.flush(); err != nil {
+			return err
+		}
+	}
+	e.cur.ops = append(e.cur.ops, o)
+	return nil
+}
+
+func (e *emitter) begin(sf *streamFile, h *Header, t *Thread) error {
+	if len(e.cur.ops) == pipeBatchOps {
+		if err := e.flush(); err != nil {
+			return err
+		}
+	}
+	e.cur.ops = append(e.cur.ops, rawOp{kind: opBegin, id: uint64(len(e.cur.begins))})
+	e.cur.begins = append(e.cur.begins, rawBegin{sf, h, t, sf.clock})
+	return nil
+}
+
+func (e *emitter) mark(m *Mark) error {
+	if len(e.cur.ops) == pipeBatchOps {
+		if err := e.flush(); err != nil {
+			return err
+		}
+	}
+	e.cur.ops = append(e.cur.ops, rawOp{kind: opMark, id: uint64(len(e.cur.marks))})
+	e.cur.marks = append(e.cur.marks, *m)
+	return nil
+}
+
+// stop applies what is left, ends the applier's goroutine and returns the first error.
+func (e *emitter) stop() error {
+	if e.err == nil && len(e.cur.ops) > 0 {
+		if !e.piped {
+			e.flush()
+		} else if e.full != nil {
+			e.full <- e.cur
+			e.cur = newOpBatch()
+		}
+	}
+	if e.piped && e.full != nil {
+		close(e.full)
+		err := <-e.done
+		e.full = nil
+		if e.err == nil {
+			e.err = err
+		}
+	}
+	return e.err
+}
+
+// applier is the other side: the calls entered and not yet exited, and the sink.
+type applier struct {
+	sink   Sink     // thread and trace boundaries
+	ts     TreeSink // calls and marks
+	flt    *treeFilter
+	sf     *streamFile
+	clock  clockMap // the stream's clock, this goroutine's copy (conversions cache a segment)
+	thread *Thread
+	out    []outEntry
+	call   Call   // what the sink is given (rebuilt for each Enter and Exit)
+	calls  uint64 // counted here: added to the trace's Totals at the end
+	open   uint64
+	kept   uint64
+}
+
+// outEntry is a call entered and not yet exited, on the output stack: what its Call is made
+// of again at its exit.
+type outEntry struct {
+	id         uint64
+	start      uint64 // ticks, to match the record that closes it
+	startNanos uint64
+	durNanos   uint64
+	children   uint64 // total duration of its kept children
+	depth      uint32 // on the thread's shadow stack
+	flags      int32  // the Call's
+	keptUp     int32  // index of the nearest kept entry below, -1 none
+	kdepth     int32  // depth among kept calls (of this entry if kept; of its children otherwise)
+	kept       bool
+}
+
+func (a *applier) apply(b *opBatch) error {
 	for i := range b.ops {
 		o := &b.ops[i]
 		var err error
 		switch o.kind {
-		case opBegin:
-			p.open = p.open[:0]
-			err = p.d.BeginThread(b.hs[o.i], b.ts[o.i])
 		case opEnter:
-			p.open = append(p.open, b.calls[o.i])
-			p.call = b.calls[o.i] // what Enter does to it is not seen at Exit
-			err = p.d.Enter(&p.call, int(o.depth))
+			err = a.enter(o)
 		case opExit:
-			k := len(p.open) - 1
-			if k < 0 {
-				return errors.New("tracer: pipe: a call exited that was not entered")
-			}
-			c := &p.open[k]
-			c.SelfNanos = o.self
-			err = p.d.Exit(c, int(o.depth))
-			p.open = p.open[:k]
+			err = a.exit(o.start, o.depth)
 		case opMark:
-			err = p.d.Mark(&b.marks[o.i], int(o.depth))
+			err = a.mark(&b.marks[o.id])
+		case opBegin:
+			bg := &b.begins[o.id]
+			if a.sf != bg.sf {
+				a.sf, a.clock = bg.sf, bg.clock
+			}
+			a.thread, a.out = bg.t, a.out[:0]
+			err = a.sink.BeginThread(bg.h, bg.t)
 		case opEnd:
-			err = p.d.EndThread()
+			if err = a.end(); err == nil {
+				err = a.sink.EndThread()
+			}
 		}
 		if err != nil {
 			return err
@@ -136,97 +235,110 @@ func (p *pipe) apply(b *pipeBatch) error {
 	return nil
 }
 
-// send hands the current batch over; it fails with the consumer's error once there is one.
-func (p *pipe) send() error {
-	if p.err != nil {
-		return p.err
+// ns converts a tick of the current stream to ns on the trace's timeline.
+func (a *applier) ns(tick uint64) uint64 {
+	m := a.clock.mono(tick)
+	if m < a.sf.base {
+		return 0
 	}
-	if e := p.cerr.Load(); e != nil {
-		p.err = *e
-		return p.err
-	}
-	p.full <- p.cur
-	p.cur = <-p.free
-	return nil
+	return m - a.sf.base
 }
 
-// add appends an op to the current batch, handing the batch over first when it is full, and
-// returns it (its index, into the batch's calls, marks or headers, is set by the caller: the
-// batch may have changed).
-func (p *pipe) add(o pipeOp) (*pipeOp, error) {
-	if len(p.cur.ops) == pipeBatchOps {
-		if err := p.send(); err != nil {
-			return nil, err
+// enter opens a call on the output stack, and tells the sink when it is kept.
+func (a *applier) enter(o *rawOp) error {
+	start := a.ns(o.start)
+	e := a.ns(o.end)
+	dur := e - min(e, start)
+	up, kd := int32(-1), int32(0)
+	if k := len(a.out); k > 0 {
+		top := &a.out[k-1]
+		if top.kept {
+			up, kd = int32(k-1), top.kdepth+1
+		} else {
+			up, kd = top.keptUp, top.kdepth
 		}
 	}
-	p.cur.ops = append(p.cur.ops, o)
-	return &p.cur.ops[len(p.cur.ops)-1], nil
+	a.calls++
+	if o.flags&FlagOpen != 0 {
+		a.open++
+	}
+	kept := a.flt.all
+	var name string
+	var mflags int
+	if !kept {
+		name, mflags = a.sf.method(o.id)
+		kept = a.flt.keep(a.sf, o.id, name, dur, int(o.depth))
+	}
+	a.out = append(a.out, outEntry{id: o.id, start: o.start, startNanos: start, durNanos: dur, depth: o.depth,
+		keptUp: up, kdepth: kd, kept: kept})
+	if !kept {
+		return nil
+	}
+	if a.flt.all {
+		name, mflags = a.sf.method(o.id)
+	}
+	a.kept++
+	c := &a.call
+	c.Name, c.Thread, c.Depth, c.Flags = name, a.thread, int(o.depth), mflags|int(o.flags)
+	c.StartNanos, c.DurNanos, c.SelfNanos, c.Folded = start, dur, 0, 0
+	a.out[len(a.out)-1].flags = int32(c.Flags)
+	return a.ts.Enter(c, int(kd))
 }
 
-func (p *pipe) BeginThread(h *Header, t *Thread) error {
-	o, err := p.add(pipeOp{kind: opBegin})
-	if err != nil {
-		return err
+// exit closes the call recorded at start and depth (calls above it that a damaged stream
+// never closed are closed first).
+func (a *applier) exit(start uint64, depth uint32) error {
+	k := len(a.out) - 1
+	for k >= 0 && !(a.out[k].start == start && a.out[k].depth == depth) {
+		k--
 	}
-	o.i = int32(len(p.cur.hs))
-	p.cur.hs, p.cur.ts = append(p.cur.hs, h), append(p.cur.ts, t)
+	if k < 0 {
+		return nil
+	}
+	for len(a.out) > k {
+		if err := a.pop(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-func (p *pipe) Enter(c *Call, d int) error {
-	o, err := p.add(pipeOp{kind: opEnter, depth: int32(d)})
-	if err != nil {
-		return err
+func (a *applier) pop() error {
+	k := len(a.out) - 1
+	e := &a.out[k]
+	a.out = a.out[:k]
+	if !e.kept {
+		return nil
 	}
-	o.i = int32(len(p.cur.calls))
-	p.cur.calls = append(p.cur.calls, *c)
+	if e.keptUp >= 0 {
+		a.out[e.keptUp].children += e.durNanos
+	}
+	c := &a.call
+	c.Name, _ = a.sf.method(e.id)
+	c.Thread, c.Depth, c.Flags = a.thread, int(e.depth), int(e.flags)
+	c.StartNanos, c.DurNanos, c.SelfNanos, c.Folded = e.startNanos, e.durNanos, e.durNanos-min(e.durNanos, e.children), 0
+	return a.ts.Exit(c, int(e.kdepth))
+}
+
+// mark tells the sink a mark, inside the kept calls open.
+func (a *applier) mark(m *Mark) error {
+	d := 0
+	if k := len(a.out); k > 0 {
+		if a.out[k-1].kept {
+			d = int(a.out[k-1].kdepth) + 1
+		} else {
+			d = int(a.out[k-1].kdepth)
+		}
+	}
+	return a.ts.Mark(m, d)
+}
+
+// end closes what is still open at the end of the thread, innermost first.
+func (a *applier) end() error {
+	for len(a.out) > 0 {
+		if err := a.pop(); err != nil {
+			return err
+		}
+	}
 	return nil
-}
-
-// Exit: the call is the one entered last and not exited (the replayer's kept calls nest);
-// only its self time is new.
-func (p *pipe) Exit(c *Call, d int) error {
-	_, err := p.add(pipeOp{kind: opExit, depth: int32(d), self: c.SelfNanos})
-	return err
-}
-
-func (p *pipe) Mark(m *Mark, d int) error {
-	o, err := p.add(pipeOp{kind: opMark, depth: int32(d)})
-	if err != nil {
-		return err
-	}
-	o.i = int32(len(p.cur.marks))
-	p.cur.marks = append(p.cur.marks, *m)
-	return nil
-}
-
-func (p *pipe) EndThread() error {
-	_, err := p.add(pipeOp{kind: opEnd})
-	return err
-}
-
-// Close hands over what is left, waits for the consumer and closes the sink on this goroutine.
-func (p *pipe) Close(t Totals) error {
-	err := p.stop()
-	if err != nil {
-		return err
-	}
-	return p.d.Close(t)
-}
-
-// stop ends the consumer (after what was handed over) and returns its error.
-func (p *pipe) stop() error {
-	if p.full == nil {
-		return p.err
-	}
-	if p.err == nil && len(p.cur.ops) > 0 {
-		p.full <- p.cur
-	}
-	close(p.full)
-	err := <-p.done
-	p.full = nil
-	if p.err == nil {
-		p.err = err
-	}
-	return p.err
 }

@@ -24,13 +24,18 @@ type stackTrie struct {
 	kids    map[uint64]int32 // parent node << 32 | name -> node
 	last    string           // the name looked up last, and its id
 	lastID  int32
-	threads []trieThread
-	labels  map[string]bool
-	path    []int32  // the current thread's root, then the open calls
-	marked  []uint64 // per entry of path: time of the marks inside it, taken from its self time
-	start   uint64   // earliest call start and latest end, over every thread
-	end     uint64
-	any     bool
+	markIDs map[markKey]int32 // marks' labels' name ids
+
+	// direct-mapped caches in front of nameID and kids
+	nameCache [1 << 12]nameEntry
+	kidCache  [1 << 14]kidEntry
+	threads   []trieThread
+	labels    map[string]bool
+	path      []int32  // the current thread's root, then the open calls
+	marked    []uint64 // per entry of path: time of the marks inside it, taken from its self time
+	start     uint64   // earliest call start and latest end, over every thread
+	end       uint64
+	any       bool
 }
 
 type trieNode struct {
@@ -55,28 +60,95 @@ func (a *stackTrie) name(s string) int32 {
 	if len(s) == len(a.last) && (len(s) == 0 || unsafe.StringData(s) == unsafe.StringData(a.last)) {
 		return a.lastID // the same string as last time (the reader hands out one string per method)
 	}
+	return a.nameSlow(s)
+}
+
+// nameSlow is name for a string other than the last: through a direct-mapped cache by where
+// the string is (the reader hands out one string per method; an entry holds its string, so
+// that memory is never another string's), then the map.
+func (a *stackTrie) nameSlow(s string) int32 {
+	var c *nameEntry
+	if len(s) > 0 {
+		c = &a.nameCache[uintptr(unsafe.Pointer(unsafe.StringData(s)))>>3%uintptr(len(a.nameCache))]
+		if len(c.s) == len(s) && unsafe.StringData(c.s) == unsafe.StringData(s) {
+			a.last, a.lastID = s, c.id
+			return c.id
+		}
+	}
 	id, ok := a.nameID[s]
 	if !ok {
 		id = int32(len(a.names))
 		a.names = append(a.names, s)
 		a.nameID[s] = id
 	}
+	if c != nil {
+		c.s, c.id = s, id
+	}
 	a.last, a.lastID = s, id
 	return id
 }
 
+type nameEntry struct {
+	s  string
+	id int32
+}
+
+type kidEntry struct {
+	key  uint64 // parent << 32 | name
+	node int32  // 0: empty (node 0 is a thread's root, never a child)
+}
+
+// markKey is what a mark's label says.
+type markKey struct {
+	kind  MarkKind
+	count uint64
+}
+
+// markName is the name id of a mark's label.
+func (a *stackTrie) markName(m *Mark) int32 {
+	k := markKey{m.Kind, m.Count}
+	if m.Kind == MarkWait {
+		k.count = 0
+	}
+	id, ok := a.markIDs[k]
+	if !ok {
+		id = a.name(markLabel(m))
+		if a.markIDs == nil {
+			a.markIDs = map[markKey]int32{}
+		}
+		a.markIDs[k] = id
+	}
+	return id
+}
+
 func (a *stackTrie) kid(parent int32, name string) int32 {
-	nm := a.name(name)
+	return a.kidID(parent, a.name(name))
+}
+
+// kidID is kid for a name id.
+func (a *stackTrie) kidID(parent, nm int32) int32 {
 	if m := a.nodes[parent].memo; m > 0 && a.nodes[m].name == nm {
 		return m // the same callee as last time
 	}
+	return a.kidSlow(parent, nm)
+}
+
+// kidSlow is kidID when the callee is not the one looked up last: through a direct-mapped
+// cache, then the map.
+func (a *stackTrie) kidSlow(parent, nm int32) int32 {
 	k := uint64(uint32(parent))<<32 | uint64(uint32(nm))
+	c := &a.kidCache[(k*0x9e3779b97f4a7c15)>>(64-14)]
+	if c.node > 0 && c.key == k {
+		a.nodes[parent].memo = c.node
+		return c.node
+	}
 	n, ok := a.kids[k]
 	if !ok {
 		n = int32(len(a.nodes))
 		a.nodes = append(a.nodes, trieNode{parent: parent, name: nm})
 		a.kids[k] = n
 	}
+	c.key, c.node = k, n
 	a.nodes[parent].memo = n
 	return n
 }
@@ -138,7 +210,7 @@ func (a *stackTrie) Exit(c *Call, depth int) error {
 
 func (a *stackTrie) Mark(m *Mark, depth int) error {
 	parent := a.path[depth]
-	n := a.kid(parent, markLabel(m))
+	n := a.kidID(parent, a.markName(m))
 	a.nodes[n].count += m.Count
 	dur := m.DurNanos
 	if depth > 0 {

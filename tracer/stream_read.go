@@ -78,11 +78,22 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 			calls += st.t.Records
 		}
 	}
-	d := newDriver(sink, asTreeWith(sink, &durs), calls)
-	if p, ok := d.(*pipe); ok {
-		defer p.stop() // on an error: the sink's goroutine ends
+	a := &applier{sink: sink, ts: asTreeWith(sink, &durs), flt: newTreeFilter(opt)}
+	em := newEmitter(a, calls)
+	err := replayStreams(files, opt, em, &tot)
+	if serr := em.stop(); err == nil { // the applier's goroutine ends, on an error too
+		err = serr
 	}
-	r := &replayer{ts: d, flt: newTreeFilter(opt), tot: &tot}
+	tot.Calls, tot.Open, tot.Kept = a.calls, a.open, a.kept
+	if err != nil {
+		return tot, err
+	}
+	return tot, sink.Close(tot)
+}
+
+// replayStreams is pass 2: each selected thread's events, in pre-order, to the emitter.
+func replayStreams(files []*streamFile, opt Options, em *emitter, tot *Totals) error {
+	r := &replayer{em: em, tot: tot}
 	for _, sf := range files {
 		tot.Processes++
 		for _, st := range sf.threads {
@@ -93,19 +104,19 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 			tot.Threads++
 			tot.Dropped += t.Dropped
 			tot.Overflow += t.Overflow
-			if err := d.BeginThread(&sf.hdr, t); err != nil {
-				return tot, err
+			if err := em.begin(sf, &sf.hdr, t); err != nil {
+				return err
 			}
 			if err := sf.replayThread(r, st); err != nil {
-				return tot, err
+				return err
 			}
-			if err := d.EndThread(); err != nil {
-				return tot, err
+			if err := em.op(rawOp{kind: opEnd}); err != nil {
+				return err
 			}
 		}
 		sf.w.buf = nil
 	}
-	return tot, d.Close(tot)
+	return nil
 }
 
 // window reads a file through one buffer: a frame is served from it when it is inside, and
@@ -164,6 +175,9 @@ type streamThread struct {
 	sh        shape      // pass-1 pending stack
 	segs      segCounter // its events' segments
 	spans     []spanCall // calls entered in an earlier segment than their record's
+	reg       int64      // offset of the frame that made it a thread of the stream (-1: none yet)
+	evReg     int64      // its first valid events frame with events (-1: none; the analyser's)
+	worker    int        // the analyser of its events frames
 }
 
 // frameRef is an events frame of a thread: where it is, and what pass 1 learnt of it.
@@ -196,9 +210,11 @@ type streamFile struct {
 	tornBytes        uint64
 	resyncBudget     int64
 	clockMax         uint64
-	instants         []StreamInstant // as written (instant frames)
-	undo             shape           // a thread's pending stack before the frame being read
-	durs             durHist         // its calls by duration, in ticks (timeline budgets)
+	instants         []StreamInstant          // as written (instant frames)
+	durs             durHist                  // its calls by duration, in ticks (timeline budgets)
+	met              map[uint64]*streamThread // every thread met, registered or not yet
+	metOrder         []*streamThread
+	an               []*analyser // pass 1's events analysers (one inline, or one goroutine per core)
 }
 
 type openEntry struct {
@@ -211,8 +227,11 @@ func indexStream(in Input) (*streamFile, error) {
 		w:            window{r: in.R, size: in.Size, ahead: 1 << 20},
 		methods:      map[uint64]streamMethod{},
 		byTID:        map[uint64]*streamThread{},
+		met:          map[uint64]*streamThread{},
 		resyncBudget: 8*in.Size + 64<<20,
 	}
+	sf.startAnalysers(in.Size)
+	defer sf.stopAnalysers() // on an error: the analysers' goroutines end
 	sf.hdr.TickNum, sf.hdr.TickDen = 1, 1
 	head, err := sf.w.at(0, int(min(in.Size, int64(len(StreamMagic)))))
 	if err != nil {
@@ -238,6 +257,8 @@ func indexStream(in Input) (*streamFile, error) {
 			return nil, err
 		}
 	}
+	sf.stopAnalysers()
+	sf.mergeAnalysers()
 	if sf.haveTicks {
 		sf.maxTick = max(sf.maxTick, sf.clockMax)
 	}
@@ -436,13 +457,24 @@ func (d *dec) str() string {
 	return s
 }
 
-// thread returns a thread's index entry, made when first met.
-func (sf *streamFile) thread(tid uint64) *streamThread {
-	st := sf.byTID[tid]
+// met returns a thread's index entry, made when first met (not yet a thread of the stream:
+// see thread).
+func (sf *streamFile) meet(tid uint64) *streamThread {
+	st := sf.met[tid]
 	if st == nil {
-		st = &streamThread{t: Thread{TID: tid, PID: sf.hdr.PID}, openOff: -1}
-		sf.byTID[tid] = st
-		sf.threads = append(sf.threads, st)
+		st = &streamThread{t: Thread{TID: tid, PID: sf.hdr.PID}, openOff: -1, reg: -1, evReg: -1}
+		st.worker = len(sf.metOrder) % len(sf.an)
+		sf.met[tid] = st
+		sf.metOrder = append(sf.metOrder, st)
+	}
+	return st
+}
+
+// thread returns a thread's index entry, a thread of the stream from the frame at off on.
+func (sf *streamFile) thread(tid uint64, off int64) *streamThread {
+	st := sf.meet(tid)
+	if st.reg < 0 {
+		st.reg = off
 	}
 	return st
 }
@@ -478,7 +510,7 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 			}
 			sf.seen = true
 			sf.hdr.PID, sf.hdr.Program = pid, name
-			for _, st := range sf.threads {
+			for _, st := range sf.metOrder {
 				st.t.PID = pid
 			}
 		}
@@ -532,78 +564,14 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 		if d.bad {
 			return errMalformed
 		}
-		st := sf.thread(tid)
+		st := sf.thread(tid, off)
 		st.t.Name, st.t.Main = name, fl&ThreadMain != 0
 	case FrameEvents:
 		tid, prev := d.u64(), d.u64()
 		if d.bad {
 			return errMalformed
 		}
-		// decoded and analysed at once; a frame that turns out malformed is undone
-		st := sf.byTID[tid]
-		if st == nil {
-			st = &streamThread{t: Thread{TID: tid, PID: sf.hdr.PID}, openOff: -1}
-		}
-		sf.undo.pend, sf.undo.epoch = append(sf.undo.pend[:0], st.sh.pend...), st.sh.epoch
-		spans, unordered, segs := len(st.spans), st.unordered, st.segs
-		fr := frameRef{off: off, minDepth: maxStreamDepth + 1}
-		var calls, lost, overflow uint64
-		lo, hi := uint64(math.MaxUint64), uint64(0)
-		analyse := !st.unordered
-		it := eventIter{b: d.b, prev: prev}
-		var e StreamEvent
-		for k := uint32(0); ; k++ {
-			ok, err := it.next(&e)
-			if err != nil {
-				st.sh.pend, st.sh.epoch = append(st.sh.pend[:0], sf.undo.pend...), sf.undo.epoch
-				st.spans, st.unordered, st.segs = st.spans[:spans], unordered, segs
-				return errMalformed
-			}
-			if !ok {
-				fr.n = k
-				break
-			}
-			if k == 0 {
-				fr.first = e.End
-				if st.events && e.End < st.lastEnd {
-					st.unordered, analyse = true, false
-				}
-			}
-			lo, hi = min(lo, e.Start), max(hi, e.End)
-			seg, _ := st.segs.next()
-			switch {
-			case e.Type != EventMark:
-				calls++
-				sf.durs.add(e.End-e.Start, 1)
-				fr.minDepth = min(fr.minDepth, uint32(e.Depth))
-				if analyse {
-					st.shapeCall(&e, seg)
-				}
-			case MarkKind(e.ID) == MarkLost:
-				lost += e.Count
-				if analyse {
-					st.sh.seal()
-				}
-			case MarkKind(e.ID) == MarkOverflow:
-				overflow += e.Count
-			}
-		}
-		if fr.n == 0 {
-			return nil
-		}
-		if sf.byTID[tid] == nil {
-			sf.byTID[tid] = st
-			sf.threads = append(sf.threads, st)
-		}
-		fr.last = e.End
-		st.events, st.lastEnd = true, max(st.lastEnd, fr.last)
-		st.frames = append(st.frames, fr)
-		st.t.Records += calls
-		st.t.Dropped += lost
-		st.t.Overflow += overflow
-		if hi >= lo {
-			sf.tick(lo, hi)
-		}
+		return sf.an[sf.meet(tid).worker].events(sf.met[tid], off, prev, d.b)
 	case FrameOpen:
 		tid, tick := d.u64(), d.u64()
 		if d.bad {
@@ -620,7 +588,7 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 			last = int64(depth)
 			lo = min(lo, tick-age)
 		}
-		st := sf.thread(tid)
+		st := sf.thread(tid, off)
 		if st.openOff < 0 || tick >= st.openTick {
 			st.openOff, st.openTick = off, tick
 		}
@@ -652,32 +620,48 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 // eventIter decodes an events frame's events.
 type eventIter struct {
 	b    []byte
+	i    int // next byte of b
 	prev uint64
 }
 
-// next decodes one event into e; false at the end of the payload.
+// next decodes one event into e; false at the end of the payload. Varints of one and two
+// bytes, the common case, are decoded in line, by index (no reslicing: this is the hottest
+// loop of a conversion, run twice a call).
 func (it *eventIter) next(e *StreamEvent) (bool, error) {
-	if len(it.b) == 0 {
+	b, i := it.b, it.i
+	if i >= len(b) {
 		return false, nil
 	}
-	code, n1 := binary.Uvarint(it.b)
-	if n1 <= 0 {
+	// each field: its one byte here, or uvarintSlow (which fails, once i < 0, to the end)
+	var code, zz, dur, arg uint64
+	if c := b[i]; c < 0x80 {
+		code, i = uint64(c), i+1
+	} else {
+		code, i = uvarintSlow(b, i)
+	}
+	if uint(i) < uint(len(b)) && b[i] < 0x80 {
+		zz, i = uint64(b[i]), i+1
+	} else {
+		zz, i = uvarintSlow(b, i)
+	}
+	if uint(i) < uint(len(b)) && b[i] < 0x80 {
+		dur, i = uint64(b[i]), i+1
+	} else {
+		dur, i = uvarintSlow(b, i)
+	}
+	if uint(i) < uint(len(b)) && b[i] < 0x80 {
+		arg, i = uint64(b[i]), i+1
+	} else {
+		arg, i = uvarintSlow(b, i)
+	}
+	if i < 0 {
 		return false, errMalformed
 	}
-	delta, n2 := binary.Varint(it.b[n1:])
-	if n2 <= 0 {
-		return false, errMalformed
+	it.i = i
+	delta := int64(zz >> 1) // zigzag, as binary.Varint
+	if zz&1 != 0 {
+		delta = ^delta
 	}
-	b := it.b[n1+n2:]
-	dur, n3 := binary.Uvarint(b)
-	if n3 <= 0 {
-		return false, errMalformed
-	}
-	arg, n4 := binary.Uvarint(b[n3:])
-	if n4 <= 0 {
-		return false, errMalformed
-	}
-	it.b = b[n3+n4:]
 	end := it.prev + uint64(delta)
 	if (delta < 0 && end > it.prev) || (delta > 0 && end < it.prev) || dur > end {
 		return false, errMalformed
@@ -698,6 +682,23 @@ func (it *eventIter) next(e *StreamEvent) (bool, error) {
 	return true, nil
 }
 
+// uvarintSlow decodes the uvarint at b[i:] (of two bytes or more: one-byte ones are decoded
+// in line) and returns it and the index after it; a negative index when i is negative (an
+// earlier failure) or the bytes there are not a uvarint.
+func uvarintSlow(b []byte, i int) (uint64, int) {
+	if i < 0 || i >= len(b) {
+		return 0, -1
+	}
+	if i+1 < len(b) && b[i+1] < 0x80 {
+		return uint64(b[i]&0x7f) | uint64(b[i+1])<<7, i + 2
+	}
+	v, n := binary.Uvarint(b[i:])
+	if n <= 0 {
+		return 0, -1
+	}
+	return v, i + n
+}
+
 // ns converts a tick to ns on the trace's timeline.
 func (sf *streamFile) ns(tick uint64) uint64 {
 	m := sf.clock.mono(tick)
@@ -709,9 +710,16 @@ func (sf *streamFile) ns(tick uint64) uint64 {
 
 // method names a method id.
 func (sf *streamFile) method(id uint64) (string, int) {
-	if id < uint64(len(sf.dense)) && sf.dense[id].name != "" {
-		return sf.dense[id].name, sf.dense[id].flags
+	if id < uint64(len(sf.dense)) {
+		if m := &sf.dense[id]; m.name != "" {
+			return m.name, m.flags
+		}
 	}
+	return sf.methodSlow(id)
+}
+
+// methodSlow is method for ids not in the dense table.
+func (sf *streamFile) methodSlow(id uint64) (string, int) {
 	if m, ok := sf.methods[id]; ok {
 		return m.name, m.flags
 	}

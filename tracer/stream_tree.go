@@ -161,22 +161,10 @@ type segGroup struct {
 	head, tail int32
 }
 
-// outEntry is a call entered and not yet exited, on the output stack.
-type outEntry struct {
-	c        Call
-	start    uint64 // ticks, to match the record that closes it
-	depth    uint32 // on the thread's shadow stack
-	kept     bool
-	keptUp   int32  // index of the nearest kept entry below, -1 none
-	kdepth   int    // depth among kept calls (of this entry if kept; of its children otherwise)
-	children uint64 // total duration of its kept children
-}
-
 // replayer is pass 2 for one thread at a time: segments in, Enter/Exit/Mark out.
 type replayer struct {
 	sf     *streamFile
-	ts     TreeSink
-	flt    *treeFilter
+	em     *emitter
 	tot    *Totals
 	thread *Thread
 
@@ -188,7 +176,6 @@ type replayer struct {
 	marks  []Mark
 	mprev  []int32 // per mark: the records of the segment before it
 	mi     int
-	out    []outEntry
 	walk   []int32
 	spans  []spanCall
 	si     int
@@ -197,10 +184,12 @@ type replayer struct {
 }
 
 func (r *replayer) begin(sf *streamFile, st *streamThread) {
+	if r.nodes == nil {
+		r.nodes = make([]segNode, 0, segEvents+1024)
+	}
 	r.sf, r.thread = sf, &st.t
 	r.sh.pend, r.sh.epoch = r.sh.pend[:0], 0
 	r.groups = r.groups[:0]
-	r.out = r.out[:0]
 	r.spans, r.si, r.seg = st.spans, 0, 0
 	r.resetSeg()
 }
@@ -241,7 +230,14 @@ func (r *replayer) record(id, start, end uint64, depth uint32, flags int32) {
 		oh, ot = r.link(oh, ot, r.groups[k].head, r.groups[k].tail)
 	}
 	n := int32(len(r.nodes))
-	r.nodes = append(r.nodes, segNode{id: id, start: start, end: end, depth: depth, flags: flags, kind: kind, post: r.recs, first: ch, last: ct, next: -1})
+	if int(n) == cap(r.nodes) {
+		r.nodes = append(r.nodes, segNode{})
+	} else {
+		r.nodes = r.nodes[:n+1]
+	}
+	nd := &r.nodes[n] // in place: every field set
+	nd.id, nd.start, nd.end, nd.depth, nd.flags, nd.kind = id, start, end, depth, flags, kind
+	nd.post, nd.first, nd.last, nd.next = r.recs, ch, ct, -1
 	r.recs++
 	orphans, merged := r.sh.commit(depth, start, i, j, minSeg)
 	r.groups = r.groups[:i]
@@ -314,19 +310,23 @@ func (r *replayer) finish() error {
 func (r *replayer) replay(root int32) error {
 	st := append(r.walk[:0], root)
 	entered := false
+	em := r.em
 	for len(st) > 0 {
 		n := st[len(st)-1]
 		nd := &r.nodes[n]
 		if !entered {
 			if nd.kind != nodeExit {
-				if r.mi < len(r.marks) { // the time is converted only when a mark may come first
+				if r.mi < len(r.marks) && r.mprev[r.mi] <= r.exits { // the time is converted only when a mark may come first
 					if err := r.marksUntil(r.exits, r.sf.ns(nd.start)); err != nil {
 						return err
 					}
 				}
-				if err := r.enter(nd.id, nd.start, nd.end, nd.depth, nd.flags); err != nil {
-					return err
+				if len(em.cur.ops) == pipeBatchOps { // em.op, in line
+					if err := em.flush(); err != nil {
+						return err
+					}
 				}
+				em.cur.ops = append(em.cur.ops, rawOp{kind: opEnter, flags: uint8(nd.flags), depth: nd.depth, id: nd.id, start: nd.start, end: nd.end})
 			}
 			if k := nd.first; k >= 0 {
 				st = append(st, k)
@@ -334,12 +334,17 @@ func (r *replayer) replay(root int32) error {
 			}
 		}
 		if nd.kind != nodeEnter {
-			if err := r.marksUntil(nd.post, ^uint64(0)); err != nil {
-				return err
+			if r.mi < len(r.marks) && r.mprev[r.mi] <= nd.post {
+				if err := r.marksUntil(nd.post, ^uint64(0)); err != nil {
+					return err
+				}
 			}
-			if err := r.exit(nd.start, nd.depth); err != nil {
-				return err
+			if len(em.cur.ops) == pipeBatchOps {
+				if err := em.flush(); err != nil {
+					return err
+				}
 			}
+			em.cur.ops = append(em.cur.ops, rawOp{kind: opExit, depth: nd.depth, start: nd.start})
 			r.exits++
 		}
 		st = st[:len(st)-1]
@@ -353,98 +358,15 @@ func (r *replayer) replay(root int32) error {
 	return nil
 }
 
-// enter opens a call on the output stack, and tells the sink when it is kept.
-func (r *replayer) enter(id, start, end uint64, depth uint32, flags int32) error {
-	name, mflags := r.sf.method(id)
-	c := &r.call
-	c.Name, c.Thread, c.Depth, c.Flags = name, r.thread, int(depth), mflags|int(flags)
-	c.StartNanos = r.sf.ns(start)
-	e := r.sf.ns(end)
-	c.DurNanos = e - min(e, c.StartNanos)
-	c.SelfNanos = 0
-	up, kd := int32(-1), 0
-	if k := len(r.out); k > 0 {
-		top := &r.out[k-1]
-		if top.kept {
-			up, kd = int32(k-1), top.kdepth+1
-		} else {
-			up, kd = top.keptUp, top.kdepth
-		}
-	}
-	r.tot.Calls++
-	if flags&FlagOpen != 0 {
-		r.tot.Open++
-	}
-	kept := r.flt.keep(r.sf, id, name, c.DurNanos, int(depth))
-	r.out = append(r.out, outEntry{c: *c, start: start, depth: depth, kept: kept, keptUp: up, kdepth: kd})
-	if !kept {
-		return nil
-	}
-	r.tot.Kept++
-	return r.ts.Enter(c, kd)
-}
-
-// exit closes the call on top of the output stack (the one recorded at start and depth; calls
-// above it that a damaged stream never closed are closed first).
-func (r *replayer) exit(start uint64, depth uint32) error {
-	k := len(r.out) - 1
-	for k >= 0 && !(r.out[k].start == start && r.out[k].depth == depth) {
-		k--
-	}
-	if k < 0 {
-		return nil
-	}
-	for len(r.out) > k {
-		if err := r.pop(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (r *replayer) pop() error {
-	k := len(r.out) - 1
-	e := &r.out[k]
-	if e.kept {
-		e.c.SelfNanos = e.c.DurNanos - min(e.c.DurNanos, e.children)
-		if e.keptUp >= 0 {
-			r.out[e.keptUp].children += e.c.DurNanos
-		}
-		if err := r.ts.Exit(&e.c, e.kdepth); err != nil {
-			return err
-		}
-	}
-	r.out = r.out[:k]
-	return nil
-}
-
 // marksUntil replays the segment's marks that were recorded after at most recs of its records
 // and start at or before ns: a mark is placed by the records around it, and among the calls
 // entered between those by time (one at a call's start tick comes before the call).
 func (r *replayer) marksUntil(recs int32, ns uint64) error {
 	for r.mi < len(r.marks) && r.mprev[r.mi] <= recs && r.marks[r.mi].StartNanos <= ns {
-		d := 0
-		if k := len(r.out); k > 0 {
-			if r.out[k-1].kept {
-				d = r.out[k-1].kdepth + 1
-			} else {
-				d = r.out[k-1].kdepth
-			}
-		}
-		if err := r.ts.Mark(&r.marks[r.mi], d); err != nil {
+		if err := r.em.mark(&r.marks[r.mi]); err != nil {
 			return err
 		}
 		r.mi++
-	}
-	return nil
-}
-
-// end closes what is still open at the end of the thread, innermost first.
-func (r *replayer) end() error {
-	for len(r.out) > 0 {
-		if err := r.pop(); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -455,14 +377,20 @@ type treeFilter struct {
 	inc, exc []pattern
 	minNanos float64
 	byName   map[*streamFile][]int8 // per stream and method id: 0 unknown, 1 kept, -1 dropped by name
+	all      bool                   // no filter: every call kept
 }
 
 func newTreeFilter(opt Options) *treeFilter {
-	return &treeFilter{opt: opt, inc: compilePatterns(opt.Include), exc: compilePatterns(opt.Exclude),
+	f := &treeFilter{opt: opt, inc: compilePatterns(opt.Include), exc: compilePatterns(opt.Exclude),
 		minNanos: opt.MinNanos, byName: map[*streamFile][]int8{}}
+	f.all = !(opt.MinNanos > 0) && opt.MaxDepth < 0 && len(f.inc) == 0 && len(f.exc) == 0
+	return f
 }
 
 func (f *treeFilter) keep(sf *streamFile, id uint64, name string, dur uint64, depth int) bool {
+	if f.all {
+		return true
+	}
 	if float64(dur) < f.minNanos || (f.opt.MaxDepth >= 0 && depth > f.opt.MaxDepth) {
 		return false
 	}
@@ -781,8 +709,6 @@ func (sf *streamFile) replayThread(r *replayer, st *streamThread) error {
 			return err
 		}
 	}
-	if err := r.finish(); err != nil { // the open calls with nothing after their start
-		return err
-	}
-	return r.end()
+	// the open calls with nothing after their start; the applier closes what is open at the end
+	return r.finish()
 }

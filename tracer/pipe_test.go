@@ -1,0 +1,69 @@
+package tracer
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+// failSink fails its n-th call (and every later one), as a sink whose disk fills up does.
+type failSink struct {
+	nopSink
+	n, calls int
+}
+
+var errSinkFull = errors.New("sink: no space left")
+
+func (s *failSink) Call(*Call) error {
+	s.calls++
+	if s.calls >= s.n {
+		return errSinkFull
+	}
+	return nil
+}
+
+// TestSinkErrorStopsConversion: a sink's error ends the conversion with that error, whether
+// the sink runs on the reader's goroutine (a small trace) or on its own (a big one, piped;
+// pass 1 on analyser goroutines), at the first call or deep into the trace, and the
+// conversion's goroutines end (the test would hang otherwise).
+func TestSinkErrorStopsConversion(t *testing.T) {
+	for _, calls := range []int{20_000, 2 * pipeMin} {
+		g := gen(t, genOpts{seed: 3, pid: 1, threads: 3, perTh: calls / 3, frameEvents: 2046, line: line24MHz, marks: true})
+		for _, n := range []int{1, calls / 2} {
+			s := &failSink{n: n}
+			_, err := ProcessStreams([]Input{{R: bytes.NewReader(g.b), Size: int64(len(g.b))}}, Options{MaxDepth: -1}, s)
+			if !errors.Is(err, errSinkFull) {
+				t.Errorf("%d calls, failing at call %d: %v", calls, n, err)
+			}
+		}
+	}
+}
+
+// TestParallelPass1SameOutput: pass 1 on analyser goroutines gives the outputs of pass 1 on
+// the reader's goroutine byte for byte: four threads whose frames interleave, marks, open
+// frames, and a frame damaged in the middle.
+func TestParallelPass1SameOutput(t *testing.T) {
+	g := gen(t, genOpts{seed: 11, pid: 1, threads: 4, perTh: 30_000, frameEvents: 300, line: line24MHz, marks: true, openAfterFrame: 5})
+	b := bytes.Clone(g.b)
+	b[len(b)/2] ^= 0x40 // a bad frame: skipped by both, the same way
+	convert := func(parMin int64, format string) []byte {
+		defer func(v int64) { parallelPass1Min = v }(parallelPass1Min)
+		parallelPass1Min = parMin
+		var out bytes.Buffer
+		s, err := NewSink(format, &out, Meta{TimeNanos: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s)
+		if err != nil || tot.BadFrames == 0 {
+			t.Fatalf("%s: %v, %+v", format, err, tot)
+		}
+		return out.Bytes()
+	}
+	for _, format := range []string{"json", "folded", "speedscope", "perfetto"} {
+		inline, par := convert(1<<40, format), convert(0, format)
+		if !bytes.Equal(inline, par) {
+			t.Errorf("%s: %d bytes with pass 1 inline, %d with analysers, not the same", format, len(inline), len(par))
+		}
+	}
+}
