@@ -5,13 +5,15 @@ import (
 	"sync/atomic"
 )
 
-// Two cores: the stream reader (decoding, pass 2's segment trees, the walk in pre-order) on
-// one goroutine, and on another what is done per call once its place is known (naming it,
-// converting its ticks, filtering it, the kept calls' nesting and self times) and the sink
-// (formatting, compressing, aggregating). The reader tells the other side a call's raw fields
-// (method id, ticks, depth), pointer-free, in batches of a few thousand operations, in order;
-// two batches are in flight at most, so memory stays a few MiB whatever the trace. A small
-// trace, or one core, applies each batch on the reader's goroutine instead.
+// Two cores: the stream reader (decoding, pass 2's segment trees, the walk in pre-order, each
+// call's ticks converted to ns) on one goroutine, and on another what is done per call once
+// its place and times are known (naming it, filtering it, the kept calls' nesting and self
+// times) and the sink (formatting, compressing, aggregating): the sink's side is the busier,
+// so what needs none of its state is done on the reader's. The reader tells the other side a
+// call's fields (method id, start tick, ns, depth), pointer-free, in batches of a few
+// thousand operations, in order; two batches are in flight at most, so memory stays a few MiB
+// whatever the trace. A small trace, or one core, applies each batch on the reader's
+// goroutine instead.
 
 // pipeMin is the number of calls from which a conversion uses a second goroutine.
 const pipeMin = 200_000
@@ -24,23 +26,22 @@ const (
 	opEnd
 )
 
-// rawOp is one thing the reader tells the applier (32 bytes).
+// rawOp is one thing the reader tells the applier (40 bytes).
 type rawOp struct {
-	kind  uint8
-	flags uint8  // opEnter: FlagUnwound, FlagOpen
-	depth uint32 // on the thread's shadow stack
-	id    uint64 // opEnter: the method; opMark: index in marks; opBegin: in begins
-	start uint64 // ticks: opEnter, and opExit (with depth, which call it closes)
-	end   uint64 // opEnter
+	kind       uint8
+	flags      uint8  // opEnter: FlagUnwound, FlagOpen
+	depth      uint32 // on the thread's shadow stack
+	id         uint64 // opEnter: the method; opMark: index in marks; opBegin: in begins
+	start      uint64 // ticks: opEnter, and opExit (with depth, which call it closes)
+	startNanos uint64 // opEnter: the call's start and duration on the trace's timeline
+	durNanos   uint64
 }
 
-// rawBegin is a thread's start: its stream, header and thread, and a copy of the stream's
-// clock made by the reader (the reader's own converts marks' ticks meanwhile).
+// rawBegin is a thread's start: its stream, header and thread.
 type rawBegin struct {
-	sf    *streamFile
-	h     *Header
-	t     *Thread
-	clock clockMap
+	sf *streamFile
+	h  *Header
+	t  *Thread
 }
 
 type opBatch struct {
@@ -139,7 +140,7 @@ func (e *emitter) begin(sf *streamFile, h *Header, t *Thread) error {
 		}
 	}
 	e.cur.ops = append(e.cur.ops, rawOp{kind: opBegin, id: uint64(len(e.cur.begins))})
-	e.cur.begins = append(e.cur.begins, rawBegin{sf, h, t, sf.clock})
+	e.cur.begins = append(e.cur.begins, rawBegin{sf, h, t})
 	return nil
 }
 
@@ -181,7 +182,6 @@ type applier struct {
 	ts     TreeSink // calls and marks
 	flt    *treeFilter
 	sf     *streamFile
-	clock  clockMap // the stream's clock, this goroutine's copy (conversions cache a segment)
 	thread *Thread
 	out    []outEntry
 	call   Call   // what the sink is given (rebuilt for each Enter and Exit)
@@ -218,10 +218,7 @@ func (a *applier) apply(b *opBatch) error {
 			err = a.mark(&b.marks[o.id])
 		case opBegin:
 			bg := &b.begins[o.id]
-			if a.sf != bg.sf {
-				a.sf, a.clock = bg.sf, bg.clock
-			}
-			a.thread, a.out = bg.t, a.out[:0]
+			a.sf, a.thread, a.out = bg.sf, bg.t, a.out[:0]
 			err = a.sink.BeginThread(bg.h, bg.t)
 		case opEnd:
 			if err = a.end(); err == nil {
@@ -235,20 +232,9 @@ func (a *applier) apply(b *opBatch) error {
 	return nil
 }
 
-// ns converts a tick of the current stream to ns on the trace's timeline.
-func (a *applier) ns(tick uint64) uint64 {
-	m := a.clock.mono(tick)
-	if m < a.sf.base {
-		return 0
-	}
-	return m - a.sf.base
-}
-
 // enter opens a call on the output stack, and tells the sink when it is kept.
 func (a *applier) enter(o *rawOp) error {
-	start := a.ns(o.start)
-	e := a.ns(o.end)
-	dur := e - min(e, start)
+	start, dur := o.startNanos, o.durNanos
 	up, kd := int32(-1), int32(0)
 	if k := len(a.out); k > 0 {
 		top := &a.out[k-1]

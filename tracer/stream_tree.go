@@ -310,14 +310,17 @@ func (r *replayer) finish() error {
 func (r *replayer) replay(root int32) error {
 	st := append(r.walk[:0], root)
 	entered := false
-	em := r.em
+	em, sf := r.em, r.sf
 	for len(st) > 0 {
 		n := st[len(st)-1]
 		nd := &r.nodes[n]
 		if !entered {
 			if nd.kind != nodeExit {
-				if r.mi < len(r.marks) && r.mprev[r.mi] <= r.exits { // the time is converted only when a mark may come first
-					if err := r.marksUntil(r.exits, r.sf.ns(nd.start)); err != nil {
+				// the call's times, converted here rather than on the applier's side, which
+				// has more to do per call
+				start, end := sf.ns(nd.start), sf.ns(nd.end)
+				if r.mi < len(r.marks) && r.mprev[r.mi] <= r.exits {
+					if err := r.marksUntil(r.exits, start); err != nil {
 						return err
 					}
 				}
@@ -326,7 +329,8 @@ func (r *replayer) replay(root int32) error {
 						return err
 					}
 				}
-				em.cur.ops = append(em.cur.ops, rawOp{kind: opEnter, flags: uint8(nd.flags), depth: nd.depth, id: nd.id, start: nd.start, end: nd.end})
+				em.cur.ops = append(em.cur.ops, rawOp{kind: opEnter, flags: uint8(nd.flags), depth: nd.depth, id: nd.id, start: nd.start,
+					startNanos: start, durNanos: end - min(end, start)})
 			}
 			if k := nd.first; k >= 0 {
 				st = append(st, k)
