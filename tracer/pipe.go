@@ -193,7 +193,7 @@ type applier struct {
 // outEntry is a call entered and not yet exited, on the output stack: what its Call is made
 // of again at its exit.
 type outEntry struct {
-	id         uint64
+	name       string // the method's (looked up once, at its entry)
 	start      uint64 // ticks, to match the record that closes it
 	startNanos uint64
 	durNanos   uint64
@@ -248,26 +248,18 @@ func (a *applier) enter(o *rawOp) error {
 	if o.flags&FlagOpen != 0 {
 		a.open++
 	}
-	kept := a.flt.all
-	var name string
-	var mflags int
-	if !kept {
-		name, mflags = a.sf.method(o.id)
-		kept = a.flt.keep(a.sf, o.id, name, dur, int(o.depth))
-	}
-	a.out = append(a.out, outEntry{id: o.id, start: o.start, startNanos: start, durNanos: dur, depth: o.depth,
-		keptUp: up, kdepth: kd, kept: kept})
+	name, mflags := a.sf.method(o.id)
+	flags := mflags | int(o.flags)
+	kept := a.flt.all || a.flt.keep(a.sf, o.id, name, dur, int(o.depth))
+	a.out = append(a.out, outEntry{name: name, start: o.start, startNanos: start, durNanos: dur, depth: o.depth,
+		flags: int32(flags), keptUp: up, kdepth: kd, kept: kept})
 	if !kept {
 		return nil
 	}
-	if a.flt.all {
-		name, mflags = a.sf.method(o.id)
-	}
 	a.kept++
 	c := &a.call
-	c.Name, c.Thread, c.Depth, c.Flags = name, a.thread, int(o.depth), mflags|int(o.flags)
+	c.Name, c.Thread, c.Depth, c.Flags = name, a.thread, int(o.depth), flags
 	c.StartNanos, c.DurNanos, c.SelfNanos, c.Folded = start, dur, 0, 0
-	a.out[len(a.out)-1].flags = int32(c.Flags)
 	return a.ts.Enter(c, int(kd))
 }
 
@@ -300,8 +292,7 @@ func (a *applier) pop() error {
 		a.out[e.keptUp].children += e.durNanos
 	}
 	c := &a.call
-	c.Name, _ = a.sf.method(e.id)
-	c.Thread, c.Depth, c.Flags = a.thread, int(e.depth), int(e.flags)
+	c.Name, c.Thread, c.Depth, c.Flags = e.name, a.thread, int(e.depth), int(e.flags)
 	c.StartNanos, c.DurNanos, c.SelfNanos, c.Folded = e.startNanos, e.durNanos, e.durNanos-min(e.durNanos, e.children), 0
 	return a.ts.Exit(c, int(e.kdepth))
 }
