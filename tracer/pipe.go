@@ -6,14 +6,14 @@ import (
 )
 
 // Two cores: the stream reader (decoding, pass 2's segment trees, the walk in pre-order, each
-// call's ticks converted to ns) on one goroutine, and on another what is done per call once
-// its place and times are known (naming it, filtering it, the kept calls' nesting and self
-// times) and the sink (formatting, compressing, aggregating): the sink's side is the busier,
-// so what needs none of its state is done on the reader's. The reader tells the other side a
-// call's fields (method id, start tick, ns, depth), pointer-free, in batches of a few
-// thousand operations, in order; two batches are in flight at most, so memory stays a few MiB
-// whatever the trace. A small trace, or one core, applies each batch on the reader's
-// goroutine instead.
+// call's start converted to ns) on one goroutine, and on another what is done per call once
+// its place is known (converting its end, naming it, filtering it, the kept calls' nesting
+// and self times) and the sink (formatting, compressing, aggregating): the two conversions
+// are split between the sides so that each does about as much per call. The reader tells the
+// other side a call's fields (method id, ticks, start in ns, depth), pointer-free, in
+// batches of a few thousand operations, in order; two batches are in flight at most, so
+// memory stays a few MiB whatever the trace. A small trace, or one core, applies each batch
+// on the reader's goroutine instead.
 
 // pipeMin is the number of calls from which a conversion uses a second goroutine.
 const pipeMin = 200_000
@@ -33,15 +33,17 @@ type rawOp struct {
 	depth      uint32 // on the thread's shadow stack
 	id         uint64 // opEnter: the method; opMark: index in marks; opBegin: in begins
 	start      uint64 // ticks: opEnter, and opExit (with depth, which call it closes)
-	startNanos uint64 // opEnter: the call's start and duration on the trace's timeline
-	durNanos   uint64
+	startNanos uint64 // opEnter: start on the trace's timeline
+	end        uint64 // opEnter: ticks
 }
 
-// rawBegin is a thread's start: its stream, header and thread.
+// rawBegin is a thread's start: its stream, header and thread, and a copy of the stream's
+// clock made by the reader (the reader's own converts starts meanwhile).
 type rawBegin struct {
-	sf *streamFile
-	h  *Header
-	t  *Thread
+	sf    *streamFile
+	h     *Header
+	t     *Thread
+	clock clockMap
 }
 
 type opBatch struct {
@@ -140,7 +142,7 @@ func (e *emitter) begin(sf *streamFile, h *Header, t *Thread) error {
 		}
 	}
 	e.cur.ops = append(e.cur.ops, rawOp{kind: opBegin, id: uint64(len(e.cur.begins))})
-	e.cur.begins = append(e.cur.begins, rawBegin{sf, h, t})
+	e.cur.begins = append(e.cur.begins, rawBegin{sf, h, t, sf.clock})
 	return nil
 }
 
@@ -183,6 +185,7 @@ type applier struct {
 	flt    *treeFilter
 	sf     *streamFile
 	thread *Thread
+	clock  clockMap // the stream's clock, this goroutine's copy (conversions cache a segment)
 	out    []outEntry
 	call   Call   // what the sink is given (rebuilt for each Enter and Exit)
 	calls  uint64 // counted here: added to the trace's Totals at the end
@@ -218,7 +221,10 @@ func (a *applier) apply(b *opBatch) error {
 			err = a.mark(&b.marks[o.id])
 		case opBegin:
 			bg := &b.begins[o.id]
-			a.sf, a.thread, a.out = bg.sf, bg.t, a.out[:0]
+			if a.sf != bg.sf {
+				a.sf, a.clock = bg.sf, bg.clock
+			}
+			a.thread, a.out = bg.t, a.out[:0]
 			err = a.sink.BeginThread(bg.h, bg.t)
 		case opEnd:
 			if err = a.end(); err == nil {
@@ -232,9 +238,19 @@ func (a *applier) apply(b *opBatch) error {
 	return nil
 }
 
+// ns converts a tick of the current stream to ns on the trace's timeline.
+func (a *applier) ns(tick uint64) uint64 {
+	m := a.clock.mono(tick)
+	if m < a.sf.base {
+		return 0
+	}
+	return m - a.sf.base
+}
+
 // enter opens a call on the output stack, and tells the sink when it is kept.
 func (a *applier) enter(o *rawOp) error {
-	start, dur := o.startNanos, o.durNanos
+	start, e := o.startNanos, a.ns(o.end)
+	dur := e - min(e, start)
 	up, kd := int32(-1), int32(0)
 	if k := len(a.out); k > 0 {
 		top := &a.out[k-1]

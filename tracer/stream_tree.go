@@ -316,9 +316,9 @@ func (r *replayer) replay(root int32) error {
 		nd := &r.nodes[n]
 		if !entered {
 			if nd.kind != nodeExit {
-				// the call's times, converted here rather than on the applier's side, which
-				// has more to do per call
-				start, end := sf.ns(nd.start), sf.ns(nd.end)
+				// the call's start, converted here rather than on the applier's side, which
+				// has more to do per call (it converts the end)
+				start := sf.ns(nd.start)
 				if r.mi < len(r.marks) && r.mprev[r.mi] <= r.exits {
 					if err := r.marksUntil(r.exits, start); err != nil {
 						return err
@@ -330,7 +330,7 @@ func (r *replayer) replay(root int32) error {
 					}
 				}
 				em.cur.ops = append(em.cur.ops, rawOp{kind: opEnter, flags: uint8(nd.flags), depth: nd.depth, id: nd.id, start: nd.start,
-					startNanos: start, durNanos: end - min(end, start)})
+					startNanos: start, end: nd.end})
 			}
 			if k := nd.first; k >= 0 {
 				st = append(st, k)
