@@ -201,6 +201,18 @@ func (r *Rebinder) newHook(rs []Rebinding) (*Hook, error) {
 	return &Hook{r: r, rs: rs, names: NewNameSet(names...), orig: make([]atomic.Uintptr, len(rs))}, nil
 }
 
+// watchedImages starts watching for images loaded later (once per Rebinder) and returns the
+// images loaded now. The caller holds r.mu.
+func (r *Rebinder) watchedImages() ([]Loaded, error) {
+	if !r.watching {
+		if err := r.rt.WatchImages(r.imageAdded); err != nil {
+			return nil, fmt.Errorf("watching for new images: %w", err)
+		}
+		r.watching = true
+	}
+	return r.rt.Images()
+}
+
 // Rebind rebinds the names in every loaded image except our own, and in every image loaded
 // later until Undo. Images that cannot be rebound are skipped and listed by Hook.Skipped; the
 // error is for failures of the runtime itself.
@@ -211,13 +223,7 @@ func (r *Rebinder) Rebind(rs ...Rebinding) (*Hook, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.watching {
-		if err := r.rt.WatchImages(r.imageAdded); err != nil {
-			return nil, fmt.Errorf("watching for new images: %w", err)
-		}
-		r.watching = true
-	}
-	imgs, err := r.rt.Images()
+	imgs, err := r.watchedImages()
 	if err != nil {
 		return nil, err
 	}
@@ -345,13 +351,7 @@ func (p *Plan) Commit() ([]*Hook, error) {
 	r := p.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.watching {
-		if err := r.rt.WatchImages(r.imageAdded); err != nil {
-			return nil, fmt.Errorf("watching for new images: %w", err)
-		}
-		r.watching = true
-	}
-	imgs, err := r.rt.Images()
+	imgs, err := r.watchedImages()
 	if err != nil {
 		return nil, err
 	}
