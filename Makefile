@@ -22,9 +22,16 @@ endif
 
 # machobind, and next to it the library `machobind run` preloads (on Linux also the small
 # preload loader, libmsgtrace-preload.so, that starts it only where there is something to trace).
+# LIBLDFLAGS: the library's Go runtime never sends the traced program SIGURG (its asynchronous
+# preemption signal): a program that installs its own SIGURG handler after the library started
+# (gnustep-base's gdnc installs one for every signal, which aborts when re-entered) would get
+# it while msgtrace's Go code runs, e.g. converting at exit. The same flag is in
+# scripts/cross.sh and internal/testfiles (LibLDFlags) for the tests' builds.
+LIBLDFLAGS := -X=runtime.godebugDefault=asyncpreemptoff=1
+
 build:
 	$(GO) build -o bin/machobind ./cmd/machobind
-	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o $(LIBMSGTRACE) ./cmd/libmsgtrace
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags='$(LIBLDFLAGS)' -o $(LIBMSGTRACE) ./cmd/libmsgtrace
 ifneq ($(UNAME),Darwin)
 	$${CC:-cc} -O2 -Wall -shared -fPIC -o bin/libmsgtrace-preload.so cmd/libmsgtrace/loader/loader.c -ldl
 endif

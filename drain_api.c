@@ -102,6 +102,7 @@ void msgtrace_stream_exit_child(void) {
 }
 
 const char *msgtrace_stream_path(void) { return mt_out.path; }
+int msgtrace_stream_pid_added(void) { return mt_out.pid_added; }
 const char *msgtrace_stream_error(void) { return mt_out.error; }
 uint64_t msgtrace_drain_cpu_ns(void) { return mt_drain.cpu_ns; }
 

@@ -63,6 +63,7 @@ struct mt_output {
 	int mode;                /* MT_MODE_* for the process frame */
 	int fd;                  /* -1 until the first write */
 	int failed;              /* the file could not be created: nothing more is tried */
+	int pid_added;           /* the name was another live process's: the pattern took ".%p" */
 	struct mt_buf out;       /* frames not written yet */
 	struct mt_buf pl;        /* the prologue's payloads */
 	uint64_t lost_bytes;     /* bytes that could not be written */
@@ -72,6 +73,7 @@ void mt_output_write(void);  /* writes mt_out.out (creating the file, prologue f
 void mt_output_close(void);
 void mt_output_begin(void); /* creates the file now if it is not (its process and clock frames) */
 void mt_output_reset(void);  /* the next write starts a new file */
+void mt_output_add_pid(void); /* a pattern without %p gets ".%p" before its last extension */
 
 /* ---- drain_names.c ---- */
 uint32_t mt_method_id(uint64_t key, uint64_t sel); /* key: REC_METHOD_KEY of a class word */

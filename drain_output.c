@@ -1,7 +1,9 @@
 /*
  * The stream file: path patterns (%p %h %t %%), the file created by the first write with its
  * prologue (the process frame, a clock frame), the writes, and the bytes that could not be
- * written.
+ * written. A process holds an advisory lock on its stream while it has it open: a name another
+ * live process is writing (a child it exec'd with the same MSGTRACE_OUT, a daemon it started)
+ * is never truncated; this process's stream takes its pid instead (mt_output_add_pid).
  * Depends on: drain_encode.c, drain_clock.c.
  */
 #ifndef _GNU_SOURCE
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 #if defined(__APPLE__)
 #include <TargetConditionals.h>
@@ -110,11 +113,57 @@ static void write_all(const struct mt_buf *b, int report) {
 	}
 }
 
+void mt_output_add_pid(void) {
+	char *pattern = mt_out.pattern;
+	if (strstr(pattern, "%p"))
+		return;
+	char pat[sizeof mt_out.pattern];
+	const char *dot = strrchr(pattern, '.'), *slash = strrchr(pattern, '/');
+	if (dot && (!slash || dot > slash))
+		snprintf(pat, sizeof pat, "%.*s.%%p%.64s", (int)(dot - pattern), pattern, dot);
+	else
+		snprintf(pat, sizeof pat, "%.4000s.%%p", pattern);
+	memcpy(pattern, pat, sizeof pat);
+}
+
+/* Opens the stream's path and locks it; -1 with errno EWOULDBLOCK when another live process
+ * holds the lock (its file is left as it is). Where the file system has no locks, the file is
+ * taken as before. */
+static int open_locked(void) {
+	int fd = open(mt_out.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+		close(fd);
+		errno = EWOULDBLOCK;
+		return -1;
+	}
+	if (ftruncate(fd, 0) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
 /* The file is created by the first write, starting with the process and clock frames. */
 static void create(void) {
-	if (msgtrace_expand_path(mt_out.pattern, (long)getpid(), mt_out.path, sizeof mt_out.path) != 0 ||
-	    (mt_out.fd = open(mt_out.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-		snprintf(mt_out.error, sizeof mt_out.error, "cannot create %s: %s", mt_out.path, strerror(errno));
+	for (int try = 0;; try++) {
+		if (msgtrace_expand_path(mt_out.pattern, (long)getpid(), mt_out.path, sizeof mt_out.path) != 0) {
+			snprintf(mt_out.error, sizeof mt_out.error, "cannot create %s: bad output pattern", mt_out.pattern);
+			mt_out.failed = 1;
+			return;
+		}
+		if ((mt_out.fd = open_locked()) >= 0)
+			break;
+		if (errno == EWOULDBLOCK && try == 0 && !strstr(mt_out.pattern, "%p")) {
+			mt_output_add_pid(); /* another process's live stream: this one is named for its pid */
+			mt_out.pid_added = 1;
+			continue;
+		}
+		snprintf(mt_out.error, sizeof mt_out.error, "cannot create %s: %s", mt_out.path,
+			 errno == EWOULDBLOCK ? "another process is writing it" : strerror(errno));
 		mt_out.failed = 1;
 		return;
 	}

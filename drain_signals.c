@@ -110,17 +110,7 @@ static void fork_child(void) {
 	mt_out.path[0] = 0;
 	mt_drain.req_seq = mt_drain.done_seq = 0;
 	mt_drain.stop_req = mt_drain.crash_req = mt_drain.crash_done = sig.handling = 0;
-	/* a pattern without %p would name the parent's file: the child's gets its pid */
-	char *pattern = mt_out.pattern;
-	if (!strstr(pattern, "%p")) {
-		char pat[sizeof mt_out.pattern];
-		const char *dot = strrchr(pattern, '.'), *slash = strrchr(pattern, '/');
-		if (dot && (!slash || dot > slash))
-			snprintf(pat, sizeof pat, "%.*s.%%p%.64s", (int)(dot - pattern), pattern, dot);
-		else
-			snprintf(pat, sizeof pat, "%.4000s.%%p", pattern);
-		memcpy(pattern, pat, sizeof pat);
-	}
+	mt_output_add_pid(); /* a pattern without %p would name the parent's file */
 	if (msgtrace_drain_running && !mt_drain.closed) {
 		msgtrace_drain_running = 0;
 		mt_drain_start_thread();

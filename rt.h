@@ -202,6 +202,8 @@ uint64_t msgtrace_drain_cpu_ns(void);
 void msgtrace_stream_exit_child(void);
 /* The stream file's path in this process ("" before anything was written). */
 const char *msgtrace_stream_path(void);
+/* 1 when the output name was another live process's stream and this one took its pid. */
+int msgtrace_stream_pid_added(void);
 const char *msgtrace_stream_error(void);
 /* Expands a path pattern for a pid; returns 0 or -1 (unknown %-sequence, too long). */
 int msgtrace_expand_path(const char *pattern, long pid, char *out, size_t n);

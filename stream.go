@@ -117,3 +117,8 @@ func CloseStream() error {
 
 // StreamPath is the stream file's path ("" while nothing was written).
 func StreamPath() string { return C.GoString(C.msgtrace_stream_path()) }
+
+// StreamTookPID reports whether the output pattern (without %p) named a stream another live
+// process was writing, so that this process's stream took its pid (name.<pid>.ext): its
+// converted output should too.
+func StreamTookPID() bool { return C.msgtrace_stream_pid_added() != 0 }

@@ -47,7 +47,8 @@ out=$(realpath -m "${2:-$MSGTRACE_ROOT/bin/cross}")
 macos_min=${MSGTRACE_MACOS_MIN:-12.0}
 ios_min=${MSGTRACE_IOS_MIN:-14.0}
 version=${MSGTRACE_VERSION:-0.1.0}
-ldflags=${MSGTRACE_CROSS_LDFLAGS:--w}
+# -X runtime.godebugDefault: no asynchronous preemption signal (SIGURG) sent into the app (Makefile LIBLDFLAGS)
+ldflags="${MSGTRACE_CROSS_LDFLAGS:--w} -X=runtime.godebugDefault=asyncpreemptoff=1"
 targets=${MSGTRACE_CROSS_TARGETS:-macos-arm64 macos-x86_64 ios-arm64 ios-simulator-arm64 ios-simulator-x86_64}
 LLVM_AR=llvm-ar-19
 zlib=$(dirname "$ZIG")/lib/libc

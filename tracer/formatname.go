@@ -22,6 +22,20 @@ var formatExtensions = []struct{ ext, format string }{
 // StreamExtension is the name ending of the recorder's own stream files.
 const StreamExtension = ".mtrace"
 
+// WithPID is path with "."+pid before its format's extension (trace.speedscope.json becomes
+// trace.1234.speedscope.json), or at its end when no format owns its extension: the name a
+// process's output takes when the plain name belongs to another process.
+func WithPID(path string, pid int) string {
+	p := strings.ToLower(path)
+	for _, e := range append(formatExtensions, struct{ ext, format string }{StreamExtension, "stream"}) {
+		if strings.HasSuffix(p, e.ext) && len(p) > len(e.ext) {
+			n := len(path) - len(e.ext)
+			return fmt.Sprintf("%s.%d%s", path[:n], pid, path[n:])
+		}
+	}
+	return fmt.Sprintf("%s.%d", path, pid)
+}
+
 // KnownExtensions lists the output name endings FormatFor accepts, for messages.
 func KnownExtensions() string {
 	var s []string

@@ -304,6 +304,17 @@ func TestFormatFor(t *testing.T) {
 	}
 }
 
+// TestWithPID: a process's own name keeps its format's extension, so it still converts and opens
+// as that format.
+func TestWithPID(t *testing.T) {
+	for in, want := range map[string]string{"d/t.json": "d/t.7.json", "t.speedscope.json": "t.7.speedscope.json",
+		"T.PB.GZ": "T.7.PB.GZ", "t.json.mtrace": "t.json.7.mtrace", "trace": "trace.7", "d.x/out": "d.x/out.7", ".json": ".json.7"} {
+		if got := WithPID(in, 7); got != want {
+			t.Errorf("WithPID(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // enterBlind passes calls on with what is only final at Exit (duration, self time, flags)
 // scrambled at Enter, as an engine that streams calls may have them.
 type enterBlind struct{ TreeSink }

@@ -43,7 +43,7 @@ type built struct {
 // buildLib builds cmd/libmsgtrace for linux/goarch with the given -buildmode into out.
 func buildLib(t *testing.T, mode, out, goarch, cc string) {
 	t.Helper()
-	cmd := exec.Command("go", "build", "-buildmode="+mode, "-o", out, "./cmd/libmsgtrace")
+	cmd := exec.Command("go", "build", "-buildmode="+mode, "-ldflags="+testfiles.LibLDFlags, "-o", out, "./cmd/libmsgtrace")
 	cmd.Dir = testfiles.Root(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOOS=linux", "GOARCH="+goarch, "CC="+cc)
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -516,4 +516,59 @@ func TestGNUstepMethods(t *testing.T) {
 			}
 		}
 	})
+	t.Run("daemon-signal", func(t *testing.T) {
+		// gnustep-base's notification daemon installs one handler for every signal, SIGURG
+		// included, that exits on the first and aborts when re-entered. Interrupted, it
+		// exits 2; traced, its exit converts the trace inside that handler, and a
+		// preemption signal from the library's Go runtime (SIGURG) would re-enter it.
+		gdnc, err := exec.LookPath("gdnc")
+		if err != nil {
+			t.Fatalf("gdnc missing: run make setup (gnustep-base-runtime)")
+		}
+		for _, traced := range []bool{false, true} {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "gdnc.json")
+			cmd := exec.Command(gdnc, "--no-fork")
+			cmd.Env = append(os.Environ(), "HOME="+dir, "TMPDIR="+dir, "MSGTRACE_QUIET=1")
+			if traced {
+				cmd.Env = append(cmd.Env, "LD_PRELOAD="+g.lib, "MSGTRACE_METHODS=all", "MSGTRACE_OUT="+out)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			ready := func() bool { // its handler is in (and, traced, its start is in the stream)
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+				var caught uint64
+				for _, l := range strings.Split(string(b), "\n") {
+					if v, ok := strings.CutPrefix(l, "SigCgt:"); ok {
+						fmt.Sscanf(strings.TrimSpace(v), "%x", &caught)
+					}
+				}
+				if caught&(1<<(int(syscall.SIGINT)-1)) == 0 {
+					return false
+				}
+				calls, _, ok := peekStream(out + ".mtrace")
+				return !traced || (ok && len(calls) > 0)
+			}
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !ready(); time.Sleep(50 * time.Millisecond) {
+			}
+			time.Sleep(500 * time.Millisecond) // past its start
+			cmd.Process.Signal(syscall.SIGINT)
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+				t.Fatalf("gdnc (traced %v) interrupted: %v, want exit status 2", traced, err)
+			}
+			if !traced {
+				continue
+			}
+			tr := readTrace(t, out)
+			if n := len(tr.threads["main"]); n == 0 || tr.orphans == 0 {
+				t.Errorf("gdnc's trace: %d calls on its main thread, %d open (its run loop's, at least, were running at the exit)", n, tr.orphans)
+			}
+			if left, _ := filepath.Glob(filepath.Join(dir, "*gdnc.json*")); len(left) != 1 {
+				t.Errorf("files left: %v", left)
+			}
+		}
+	})
 }

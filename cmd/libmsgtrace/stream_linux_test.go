@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -317,6 +318,12 @@ func testStream(t *testing.T, b built) {
 			}
 		}
 	})
+	t.Run("samename", func(t *testing.T) {
+		if small {
+			t.Skip("exec of /proc/self/exe needs binfmt_misc under qemu-user")
+		}
+		sameName(t, b)
+	})
 	t.Run("fork", func(t *testing.T) {
 		if small {
 			t.Skip("exec of /proc/self/exe needs binfmt_misc under qemu-user")
@@ -348,6 +355,74 @@ func testStream(t *testing.T, b built) {
 			t.Errorf("totals %+v", tot)
 		}
 	})
+}
+
+// sameName: processes that share one MSGTRACE_OUT without %p (an app and a daemon it starts, a
+// child exec'd with the parent's environment) never write over each other: a live stream is
+// never truncated by another process, and each process's trace lands under its own name.
+func sameName(t *testing.T, b built) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "t.json")
+	env := map[string]string{"MSGTRACE_OUT": out, "MSGTRACE_QUIET": "1"}
+	// a process whose stream is live and open (it hangs in a traced call)...
+	hang := b.stress(env, "hang")
+	pipe, _ := hang.StdoutPipe()
+	if err := hang.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer hang.Process.Kill()
+	if line, _ := bufio.NewReader(pipe).ReadString('\n'); line != "hanging\n" {
+		t.Fatalf("stress hang printed %q", line)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if calls, open, ok := peekStream(out + ".mtrace"); ok && calls["-[App work]"] == 100 && len(open) == 2 {
+			break
+		}
+	}
+	// ... and another started beside it with the same name, which runs to its end
+	child := b.stress(env, "child")
+	if o, err := child.CombinedOutput(); err != nil {
+		t.Fatalf("stress child: %v\n%s", err, o)
+	}
+	mine := filepath.Join(dir, fmt.Sprintf("t.%d.json", child.Process.Pid))
+	if n, _ := readTrace(t, mine).count("main", "-[Child work]"); n != 40 {
+		t.Errorf("the second process's trace %s holds %d of its 40 calls", mine, n)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("the second process wrote the first one's name %s", out)
+	}
+	hang.Process.Signal(syscall.SIGKILL)
+	hang.Wait()
+	s, tot := readStreams(t, out+".mtrace")
+	if s.calls["-[App work]"] != 100 || tot.Unended != 1 || tot.BadFrames != 0 || tot.Processes != 1 {
+		t.Errorf("the first process's stream after the second ran: %v, totals %+v", s.calls, tot)
+	}
+	// a child exec'd with its parent's environment, the parent traced too: both traces kept
+	// (the parent's under the plain name unless the child's run ended before the parent's
+	// stream existed), the forked child's stream under its pid
+	dir = t.TempDir()
+	out = filepath.Join(dir, "t.json")
+	cmd := b.stress(map[string]string{"MSGTRACE_OUT": out, "MSGTRACE_QUIET": "1"}, "fork")
+	if o, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(o), "forked 0") {
+		t.Fatalf("stress fork: %v\n%s", err, o)
+	}
+	traces, _ := filepath.Glob(filepath.Join(dir, "t*.json"))
+	var got []string
+	for _, f := range traces {
+		tr := readTrace(t, f)
+		app, _ := tr.count("main", "-[App work]")
+		kid, _ := tr.count("main", "-[Child work]")
+		got = append(got, fmt.Sprintf("app %d child %d", app, kid))
+	}
+	sort.Strings(got)
+	if strings.Join(got, ", ") != "app 0 child 40, app 40 child 0" {
+		t.Errorf("traces %v hold %v, want the parent's 40 calls and the exec'd child's 40", traces, got)
+	}
+	if streams, _ := filepath.Glob(filepath.Join(dir, "t.json.*.mtrace")); len(streams) != 1 {
+		t.Errorf("forked child's streams: %v, want one", streams)
+	} else if s, _ := readStreams(t, streams[0]); s.calls["-[Child work]"] != 30 {
+		t.Errorf("forked child's stream: %v", s.calls)
+	}
 }
 
 // soak runs "stress soak 4 calls" with the stream at out and env's variables, and returns how

@@ -37,7 +37,7 @@ func newGNUstepKit(t *testing.T) *gnustepKit {
 	}
 	k := &gnustepKit{root: testfiles.Root(t), dir: t.TempDir()}
 	k.lib = filepath.Join(k.dir, "libmsgtrace.so")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", k.lib, "./cmd/libmsgtrace")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags="+testfiles.LibLDFlags, "-o", k.lib, "./cmd/libmsgtrace")
 	cmd.Dir = k.root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/msgtrace/msgtrace"
 	"github.com/msgtrace/msgtrace/machobind"
@@ -25,10 +27,12 @@ type Agent struct {
 	plan    *prepared
 	lastErr string
 	methods methodState // method capture (methods.go)
+	born    time.Time   // when the agent was made (the process's start, near enough)
+	output  string      // the last output this agent wrote to its configured name
 }
 
 // New returns an agent with a configuration; nothing is installed yet.
-func New(cfg Config) *Agent { return &Agent{cfg: cfg} }
+func New(cfg Config) *Agent { return &Agent{cfg: cfg, born: time.Now()} }
 
 // Config returns the current configuration.
 func (a *Agent) Config() Config {
@@ -246,6 +250,9 @@ func (a *Agent) flush(path string, final bool) (Flushed, error) {
 		if res.Path, err = msgtrace.ExpandPath(a.cfg.Out, os.Getpid()); err != nil {
 			return res, fmt.Errorf("msgtrace: %w", err)
 		}
+		if a.othersOutput(res.Path) {
+			res.Path = tracer.WithPID(res.Path, os.Getpid())
+		}
 	}
 	format := a.cfg.Format
 	if path != "" {
@@ -287,12 +294,32 @@ func (a *Agent) flush(path string, final bool) (Flushed, error) {
 	if err != nil {
 		return res, fmt.Errorf("msgtrace: writing %s: %w", res.Path, err)
 	}
+	if path == "" {
+		a.output = res.Path
+	}
 	if final && path == "" && !a.cfg.KeepStream {
 		os.Remove(stream) // converted: the stream was only the way there
 	}
 	a.flushes++
 	a.written = msgtrace.ReadCounters().Written
 	return res, nil
+}
+
+// othersOutput reports whether the configured output name (a pattern without %p) belongs to
+// another process of the same run: one whose live stream had the name when this one's was
+// created (a parent, or a daemon it started, with the same MSGTRACE_OUT), or one that wrote the
+// output itself while this process ran (a child exec'd with the same MSGTRACE_OUT that exited
+// first). This process's output then takes its pid, instead of replacing theirs. A file left by
+// an earlier run is older than this process and is replaced, as before.
+func (a *Agent) othersOutput(p string) bool {
+	if strings.Contains(a.cfg.Out, "%p") {
+		return false
+	}
+	if msgtrace.StreamTookPID() {
+		return true
+	}
+	st, err := os.Stat(p)
+	return err == nil && p != a.output && st.ModTime().After(a.born)
 }
 
 // Stop pauses recording, gives instrumented methods their IMPs back where they are still ours,

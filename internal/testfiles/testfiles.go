@@ -16,6 +16,11 @@ import (
 	"testing"
 )
 
+// LibLDFlags is the -ldflags every build of cmd/libmsgtrace takes (the Makefile's LIBLDFLAGS):
+// the library's Go runtime sends no asynchronous preemption signal (SIGURG) into the traced
+// program, whose own SIGURG handler would get it.
+const LibLDFlags = "-X=runtime.godebugDefault=asyncpreemptoff=1"
+
 // Root returns the module root (the directory holding go.mod).
 func Root(t testing.TB) string {
 	t.Helper()
