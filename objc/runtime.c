@@ -37,6 +37,7 @@ static struct {
 	const char *(*method_getTypeEncoding)(void *);
 	const char **(*objc_copyClassNamesForImage)(const char *, unsigned *);
 	void (*objc_addLoadImageFunc)(void (*)(const void *));
+	void *(*method_setImplementation)(void *, void *);
 	void *msgForward, *msgForward_stret;
 } rt;
 static int rt_found; /* rt complete (release-stored once) */
@@ -82,6 +83,7 @@ static int found(void) {
 		SYMBOL(rt.method_getTypeEncoding, "method_getTypeEncoding");
 		SYMBOL(rt.objc_copyClassNamesForImage, "objc_copyClassNamesForImage");
 		SYMBOL(rt.objc_addLoadImageFunc, "objc_addLoadImageFunc");
+		SYMBOL(rt.method_setImplementation, "method_setImplementation");
 		SYMBOL(rt.msgForward, "_objc_msgForward");
 		SYMBOL(rt.msgForward_stret, "_objc_msgForward_stret");
 #else
@@ -200,6 +202,17 @@ void *mt_objc_method_set_imp(void *cls, void *m, void *sel, void *imp) {
 	void *old = GNU_IMP(m);
 	__atomic_store_n(&GNU_IMP(m), imp, __ATOMIC_RELEASE);
 	return old;
+#endif
+}
+
+int mt_objc_can_set_imp_exact(void) { return MT_APPLE_API && found() && rt.method_setImplementation; }
+
+void *mt_objc_method_set_imp_exact(void *m, void *imp) {
+#if MT_APPLE_API
+	return rt.method_setImplementation ? rt.method_setImplementation(m, imp) : NULL;
+#else
+	(void)m, (void)imp;
+	return NULL;
 #endif
 }
 

@@ -73,6 +73,13 @@ int mt_objc_method_settable(void *m, void *imp);
  * class_replaceMethod on cls (it flushes cls's subtree). gcc's: a release store into the
  * method; the dispatch tables are refreshed by mt_objc_methods_changed. */
 void *mt_objc_method_set_imp(void *cls, void *m, void *sel, void *imp);
+/* Apple: method_setImplementation, the IMP of this very method (class_replaceMethod reaches only
+ * the first method of a selector in the class's list: a category's, where one shadows the class's
+ * own); it flushes every class's method cache, so only where the exact method matters (+load:
+ * the runtime calls each class's and each category's through its own method). Returns the IMP
+ * it replaced; NULL (nothing done) where the runtime lacks it and off Apple. */
+int mt_objc_can_set_imp_exact(void);
+void *mt_objc_method_set_imp_exact(void *m, void *imp);
 /* gcc's runtime, after IMPs of these classes were set (lock held): their dispatch tables
  * refreshed, each subtree once. Sorts changed and drops its repeats. Nothing to do on Apple's. */
 void mt_objc_methods_changed(void **changed, size_t n);
