@@ -533,9 +533,11 @@ unsigned char msgtrace_class_addMethod(void *cls, void *sel, void *imp, const ch
  * be given back by selector). Instrumented after the runtime scheduled it (a class of the
  * process that already ran its +load), nothing changes but a later [X load] being traced. */
 static int is_apple_load(void *cls, void *m) {
+	if (!mt_objc_is_meta(cls)) /* a bit of the class: the name only for class methods */
+		return 0;
 	void *sel = mt_objc_method_sel(m);
 	const char *name = sel ? mt_objc_sel_name(sel) : NULL;
-	return name && strcmp(name, "load") == 0 && mt_objc_is_meta(cls);
+	return name && strcmp(name, "load") == 0;
 }
 
 static int instrument_load(void *cls, void *m, struct mt_methods_stats *st) {
