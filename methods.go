@@ -226,7 +226,8 @@ var imagesHook atomic.Pointer[func()]
 // WatchLoadedImages calls fn, on a thread of the library's, after the Objective-C runtime read
 // the classes and categories of images loaded later (Apple: objc_addLoadImageFunc, macOS 10.15
 // and iOS 13 on; its callback holds the runtime lock, so the work is deferred to that thread,
-// and calls into a new image made before fn ran are not traced). It reports false where the
+// and calls into a new image made before fn ran are not traced: its +load methods, as a rule,
+// which the runtime reads right after it lets go of the lock). It reports false where the
 // runtime has no such callback: the caller watches dyld or dlopen instead.
 func WatchLoadedImages(fn func()) bool {
 	imagesHook.Store(&fn)
