@@ -561,6 +561,40 @@ static int instrument_load(void *cls, void *m, struct mt_methods_stats *st) {
 	return 1;
 }
 
+/* Apple: an image's categories (its __objc_catlist), whatever class they extend: the methods of
+ * each that are in the class's list (attached: at launch, since the runtime loaded our own
+ * +load; later images, when mapped) get trampolines; a method a later category shadows is left
+ * alone, as instrument_class leaves it. Those of a selected class are ours already. */
+void msgtrace_image_categories_install(const void *header, struct mt_methods_stats *st) {
+	void **cats;
+	size_t n = mt_objc_image_categories(header, &cats);
+	for (size_t i = 0; i < n; i++) {
+		void *cls = cats[i] ? MT_APPLE_CATEGORY_CLASS(cats[i]) : NULL;
+		for (int meta = 0; cls && meta < 2; meta++) {
+			void *c = meta ? mt_objc_metaclass(cls) : cls, *list = MT_APPLE_CATEGORY_METHODS(cats[i], meta);
+			if (!c || !list)
+				continue;
+			unsigned k = 0;
+			void **ms = mt_objc_copy_method_list(c, &k);
+			for (unsigned j = 0; j < k; j++) {
+				if (!mt_apple_in_method_list(list, ms[j]))
+					continue;
+				if (is_apple_load(c, ms[j])) {
+					instrument_load(c, ms[j], st);
+					continue;
+				}
+				int shadowed = 0;
+				for (unsigned q = 0; q < j && !shadowed; q++)
+					shadowed = mt_objc_method_sel(ms[q]) == mt_objc_method_sel(ms[j]);
+				if (!shadowed)
+					instrument_method(c, ms[j], st);
+			}
+			free(ms);
+		}
+	}
+	st->pool_used = used;
+}
+
 /* Apple: images loaded later. objc_addLoadImageFunc calls back once the runtime has read an
  * image's classes and categories, with the runtime lock held: nothing that takes it
  * (class_replaceMethod, class_copyMethodList) may run there. The callback only marks work;
@@ -661,6 +695,8 @@ int msgtrace_watch_loaded_images(void) {
 }
 #else
 int msgtrace_watch_loaded_images(void) { return 0; }
+
+void msgtrace_image_categories_install(const void *header, struct mt_methods_stats *st) { (void)header, (void)st; }
 
 /* gcc's runtime: at once, in the thread that registered the class or added the method (the
  * runtime's lock may be held: the callee takes it first, and asks nothing of the loader) */

@@ -135,6 +135,21 @@ func installMethods(classes []uintptr) MethodStats {
 	return st
 }
 
+// InstallImageCategories instruments the methods the categories of a loaded image (header: its
+// mach header) add to their classes, whatever image the class belongs to: an app's category on
+// a class of the system, whose class a selection by image leaves out, and the category's +load
+// (Apple platforms: from the image's compiled category list; nothing elsewhere, where gcc's
+// runtime reports each module's categories instead).
+func InstallImageCategories(header uintptr) MethodStats {
+	methodsMu.Lock()
+	defer methodsMu.Unlock()
+	var c C.struct_mt_methods_stats
+	C.msgtrace_image_categories_install(*(*unsafe.Pointer)(unsafe.Pointer(&header)), &c)
+	var st MethodStats
+	st.add(c)
+	return st
+}
+
 // RestoreMethods gives every instrumented method its original IMP back where the IMP is still
 // a trampoline of ours (the app may have swizzled since). Trampolines are never freed: code
 // that cached one keeps calling the original through it, untraced once tracing stops.

@@ -350,7 +350,8 @@ func TestTaggedReceivers(t *testing.T) {
 // and objc_registerClassPair rebound, restore where the IMP is still ours, reinstall; launch as
 // dyld and objc4 run it (the library's initializer between the images' mapping and the app's
 // +load methods): a class's and a category's +load, the +initialize and the messages they send
-// traced once, nested, before main; a +load that loads a plugin; then ("busy") a +load whose
+// traced once, nested, before main; the app's category on a class of the system, its +load
+// included, at the default selection; a +load that loads a plugin; then ("busy") a +load whose
 // 200,000 sends fill a 64 KiB pool while the drain streams them: it waits, nothing is dropped.
 // The runtime is found with dlsym, as on a device: the native build only (the arm64 one is
 // static, for qemu); the trampolines themselves are checked on both by TestABITortureMethods.

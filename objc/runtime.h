@@ -96,6 +96,17 @@ void mt_objc_unlock(void);
 int mt_objc_can_add_load_image_func(void);
 void mt_objc_add_load_image_func(void (*fn)(const void *header));
 
+/* ---- Apple: an image's categories (the compiled metadata, a stable ABI) ----
+ * The categories an image defines: its __objc_catlist (getsectiondata, __DATA_CONST or __DATA),
+ * each a compiled category_t {name, cls, instanceMethods, classMethods, ...}: *cats points into
+ * the section; returns how many (0 off Apple, or where the image has none). */
+size_t mt_objc_image_categories(const void *header, void ***cats);
+#define MT_APPLE_CATEGORY_CLASS(cat) (((void **)(cat))[1])
+#define MT_APPLE_CATEGORY_METHODS(cat, meta) (((void **)(cat))[2 + (meta)])
+/* Whether Method m is one of a compiled method_list_t's entries (the runtime attaches a
+ * category's list to its class as it is: class_copyMethodList's Methods point into it). */
+int mt_apple_in_method_list(const void *list, const void *m);
+
 /* ---- gcc's __objc_exec_class (modules) ---- */
 /* The definition after this library's (RTLD_NEXT): the runtime's, where the library is
  * preloaded. */

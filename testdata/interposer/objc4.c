@@ -18,12 +18,15 @@
  *     category's from its own list; then, without the runtime lock, calls each through the IMP
  *     it read (call_load_methods: classes, then categories; a call made inside a +load, by an
  *     image a +load loads, only schedules: the outer call runs them after);
- *   - +initialize is sent through dispatch before a class's first message.
+ *   - +initialize is sent through dispatch before a class's first message;
+ *   - an image's categories are compiled category_t {name, cls, instanceMethods, classMethods}
+ *     with method_list_t lists, in its __objc_catlist (getsectiondata), attached as they are.
  * Checked: which methods get trampolines (categories, the never list, +load), calls through them
  * recorded once and named by the implementing class; launch: the library's initializer runs
  * between the images' mapping and the app image's load_images, so the app's +load methods (a
  * class's and a category's), the +initialize and the calls they make are traced, nested, before
- * main; a +load that loads a plugin; an image loaded later instrumented by a thread of the
+ * main; the app's category on a class of the system (not selected): its +load and methods
+ * traced, the class's own not; a +load that loads a plugin; an image loaded later instrumented by a thread of the
  * library's once the lock is free, class_addMethod and objc_registerClassPair rebound (their
  * classes instrumented on that thread too), restore only where the IMP is still ours (+load
  * trampolines kept), and a second install reusing each method's trampoline.
@@ -60,16 +63,22 @@ struct mclass {
 struct mobj {
 	struct mclass *isa;
 };
+/* compiled metadata: method_list_t (an mmethod is a big method_t) and category_t */
+struct mlist {
+	uint32_t entsize_flags, count;
+	struct mmethod m[4];
+};
 struct mcat {
+	const char *name;
 	struct mclass *cls;
-	struct mmethod *m[2][4]; /* instance, class methods */
-	int n[2], attached;
+	struct mlist *lists[2]; /* instance, class methods */
+	int attached;
 };
 struct mimage {
 	const char *name;
 	struct mclass *cls[4]; /* __objc_classlist (those with +load: __objc_nlclslist) */
 	int ncls;
-	struct mcat *cat[4];
+	struct mcat *cat[4]; /* __objc_catlist (those with +load: __objc_nlcatlist) */
 	int ncat;
 	void (*init)(void); /* its initializer (C constructors) */
 	int mapped;
@@ -136,12 +145,17 @@ static struct mclass *new_class(const char *name, struct mclass *super) {
 	return c;
 }
 
-static struct mcat *new_category(struct mclass *cls) {
+static struct mcat *new_category(const char *name, struct mclass *cls) {
 	struct mcat *k = calloc(1, sizeof *k);
-	k->cls = cls;
+	k->name = name, k->cls = cls;
 	return k;
 }
-static void category_method(struct mcat *k, int meta, const char *name, void *imp) { k->m[meta][k->n[meta]++] = new_method(name, imp); }
+static void category_method(struct mcat *k, int meta, const char *name, void *imp) {
+	if (!k->lists[meta])
+		k->lists[meta] = calloc(1, sizeof *k->lists[meta]), k->lists[meta]->entsize_flags = sizeof(struct mmethod);
+	struct mmethod *m = &k->lists[meta]->m[k->lists[meta]->count++];
+	m->sel = sel(name), m->types = "q@:q", m->imp = imp;
+}
 
 static void register_class(struct mclass *c) {
 	c->registered = 1;
@@ -151,8 +165,8 @@ static void register_class(struct mclass *c) {
 /* attachCategories: the category's lists in front of the class's (lock held) */
 static void attach(struct mcat *k) {
 	for (int meta = 0; meta < 2; meta++)
-		for (int i = k->n[meta] - 1; i >= 0; i--)
-			put_method(meta ? k->cls->isa : k->cls, k->m[meta][i]);
+		for (int i = k->lists[meta] ? (int)k->lists[meta]->count - 1 : -1; i >= 0; i--)
+			put_method(meta ? k->cls->isa : k->cls, &k->lists[meta]->m[i]);
 	k->attached = 1;
 }
 static void attach_all(void) {
@@ -190,9 +204,9 @@ static struct mmethod *compiled_load(struct mclass *meta) {
 	return NULL;
 }
 static struct mmethod *category_load(struct mcat *k) {
-	for (int i = 0; i < k->n[1]; i++)
-		if (k->m[1][i]->sel == sel("load"))
-			return k->m[1][i];
+	for (int i = 0; k->lists[1] && i < (int)k->lists[1]->count; i++)
+		if (k->lists[1]->m[i].sel == sel("load"))
+			return &k->lists[1]->m[i];
 	return NULL;
 }
 typedef void (*load_fn)(void *, void *);
@@ -382,6 +396,15 @@ void objc_registerClassPair(void *cls) {
 	register_class(cls);
 	unlock_rt();
 }
+/* dyld's: an image's section (the header is the image here); only __DATA,__objc_catlist */
+void *getsectiondata(const void *header, const char *seg, const char *sect, unsigned long *size) {
+	struct mimage *img = (struct mimage *)header;
+	*size = 0;
+	if (strcmp(seg, "__DATA") != 0 || strcmp(sect, "__objc_catlist") != 0 || !img->ncat)
+		return NULL;
+	*size = img->ncat * sizeof img->cat[0];
+	return img->cat;
+}
 void objc_addLoadImageFunc(void (*fn)(const void *)) {
 	if (!lock_rt("objc_addLoadImageFunc"))
 		return;
@@ -426,10 +449,10 @@ static int64_t send_super(struct mclass *super, void *o, const char *name, int64
 }
 
 /* ---- the program ---- */
-static struct mclass *Base, *App, *Plugin, *Dyn, *Anchor, *Early, *Loader, *Boot, *PlugLoad;
-/* the images at launch, dependencies first (the app links the library first), and two loaded
- * later: one by a +load, one by main */
-static struct mimage img_objc = {"libobjc.A.dylib"}, img_msgtrace = {"msgtrace.framework/msgtrace"},
+static struct mclass *Base, *App, *Plugin, *Dyn, *Anchor, *Early, *Loader, *Boot, *PlugLoad, *View;
+/* the images at launch, dependencies first (the app links the library first; a framework of the
+ * system comes before it), and two loaded later: one by a +load, one by main */
+static struct mimage img_objc = {"libobjc.A.dylib"}, img_uikit = {"UIKit.framework/UIKit"}, img_msgtrace = {"msgtrace.framework/msgtrace"},
 		     img_app = {"Early.app/Early"}, img_boot = {"Boot.bundle/Boot"}, img_plugin = {"Plugin.bundle/Plugin"};
 
 static int64_t base_work(void *self, void *cmd, int64_t x) { (void)self, (void)cmd; return x + 1; }
@@ -446,7 +469,7 @@ static int64_t swizzled(void *self, void *cmd, int64_t x) { (void)self, (void)cm
 /* launch: +load methods (a class's, a category's, one loading a plugin), a +initialize */
 static int busy; /* "busy": +[Early load] sends 200,000 messages */
 static int64_t warmed;
-static int anchor_loads, early_loads, category_loads, loader_loads, boot_loads, plug_loads, initialized_early;
+static int anchor_loads, early_loads, category_loads, loader_loads, boot_loads, plug_loads, initialized_early, view_loads, view_layouts;
 static void anchor_load(void *self, void *cmd) { (void)self, (void)cmd, anchor_loads++; }
 static void early_load(void *self, void *cmd) {
 	(void)cmd;
@@ -461,6 +484,10 @@ static int64_t early_extra(void *self, void *cmd, int64_t x) { (void)self, (void
 static void loader_load(void *self, void *cmd) { (void)self, (void)cmd, loader_loads++, load_image(&img_boot); }
 static void boot_load(void *self, void *cmd) { (void)self, (void)cmd, boot_loads++; }
 static void plug_load(void *self, void *cmd) { (void)self, (void)cmd, plug_loads++; }
+/* the system's class and the app's category on it (swizzling, as apps do in +load) */
+static int64_t view_layout(void *self, void *cmd, int64_t x) { (void)self, (void)cmd, view_layouts++; return x; }
+static void view_swizzle_load(void *self, void *cmd) { (void)cmd, view_loads++, send(self, "swizzleSetup", send(self, "layout", 1)); }
+static int64_t view_swizzle_setup(void *self, void *cmd, int64_t x) { (void)self, (void)cmd; return x; }
 
 /* what the library's Go side does, in C (installs serialized, as methodsMu does) */
 static struct mt_methods_stats stats;
@@ -470,16 +497,30 @@ static pthread_t loader;
 static volatile int arrived, arrived_off_caller = 1;
 static void *created_by;
 static int watching;
+/* every class but the system's (UIKit's), as the default selection */
 static void install_all(void) {
 	void *buf[32];
 	pthread_mutex_lock(&install_mu);
-	size_t n = mt_objc_class_list(buf, 32);
-	msgtrace_methods_install(buf, n, &stats);
+	size_t n = mt_objc_class_list(buf, 32), k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (((struct mclass *)buf[i])->image != &img_uikit)
+			buf[k++] = buf[i];
+	msgtrace_methods_install(buf, k, &stats);
 	pthread_mutex_unlock(&install_mu);
 }
-/* the library's initializer (ctor.c's, msgtraceLoad): install, then watch the images loaded later */
+/* the library's initializer (ctor.c's, msgtraceLoad, the agent's install): the classes of the
+ * images the default selection takes (not the system's), then the methods their categories add
+ * to other classes; then watch the images loaded later */
 static void library_initializer(void) {
-	install_all();
+	struct mimage *selected[] = {&img_msgtrace, &img_app};
+	pthread_mutex_lock(&install_mu);
+	for (int i = 0; i < 2; i++) {
+		void *buf[16];
+		size_t n = mt_objc_image_classes(selected[i]->name, buf, 16);
+		msgtrace_methods_install(buf, n, &stats);
+		msgtrace_image_categories_install(selected[i], &stats);
+	}
+	pthread_mutex_unlock(&install_mu);
 	watching = msgtrace_watch_loaded_images();
 }
 void msgtraceImagesLoaded(void) {
@@ -547,22 +588,29 @@ static uint64_t launch(void) {
 	compile_method(Early->isa, "load", (void *)early_load);
 	compile_method(Early->isa, "initialize", (void *)early_initialize);
 	compile_method(Early->isa, "warm", (void *)early_warm);
-	struct mcat *launch_cat = new_category(Early); /* Early (Launch) */
+	struct mcat *launch_cat = new_category("Launch", Early); /* Early (Launch) */
 	category_method(launch_cat, 1, "load", (void *)early_category_load);
 	category_method(launch_cat, 1, "extra", (void *)early_extra);
 	Loader = new_class("Loader", NULL);
 	compile_method(Loader->isa, "load", (void *)loader_load);
 	img_app.cls[img_app.ncls++] = Early, img_app.cls[img_app.ncls++] = Loader;
 	img_app.cat[img_app.ncat++] = launch_cat;
+	View = new_class("UIView", NULL); /* the system's */
+	compile_method(View->isa, "layout", (void *)view_layout);
+	img_uikit.cls[img_uikit.ncls++] = View;
+	struct mcat *swizzle = new_category("Swizzle", View); /* the app's: UIView (Swizzle) */
+	category_method(swizzle, 1, "load", (void *)view_swizzle_load);
+	category_method(swizzle, 1, "swizzleSetup", (void *)view_swizzle_setup);
+	img_app.cat[img_app.ncat++] = swizzle;
 
 	Boot = new_class("Boot", NULL); /* the plugin +[Loader load] loads */
 	compile_method(Boot->isa, "load", (void *)boot_load);
 	img_boot.cls[img_boot.ncls++] = Boot;
 
-	struct mimage *at_launch[] = {&img_objc, &img_msgtrace, &img_app};
-	map_images(at_launch, 3);
+	struct mimage *at_launch[] = {&img_objc, &img_uikit, &img_msgtrace, &img_app};
+	map_images(at_launch, 4);
 	registered_with_dyld = 1;
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		load_images(at_launch[i]);
 		if (at_launch[i]->init)
 			at_launch[i]->init();
@@ -595,9 +643,9 @@ static int run_busy(const char *path) {
 
 /* the +load methods' trampolines: kept by a restore */
 static int kept_loads(void) {
-	struct mclass *with_load[] = {Anchor, Early, Loader, Boot, PlugLoad};
+	struct mclass *with_load[] = {Anchor, Early, Loader, Boot, PlugLoad, View};
 	int n = 0;
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 6; i++)
 		for (int j = 0; j < with_load[i]->isa->n; j++)
 			n += with_load[i]->isa->m[j]->sel == sel("load") && is_tramp(with_load[i]->isa->m[j]->imp);
 	return n;
@@ -618,7 +666,10 @@ int main(int argc, char **argv) {
 	uint64_t main_tick = launch();
 	CHECK("the runtime is Apple's API", mt_objc_kind() == MT_RT_APPLE);
 	CHECK("images loaded later are watched", watching == 1);
-	CHECK("every +load ran once", anchor_loads == 1 && early_loads == 1 && category_loads == 1 && loader_loads == 1 && boot_loads == 1);
+	CHECK("every +load ran once", anchor_loads == 1 && early_loads == 1 && category_loads == 1 && loader_loads == 1 && boot_loads == 1 && view_loads == 1);
+	CHECK("the app's category on the system's class: its methods instrumented, the class's own not",
+	      is_tramp(first(View->isa, "load")->imp) && is_tramp(first(View->isa, "swizzleSetup")->imp) &&
+		  first(View->isa, "layout")->imp == (void *)view_layout && view_layouts == 1);
 	CHECK("+[Early initialize] ran once, before +[Early warm]", initialized_early == 1 && warmed == 1);
 	CHECK("the library's own +load (run before its initializer, untraced) has a trampoline since", is_tramp(first(Anchor->isa, "load")->imp));
 	CHECK("the category's +load and the class's both have trampolines",
@@ -660,7 +711,7 @@ int main(int argc, char **argv) {
 	add_method(Plugin, "ping", (void *)plugin_ping);
 	PlugLoad = new_class("PlugLoad", NULL);
 	compile_method(PlugLoad->isa, "load", (void *)plug_load);
-	struct mcat *late = new_category(App);
+	struct mcat *late = new_category("Late", App);
 	category_method(late, 0, "late", (void *)app_late);
 	img_plugin.cls[img_plugin.ncls++] = Plugin, img_plugin.cls[img_plugin.ncls++] = PlugLoad;
 	img_plugin.cat[img_plugin.ncat++] = late;
@@ -699,7 +750,7 @@ int main(int argc, char **argv) {
 	class_replaceMethod(Base, sel("work"), (void *)swizzled, "q@:q");
 	struct mt_methods_stats rs = {0};
 	int kept = kept_loads();
-	CHECK("six +load trampolines", kept == 6);
+	CHECK("seven +load trampolines", kept == 7);
 	msgtrace_methods_restore(&rs);
 	CHECK("restored all but the swizzled one and the +load methods", rs.foreign == 1 && rs.instrumented == stats.instrumented - 1 - (uint64_t)kept);
 	CHECK("the +load methods keep their trampolines", kept_loads() == kept && compiled_load(Early->isa)->imp == early_load_tramp);
@@ -734,16 +785,18 @@ int main(int argc, char **argv) {
 	CHECK("a later image's +load recorded at most once", racy[0] <= 1 && racy[1] <= 1);
 	struct rec want[] = {
 	    /* launch: +[Early load] > (+[Early initialize], +[Early warm]); +[Loader load] (it loaded
-	     * Boot); the category's +[Early load] > +[Early extra] */
+	     * Boot); Early (Launch)'s +[Early load] > +[Early extra] */
 	    {Early->isa, "initialize", 1}, {Early->isa, "warm", 1}, {Early->isa, "load", 0}, {Loader->isa, "load", 0},
 	    {Early->isa, "extra", 1}, {Early->isa, "load", 0},
+	    /* UIView (Swizzle)'s +load > +[UIView swizzleSetup:] (+[UIView layout] is the system's) */
+	    {View->isa, "swizzleSetup", 1}, {View->isa, "load", 0},
 	    /* main */
 	    {Early->isa, "warm", 0},
 	    {App, "tick", 0},   {Base, "work", 1}, {App, "work", 0}, {Base->isa, "make", 0},
 	    {Plugin, "ping", 0}, {App, "late", 0}, {App, "added", 0}, {Dyn, "ping", 0},
 	    {Base, "work", 0},
 	};
-	int n = sizeof want / sizeof want[0], before_main = 6;
+	int n = sizeof want / sizeof want[0], before_main = 8;
 	CHECK("record count", ngot == n);
 	for (int i = 0; i < n && i < ngot; i++) {
 		if (got[i].cls != want[i].cls || got[i].sel != sel(want[i].sel) || got[i].depth != want[i].depth) {
