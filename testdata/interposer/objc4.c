@@ -452,8 +452,8 @@ static int64_t send_super(struct mclass *super, void *o, const char *name, int64
 static struct mclass *Base, *App, *Plugin, *Dyn, *Anchor, *Early, *Loader, *Boot, *PlugLoad, *View;
 /* the images at launch, dependencies first (the app links the library first; a framework of the
  * system comes before it), and two loaded later: one by a +load, one by main */
-static struct mimage img_objc = {"libobjc.A.dylib"}, img_uikit = {"UIKit.framework/UIKit"}, img_msgtrace = {"msgtrace.framework/msgtrace"},
-		     img_app = {"Early.app/Early"}, img_boot = {"Boot.bundle/Boot"}, img_plugin = {"Plugin.bundle/Plugin"};
+static struct mimage img_objc = {.name = "libobjc.A.dylib"}, img_uikit = {.name = "UIKit.framework/UIKit"}, img_msgtrace = {.name = "msgtrace.framework/msgtrace"},
+		     img_app = {.name = "Early.app/Early"}, img_boot = {.name = "Boot.bundle/Boot"}, img_plugin = {.name = "Plugin.bundle/Plugin"};
 
 static int64_t base_work(void *self, void *cmd, int64_t x) { (void)self, (void)cmd; return x + 1; }
 static int64_t app_work(void *self, void *cmd, int64_t x) { (void)cmd; return send_super(Base, self, "work", x) * 10; }
