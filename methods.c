@@ -101,10 +101,14 @@ int msgtrace_in_shared_cache(const char *path) {
 
 /* The methods never instrumented: replacing them changes the runtime's own fast paths,
  * object lifecycle, forwarding or resolution. `load` means the class method (an instance method
- * of that name, -[NSBundle load], is ordinary); it is the exception made before a module
- * registers (gcc's runtime, msgtrace_module_install_static): the runtime remembers each +load it
- * sent by its IMP and sends a +load whose IMP it has not seen again when a category of the class
- * arrives, so a +load is given a trampoline only before the runtime first sees it, and keeps it.
+ * of that name, -[NSBundle load], is ordinary); it has two exceptions, where a +load is given a
+ * trampoline it keeps (never restored):
+ *   - gcc's runtime, before a module registers (msgtrace_module_install_static): the runtime
+ *     remembers each +load it sent by its IMP and sends a +load whose IMP it has not seen again
+ *     when a category of the class arrives, so only before the runtime first sees it;
+ *   - Apple's (instrument_load): objc4 calls each class's and each category's +load once,
+ *     directly through the IMP it read from that method when it scheduled the image's +loads
+ *     (prepare_load_methods), never again; a trampoline given before that is the call traced.
  * `initialize` is an ordinary method: the runtime sends it once, through its IMP. */
 static const char *const never[] = {
     "retain", "release", "autorelease", "retainCount", "_tryRetain", "_isDeallocating",
@@ -192,12 +196,21 @@ static int instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
 	return 1;
 }
 
+#if MT_APPLE_API
+static int is_apple_load(void *cls, void *m);
+static int instrument_load(void *cls, void *m, struct mt_methods_stats *st);
+#endif
+
 static int instrument_class(void *cls, struct mt_methods_stats *st) {
 	unsigned n = 0;
 	void **ms = mt_objc_copy_method_list(cls, &n);
 	int changed = 0;
 	for (unsigned i = 0; i < n; i++) {
 #if MT_APPLE_API
+		if (is_apple_load(cls, ms[i])) { /* every +load, shadowed or not: the runtime calls each */
+			changed |= instrument_load(cls, ms[i], st);
+			continue;
+		}
 		/* a category's method shadows the class's own of the same selector and comes first in
 		 * the list; class_replaceMethod reaches only that one, so the others are left alone
 		 * (instrumenting them would chain a trampoline into a trampoline) */
@@ -510,12 +523,90 @@ unsigned char msgtrace_class_addMethod(void *cls, void *sel, void *imp, const ch
 }
 
 #if MT_APPLE_API
+/* Apple: a +load (a metaclass's `load`: the class's own, or a category's). objc4 reads its IMP
+ * from this very method when it schedules the image's +loads (load_images: prepare_load_methods,
+ * method_t::imp, which honours method_setImplementation, small methods' remap table included)
+ * and calls it once, directly: not through dispatch, so only a trampoline in the method sees it.
+ * method_setImplementation, not class_replaceMethod: the latter reaches only the first `load` of
+ * the metaclass's list, a category's where one has a +load too. The trampoline is kept (a
+ * restore leaves it: the call it traces does not come again, and a category's +load could not
+ * be given back by selector). Instrumented after the runtime scheduled it (a class of the
+ * process that already ran its +load), nothing changes but a later [X load] being traced. */
+static int is_apple_load(void *cls, void *m) {
+	if (!mt_objc_is_meta(cls)) /* a bit of the class: the name only for class methods */
+		return 0;
+	void *sel = mt_objc_method_sel(m);
+	const char *name = sel ? mt_objc_sel_name(sel) : NULL;
+	return name && strcmp(name, "load") == 0;
+}
+
+static int instrument_load(void *cls, void *m, struct mt_methods_stats *st) {
+	void *sel = mt_objc_method_sel(m), *imp = mt_objc_method_imp(m);
+	if (!imp || is_trampoline(imp))
+		return 0;
+	if (mt_objc_is_forwarder(imp) || !mt_objc_can_set_imp_exact()) {
+		st->never++;
+		return 0;
+	}
+	mt_objc_remember_sel_name(sel, "load");
+	struct mt_tramp_data *d = take_trampoline(cls, m, sel, imp, st);
+	if (!d)
+		return 0;
+	size_t k = (size_t)(d - msgtrace_tramp_data);
+	kept[k] = 1;
+	void *old = mt_objc_method_set_imp_exact(m, msgtrace_tramp_text + k * MT_STRIDE);
+	if (old && old != imp)
+		__atomic_store_n(&d->orig, old, __ATOMIC_RELEASE); /* swizzled meanwhile */
+	st->instrumented++;
+	return 1;
+}
+
+/* Apple: an image's categories (its __objc_catlist), whatever class they extend: the methods of
+ * each that are in the class's list (attached: at launch, since the runtime loaded our own
+ * +load; later images, when mapped) get trampolines; a method a later category shadows is left
+ * alone, as instrument_class leaves it. Those of a selected class are ours already. */
+void msgtrace_image_categories_install(const void *header, struct mt_methods_stats *st) {
+	void **cats;
+	size_t n = mt_objc_image_categories(header, &cats);
+	for (size_t i = 0; i < n; i++) {
+		void *cls = cats[i] ? MT_APPLE_CATEGORY_CLASS(cats[i]) : NULL;
+		for (int meta = 0; cls && meta < 2; meta++) {
+			void *c = meta ? mt_objc_metaclass(cls) : cls, *list = MT_APPLE_CATEGORY_METHODS(cats[i], meta);
+			if (!c || !list)
+				continue;
+			unsigned k = 0;
+			void **ms = mt_objc_copy_method_list(c, &k);
+			for (unsigned j = 0; j < k; j++) {
+				if (!mt_apple_in_method_list(list, ms[j]))
+					continue;
+				if (is_apple_load(c, ms[j])) {
+					instrument_load(c, ms[j], st);
+					continue;
+				}
+				int shadowed = 0;
+				for (unsigned q = 0; q < j && !shadowed; q++)
+					shadowed = mt_objc_method_sel(ms[q]) == mt_objc_method_sel(ms[j]);
+				if (!shadowed)
+					instrument_method(c, ms[j], st);
+			}
+			free(ms);
+		}
+	}
+	st->pool_used = used;
+}
+
 /* Apple: images loaded later. objc_addLoadImageFunc calls back once the runtime has read an
  * image's classes and categories, with the runtime lock held: nothing that takes it
  * (class_replaceMethod, class_copyMethodList) may run there. The callback only marks work;
  * a thread of ours instruments (msgtraceImagesLoaded), once the loading thread let go of the
  * lock. The images loaded before the registration are reported to the registering thread
- * inside the call and ignored (the install already covered them). */
+ * inside the call and ignored (the install already covered them).
+ * An image's +load methods: objc4 calls the callbacks at the end of map_images, and dyld has it
+ * schedule the image's +loads (load_images, reading their IMPs) on the loading thread right after
+ * map_images let go of the lock, with nothing of ours in between; every function that sets an IMP
+ * takes that lock. So a later image's +load is traced only when our thread got there first: a
+ * race, not a promise. The images loaded at launch are instrumented by the initializer, before
+ * the app image's load_images (README, launch). */
 static pthread_mutex_t later_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t later_cv = PTHREAD_COND_INITIALIZER;
 static int later_pending, registering;
@@ -604,6 +695,8 @@ int msgtrace_watch_loaded_images(void) {
 }
 #else
 int msgtrace_watch_loaded_images(void) { return 0; }
+
+void msgtrace_image_categories_install(const void *header, struct mt_methods_stats *st) { (void)header, (void)st; }
 
 /* gcc's runtime: at once, in the thread that registered the class or added the method (the
  * runtime's lock may be held: the callee takes it first, and asks nothing of the loader) */

@@ -135,6 +135,21 @@ func installMethods(classes []uintptr) MethodStats {
 	return st
 }
 
+// InstallImageCategories instruments the methods the categories of a loaded image (header: its
+// mach header) add to their classes, whatever image the class belongs to: an app's category on
+// a class of the system, whose class a selection by image leaves out, and the category's +load
+// (Apple platforms: from the image's compiled category list; nothing elsewhere, where gcc's
+// runtime reports each module's categories instead).
+func InstallImageCategories(header uintptr) MethodStats {
+	methodsMu.Lock()
+	defer methodsMu.Unlock()
+	var c C.struct_mt_methods_stats
+	C.msgtrace_image_categories_install(*(*unsafe.Pointer)(unsafe.Pointer(&header)), &c)
+	var st MethodStats
+	st.add(c)
+	return st
+}
+
 // RestoreMethods gives every instrumented method its original IMP back where the IMP is still
 // a trampoline of ours (the app may have swizzled since). Trampolines are never freed: code
 // that cached one keeps calling the original through it, untraced once tracing stops.
@@ -226,7 +241,8 @@ var imagesHook atomic.Pointer[func()]
 // WatchLoadedImages calls fn, on a thread of the library's, after the Objective-C runtime read
 // the classes and categories of images loaded later (Apple: objc_addLoadImageFunc, macOS 10.15
 // and iOS 13 on; its callback holds the runtime lock, so the work is deferred to that thread,
-// and calls into a new image made before fn ran are not traced). It reports false where the
+// and calls into a new image made before fn ran are not traced: its +load methods, as a rule,
+// which the runtime reads right after it lets go of the lock). It reports false where the
 // runtime has no such callback: the caller watches dyld or dlopen instead.
 func WatchLoadedImages(fn func()) bool {
 	imagesHook.Store(&fn)

@@ -66,5 +66,9 @@ unsigned char msgtrace_class_addMethod(void *cls, void *sel, void *imp, const ch
 /* Apple: watches images loaded later through objc_addLoadImageFunc; msgtraceImagesLoaded runs
  * on a thread of ours after each. 0 where that is not available. */
 int msgtrace_watch_loaded_images(void);
+/* Apple: instruments the methods the categories of an image (its mach header) add to their
+ * classes, whatever image the class is of (an app's category on a class of the system), their
+ * +load among them; adds to *st. Nothing elsewhere. */
+void msgtrace_image_categories_install(const void *header, struct mt_methods_stats *st);
 extern void msgtraceImagesLoaded(void); /* Go (methods.go) */
 #endif

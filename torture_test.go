@@ -347,12 +347,23 @@ func TestTaggedReceivers(t *testing.T) {
 // TestAppleMethods runs methods.c's Apple path (MT_APPLE_API) against a stand-in for objc4's
 // API with its documented behaviour (testdata/interposer/objc4.c): categories, the
 // non-recursive runtime lock held around objc_addLoadImageFunc's callbacks, class_addMethod
-// and objc_registerClassPair rebound, restore where the IMP is still ours, reinstall.
+// and objc_registerClassPair rebound, restore where the IMP is still ours, reinstall; launch as
+// dyld and objc4 run it (the library's initializer between the images' mapping and the app's
+// +load methods): a class's and a category's +load, the +initialize and the messages they send
+// traced once, nested, before main; the app's category on a class of the system, its +load
+// included, at the default selection; a +load that loads a plugin; then ("busy") a +load whose
+// 200,000 sends fill a 64 KiB pool while the drain streams them: it waits, nothing is dropped.
 // The runtime is found with dlsym, as on a device: the native build only (the arm64 one is
 // static, for qemu); the trampolines themselves are checked on both by TestABITortureMethods.
 func TestAppleMethods(t *testing.T) {
 	tg := targets[0]
-	runC(t, tg, tg.buildC(t, "objc4", readFile(t, "testdata/interposer/objc4.c"), "trampoline_"+tg.arch+".S", "methods.c", "-DMT_APPLE_API=1", "-rdynamic"))
+	bin := tg.buildC(t, "objc4", readFile(t, "testdata/interposer/objc4.c"), "trampoline_"+tg.arch+".S", "methods.c", "-DMT_APPLE_API=1", "-rdynamic")
+	runC(t, tg, bin)
+	out, err := tg.command(bin, "busy", filepath.Join(t.TempDir(), "busy.mtrace")).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "OK") || strings.Contains(string(out), "FAIL") {
+		t.Fatalf("objc4 busy: %v\n%s", err, out)
+	}
+	t.Log(strings.TrimSpace(string(out)))
 }
 
 func runC(t *testing.T, tg target, bin string) string {

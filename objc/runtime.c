@@ -37,6 +37,8 @@ static struct {
 	const char *(*method_getTypeEncoding)(void *);
 	const char **(*objc_copyClassNamesForImage)(const char *, unsigned *);
 	void (*objc_addLoadImageFunc)(void (*)(const void *));
+	void *(*method_setImplementation)(void *, void *);
+	void *(*getsectiondata)(const void *, const char *, const char *, unsigned long *);
 	void *msgForward, *msgForward_stret;
 } rt;
 static int rt_found; /* rt complete (release-stored once) */
@@ -82,6 +84,8 @@ static int found(void) {
 		SYMBOL(rt.method_getTypeEncoding, "method_getTypeEncoding");
 		SYMBOL(rt.objc_copyClassNamesForImage, "objc_copyClassNamesForImage");
 		SYMBOL(rt.objc_addLoadImageFunc, "objc_addLoadImageFunc");
+		SYMBOL(rt.method_setImplementation, "method_setImplementation");
+		SYMBOL(rt.getsectiondata, "getsectiondata");
 		SYMBOL(rt.msgForward, "_objc_msgForward");
 		SYMBOL(rt.msgForward_stret, "_objc_msgForward_stret");
 #else
@@ -201,6 +205,45 @@ void *mt_objc_method_set_imp(void *cls, void *m, void *sel, void *imp) {
 	__atomic_store_n(&GNU_IMP(m), imp, __ATOMIC_RELEASE);
 	return old;
 #endif
+}
+
+int mt_objc_can_set_imp_exact(void) { return MT_APPLE_API && found() && rt.method_setImplementation; }
+
+void *mt_objc_method_set_imp_exact(void *m, void *imp) {
+#if MT_APPLE_API
+	return rt.method_setImplementation ? rt.method_setImplementation(m, imp) : NULL;
+#else
+	(void)m, (void)imp;
+	return NULL;
+#endif
+}
+
+size_t mt_objc_image_categories(const void *header, void ***cats) {
+	*cats = NULL;
+#if MT_APPLE_API
+	if (mt_objc_kind() != MT_RT_APPLE || !rt.getsectiondata || !header)
+		return 0;
+	static const char *const segs[] = {"__DATA_CONST", "__DATA"};
+	for (size_t i = 0; i < sizeof segs / sizeof segs[0]; i++) {
+		unsigned long size = 0;
+		void **p = rt.getsectiondata(header, segs[i], "__objc_catlist", &size);
+		if (p && size >= sizeof *p) {
+			*cats = p;
+			return size / sizeof *p;
+		}
+	}
+#else
+	(void)header;
+#endif
+	return 0;
+}
+
+int mt_apple_in_method_list(const void *list, const void *m) {
+	if (!list || !m)
+		return 0;
+	const uint32_t *h = list; /* method_list_t: entsizeAndFlags, count, then the methods */
+	uintptr_t first = (uintptr_t)list + 8, entsize = h[0] & 0xfffc, p = (uintptr_t)m;
+	return entsize && p >= first && p < first + (uintptr_t)h[1] * entsize && (p - first) % entsize == 0;
 }
 
 static int cmp_ptr(const void *a, const void *b) {

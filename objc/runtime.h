@@ -73,6 +73,13 @@ int mt_objc_method_settable(void *m, void *imp);
  * class_replaceMethod on cls (it flushes cls's subtree). gcc's: a release store into the
  * method; the dispatch tables are refreshed by mt_objc_methods_changed. */
 void *mt_objc_method_set_imp(void *cls, void *m, void *sel, void *imp);
+/* Apple: method_setImplementation, the IMP of this very method (class_replaceMethod reaches only
+ * the first method of a selector in the class's list: a category's, where one shadows the class's
+ * own); it flushes every class's method cache, so only where the exact method matters (+load:
+ * the runtime calls each class's and each category's through its own method). Returns the IMP
+ * it replaced; NULL (nothing done) where the runtime lacks it and off Apple. */
+int mt_objc_can_set_imp_exact(void);
+void *mt_objc_method_set_imp_exact(void *m, void *imp);
 /* gcc's runtime, after IMPs of these classes were set (lock held): their dispatch tables
  * refreshed, each subtree once. Sorts changed and drops its repeats. Nothing to do on Apple's. */
 void mt_objc_methods_changed(void **changed, size_t n);
@@ -88,6 +95,17 @@ void mt_objc_unlock(void);
 /* objc_addLoadImageFunc (macOS 10.15, iOS 13 on): whether the runtime has it, and adding fn. */
 int mt_objc_can_add_load_image_func(void);
 void mt_objc_add_load_image_func(void (*fn)(const void *header));
+
+/* ---- Apple: an image's categories (the compiled metadata, a stable ABI) ----
+ * The categories an image defines: its __objc_catlist (getsectiondata, __DATA_CONST or __DATA),
+ * each a compiled category_t {name, cls, instanceMethods, classMethods, ...}: *cats points into
+ * the section; returns how many (0 off Apple, or where the image has none). */
+size_t mt_objc_image_categories(const void *header, void ***cats);
+#define MT_APPLE_CATEGORY_CLASS(cat) (((void **)(cat))[1])
+#define MT_APPLE_CATEGORY_METHODS(cat, meta) (((void **)(cat))[2 + (meta)])
+/* Whether Method m is one of a compiled method_list_t's entries (the runtime attaches a
+ * category's list to its class as it is: class_copyMethodList's Methods point into it). */
+int mt_apple_in_method_list(const void *list, const void *m);
 
 /* ---- gcc's __objc_exec_class (modules) ---- */
 /* The definition after this library's (RTLD_NEXT): the runtime's, where the library is

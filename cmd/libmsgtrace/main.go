@@ -5,6 +5,7 @@
 package main
 
 /*
+#cgo darwin LDFLAGS: -lobjc
 #include <stdlib.h>
 // The API's types come from msgtrace.h. It declares msgtrace_flush, msgtrace_set_filters and
 // msgtrace_last_error with const char *, which cgo exports as char *: those declarations are

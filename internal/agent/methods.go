@@ -71,10 +71,30 @@ func (m *methodState) install(methods []string, rt machobind.Runtime) {
 	m.all = len(methods) == 1 && methods[0] == "all"
 	start := time.Now()
 	m.stats = msgtrace.InstallMethods(m.pick(m.candidates()))
+	m.installImageCategories()
 	m.took = time.Since(start)
 	if os.Getenv("MSGTRACE_VERBOSE") != "" {
 		fmt.Fprintf(os.Stderr, "msgtrace: methods: %d instrumented in %d classes in %v (%d never instrumented, %d past the pool of %d)\n",
 			m.stats.Instrumented, m.stats.Classes, m.took.Round(time.Microsecond), m.stats.Never, m.stats.Full, msgtrace.TrampolinePool)
+	}
+}
+
+// installImageCategories: on Apple platforms, where the selection is not every class, the
+// categories of the selected images are instrumented whatever class they extend (an app's
+// category on a class of the system, its +load among them: the install runs before the app
+// image's +load methods). With the locks held.
+func (m *methodState) installImageCategories() {
+	if m.all || msgtrace.MethodsRuntime() != msgtrace.RuntimeApple {
+		return
+	}
+	imgs, err := m.rt.Images()
+	if err != nil {
+		return
+	}
+	for _, l := range imgs {
+		if m.sel("", l.Name) {
+			addStats(&m.stats, msgtrace.InstallImageCategories(l.Header))
+		}
 	}
 }
 
@@ -155,8 +175,15 @@ func (m *methodState) watchWith(h *machobind.Hook) error {
 		return nil
 	}
 	// Apple: the runtime reports images it read (objc_addLoadImageFunc), their categories
-	// included: every class is looked at again.
-	if msgtrace.WatchLoadedImages(func() { later(m.candidates()) }) {
+	// included: every class is looked at again, and the selected images' categories.
+	if msgtrace.WatchLoadedImages(func() {
+		later(m.candidates())
+		m.locked(func() {
+			if !m.restored && m.sel != nil {
+				m.installImageCategories()
+			}
+		})
+	}) {
 		return nil
 	}
 	// gcc's runtime: an object dlopened later ran its module constructors inside dlopen,
@@ -196,6 +223,7 @@ func (a *Agent) reinstallMethods() error {
 		if again = m.restored; again {
 			m.restored = false
 			addStats(&m.stats, msgtrace.InstallMethods(m.pick(m.candidates())))
+			m.installImageCategories()
 		}
 	})
 	if !again {

@@ -160,6 +160,17 @@ func checkInitializers(where string, f *macho.File, chained bool) string {
 	return "initializers " + strings.Join(inits, ", ")
 }
 
+// checkLoadAnchor: the library has a class with +load (__objc_nlclslist: anchor_darwin.m's),
+// so that objc4 attaches the launch images' categories in the library's own load_images,
+// before its initializer installs (README, launch).
+func checkLoadAnchor(where string, f *macho.File) string {
+	if f.Section("__objc_nlclslist") == nil {
+		fail(where, "no __objc_nlclslist: the library's +load (anchor_darwin.m) is missing")
+		return "+load class MISSING"
+	}
+	return "+load class (__objc_nlclslist)"
+}
+
 // stubs: the exported symbols of every library the SDK stubs describe, by install name (a
 // .tbd file's documents together: an umbrella and the libraries it re-exports). A framework's
 // symbols are also listed under its shallow iOS path.

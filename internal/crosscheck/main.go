@@ -381,7 +381,7 @@ func checkDylib(art artifact, path string, exports []string) {
 			}
 			imp = strings.Join(parts, "; ") + " (in its own image: not rebound)"
 		}
-		inits := checkInitializers(where, f, s.Fixups == "chained")
+		inits := checkInitializers(where, f, s.Fixups == "chained") + "; " + checkLoadAnchor(where, f)
 		od := crossCheckObjdump(where, path, s, exports)
 		fmt.Printf("ok  %-38s %-7s %-13s min %-5s %d exports, %d dylibs, %d pointer slots, %s; objc_msgSend imports: %s%s\n",
 			art.path, s.Arch, s.Platform, s.MinOS, len(exports), len(s.Dylibs), len(s.Pointers), maskNote, imp, signNote)
