@@ -462,6 +462,34 @@ void msgtrace_early_methods_end(struct mt_methods_stats *st) {
 }
 
 #if !MT_APPLE_API
+/* gcc's runtime copies a root class's instance methods into its metaclass as it registers the
+ * class or a category of it, IMP and all: a copy of an instance method given a trampoline before
+ * registration leads to that trampoline, which names the call -[Root x] where a class was sent
+ * x. Each such copy of cls's gets its original IMP back here; 1 when any did (the caller gives
+ * them trampolines of their own: +[Root x]). Lock held. */
+static int root_copies_restored(void *cls) {
+	void *meta = cls ? mt_objc_metaclass(cls) : NULL;
+	if (!meta || MT_GNU_CLASS_SUPER(cls))
+		return 0;
+	int any = 0;
+	for (struct mt_gnu_method_list *l = MT_GNU_CLASS_METHODS(meta); l; l = l->next)
+		for (int j = 0; j < l->count; j++) {
+			void *imp = l->m[j].imp;
+			if (!is_trampoline(imp))
+				continue;
+			struct mt_tramp_data *d = &msgtrace_tramp_data[((char *)imp - msgtrace_tramp_text) / MT_STRIDE];
+			if (d->method == &l->m[j] || d->cls == meta)
+				continue;
+			__atomic_store_n(&l->m[j].imp, d->orig, __ATOMIC_RELEASE);
+			any = 1;
+		}
+	if (any) {
+		void *changed[1] = {meta};
+		mt_objc_methods_changed(changed, 1);
+	}
+	return any;
+}
+
 /* One module, early: every class and category selected before it registers; a category on a
  * class not registered before (say, one of the same module) instrumented once it is (its +load
  * was sent untraced then; one on a class of a later module is left to the Go side's install). */
@@ -489,6 +517,17 @@ static void early_module(void *module, void (*real)(void *)) {
 			msgtrace_module_category_install(module, i, &early_stats);
 	if (selected != buf)
 		free(selected);
+	/* root classes the module defines or extends: their metaclass's copies */
+	mt_objc_lock();
+	for (size_t i = 0; i < n; i++) {
+		void *cls = i < t.ncls ? t.defs[i] : NULL;
+		const char *c = i >= t.ncls ? MT_GNU_CATEGORY_CLASS(t.defs[i]) : NULL;
+		if (c)
+			cls = mt_objc_look_up_class(c);
+		if (root_copies_restored(cls))
+			msgtrace_methods_install(&cls, 1, &early_stats);
+	}
+	mt_objc_unlock();
 }
 #endif
 
