@@ -465,12 +465,12 @@ void msgtrace_early_methods_end(struct mt_methods_stats *st) {
 /* gcc's runtime copies a root class's instance methods into its metaclass as it registers the
  * class or a category of it, IMP and all: a copy of an instance method given a trampoline before
  * registration leads to that trampoline, which names the call -[Root x] where a class was sent
- * x. Each such copy of cls's gets its original IMP back here; 1 when any did (the caller gives
- * them trampolines of their own: +[Root x]). Lock held. */
-static int root_copies_restored(void *cls) {
+ * x. Each such copy of cls's gets its original IMP back and a trampoline of its own (+[Root x]).
+ * Lock held. */
+static void root_copies(void *cls, struct mt_methods_stats *st) {
 	void *meta = cls ? mt_objc_metaclass(cls) : NULL;
 	if (!meta || MT_GNU_CLASS_SUPER(cls))
-		return 0;
+		return;
 	int any = 0;
 	for (struct mt_gnu_method_list *l = MT_GNU_CLASS_METHODS(meta); l; l = l->next)
 		for (int j = 0; j < l->count; j++) {
@@ -481,13 +481,14 @@ static int root_copies_restored(void *cls) {
 			if (d->method == &l->m[j] || d->cls == meta)
 				continue;
 			__atomic_store_n(&l->m[j].imp, d->orig, __ATOMIC_RELEASE);
+			instrument_method(meta, &l->m[j], st);
 			any = 1;
 		}
 	if (any) {
 		void *changed[1] = {meta};
 		mt_objc_methods_changed(changed, 1);
 	}
-	return any;
+	st->pool_used = used;
 }
 
 /* One module, early: every class and category selected before it registers; a category on a
@@ -524,8 +525,7 @@ static void early_module(void *module, void (*real)(void *)) {
 		const char *c = i >= t.ncls ? MT_GNU_CATEGORY_CLASS(t.defs[i]) : NULL;
 		if (c)
 			cls = mt_objc_look_up_class(c);
-		if (root_copies_restored(cls))
-			msgtrace_methods_install(&cls, 1, &early_stats);
+		root_copies(cls, &early_stats);
 	}
 	mt_objc_unlock();
 }
