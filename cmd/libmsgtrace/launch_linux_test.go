@@ -342,6 +342,16 @@ func TestGNUstepLibraryLoads(t *testing.T) {
 				t.Errorf("%s traced %d times, want %d", name, got[name], n)
 			}
 		}
+		// main's [AppLoad isProxy]: the root class's instance method, as its metaclass's copy
+		proxy := 0
+		for _, c := range tops(tr, "main") {
+			if c.Name == "+[NSObject isProxy]" && c.Ts >= marks["main"] {
+				proxy++
+			}
+		}
+		if proxy != 1 {
+			t.Errorf("%d outermost +[NSObject isProxy] after main, want 1 (main's [AppLoad isProxy])", proxy)
+		}
 		if marks["library loaded"] > marks["first call"] || marks["first call"] >= marks["main"] {
 			t.Errorf("launch marks out of order: %v", marks)
 		}

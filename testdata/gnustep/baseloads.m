@@ -4,7 +4,8 @@
  * +load the runtime has (class by class, each +load method of a class's own and of its
  * categories, by class name, sorted: the same traced or not, trampolines or not), then the
  * calls +[EarlyFill load] made (baseloadslib.m, a library the program links: its module
- * registers before the loader's constructor too). */
+ * registers before the loader's constructor too). It sends -[NSObject isProxy] to a class once:
+ * +[NSObject isProxy] (the copy gcc's runtime puts in the root's metaclass) in the trace. */
 #import <Foundation/Foundation.h>
 #include <objc/runtime.h>
 #include <stdio.h>
@@ -46,6 +47,9 @@ int main(void) {
 	qsort(names, k, sizeof *names, by_name);
 	for (size_t i = 0; i < k; i++)
 		printf("load %s\n", names[i]);
+	/* a root class's instance method sent to a class: the runtime's copy in the metaclass runs */
+	if ([AppLoad isProxy])
+		printf("AppLoad is a proxy\n");
 	printf("app loads %d, early fill ticks %d\n", app_loads, [EarlyFill ticks]);
 	free(names);
 	free(cs);
