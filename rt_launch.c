@@ -215,6 +215,9 @@ int msgtrace_launch_record_early(void) {
 	if (!env_word("MSGTRACE_MODE", w, sizeof w) || (strcmp(w, "") != 0 && strcmp(w, "stream") != 0 && strcmp(w, "ring") != 0))
 		return 0;
 	int ring = strcmp(w, "ring") == 0;
+	if (!env_word("MSGTRACE_FULL", w, sizeof w) || (strcmp(w, "") != 0 && strcmp(w, "wait") != 0 && strcmp(w, "drop") != 0))
+		return 0;
+	int drop = strcmp(w, "drop") == 0; /* a full pool drops, even before the drain */
 	uint64_t mb = 32; /* DefaultBufferMB */
 	if (!env_word("MSGTRACE_BUFFER_MB", w, sizeof w))
 		return 0;
@@ -231,7 +234,7 @@ int msgtrace_launch_record_early(void) {
 		return 0;
 	if (ring) /* the drain sets it again as it starts: a thread's chunks go to its ring from the first */
 		__atomic_store_n(&msgtrace_ring_mode, 1, __ATOMIC_RELEASE);
-	__atomic_store_n(&msgtrace_drain_expected, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&msgtrace_drain_expected, !drop, __ATOMIC_RELEASE);
 	__atomic_store_n(&msgtrace_active, 1, __ATOMIC_RELEASE);
 	return 1;
 }

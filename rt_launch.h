@@ -21,7 +21,7 @@ void msgtrace_launch_loaded(uint64_t loaded_mono_ns);
 /* The early recording of MSGTRACE_METHODS=all (methods.c's msgtrace_early_methods, from the
  * preload loader at the first module a library registers, before the Go runtime or the drain
  * exist): reads the variables the recorder needs then as the Go side will (MSGTRACE_START,
- * MSGTRACE_CAPTURE, MSGTRACE_BUFFER_MB, MSGTRACE_MODE), sizes the pool, and turns recording
+ * MSGTRACE_CAPTURE, MSGTRACE_BUFFER_MB, MSGTRACE_MODE, MSGTRACE_FULL), sizes the pool, and turns recording
  * on. 1 when recording is on; 0 (nothing changed) when the variables say not to record now, or
  * say something the Go side will reject. */
 int msgtrace_launch_record_early(void);
