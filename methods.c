@@ -15,6 +15,7 @@
 #include "methods.h"
 #include "objc/ptrmap.h"
 #include "rt.h"
+#include "rt_launch.h"
 #include "trampoline.h"
 
 #include <dlfcn.h>
@@ -443,10 +444,114 @@ static int modules_watched;
 
 void msgtrace_watch_modules(int on) { __atomic_store_n(&modules_watched, on, __ATOMIC_RELEASE); }
 
+/* Early modules (MSGTRACE_METHODS=all through the preload loader): from the first module a
+ * library registers (gnustep-base's, long before the loader's constructor, the Go runtime and
+ * the drain) until the Go side has its selection (msgtrace_early_methods_end), every module is
+ * instrumented here, in C, with the selection `all` needs no Go for: every class and category
+ * of the module. Its methods get trampolines before the runtime registers it and sends its
+ * +load, as the Go side's would. Recording runs meanwhile (msgtrace_launch_record_early):
+ * records wait in the pool's chunks for the drain. */
+static int early_modules;
+static struct mt_methods_stats early_stats; /* under the runtime's lock */
+
+int msgtrace_early_methods(void) {
+#if MT_APPLE_API
+	return 0;
+#else
+	if (mt_objc_kind() != MT_RT_GNU || !msgtrace_launch_record_early())
+		return 0;
+	__atomic_store_n(&early_modules, 1, __ATOMIC_RELEASE);
+	return 1;
+#endif
+}
+
+void msgtrace_early_methods_end(struct mt_methods_stats *st) {
+	mt_objc_lock();
+	__atomic_store_n(&early_modules, 0, __ATOMIC_RELEASE);
+	msgtrace_launch_record_early_end();
+	*st = early_stats;
+	memset(&early_stats, 0, sizeof early_stats);
+	mt_objc_unlock();
+}
+
+#if !MT_APPLE_API
+/* gcc's runtime copies a root class's instance methods into its metaclass as it registers the
+ * class or a category of it, IMP and all: a copy of an instance method given a trampoline before
+ * registration leads to that trampoline, which names the call -[Root x] where a class was sent
+ * x. Each such copy of cls's gets its original IMP back and a trampoline of its own (+[Root x]).
+ * Lock held. */
+static void root_copies(void *cls, struct mt_methods_stats *st) {
+	void *meta = cls ? mt_objc_metaclass(cls) : NULL;
+	if (!meta || MT_GNU_CLASS_SUPER(cls))
+		return;
+	int any = 0;
+	for (struct mt_gnu_method_list *l = MT_GNU_CLASS_METHODS(meta); l; l = l->next)
+		for (int j = 0; j < l->count; j++) {
+			void *imp = l->m[j].imp;
+			if (!is_trampoline(imp))
+				continue;
+			struct mt_tramp_data *d = &msgtrace_tramp_data[((char *)imp - msgtrace_tramp_text) / MT_STRIDE];
+			if (d->method == &l->m[j] || d->cls == meta)
+				continue;
+			__atomic_store_n(&l->m[j].imp, d->orig, __ATOMIC_RELEASE);
+			instrument_method(meta, &l->m[j], st);
+			any = 1;
+		}
+	if (any) {
+		void *changed[1] = {meta};
+		mt_objc_methods_changed(changed, 1);
+	}
+	st->pool_used = used;
+}
+
+/* One module, early: every class and category selected before it registers; a category on a
+ * class not registered before (say, one of the same module) instrumented once it is (its +load
+ * was sent untraced then; one on a class of a later module is left to the Go side's install). */
+static void early_module(void *module, void (*real)(void *)) {
+	struct mt_gnu_symtab t;
+	if (!mt_gnu_module_symtab(module, &t)) {
+		real(module);
+		return;
+	}
+	size_t n = (size_t)t.ncls + t.ncat;
+	unsigned char buf[512], *selected = n <= sizeof buf ? buf : malloc(n);
+	if (selected) {
+		memset(selected, 1, n);
+		msgtrace_module_install_static(module, selected, n, &early_stats);
+		/* which categories' classes were not there: those the install left */
+		for (size_t i = 0; i < t.ncat; i++) {
+			const char *c = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
+			selected[t.ncls + i] = c && !mt_objc_look_up_class(c);
+		}
+	}
+	real(module); /* registers, sends +load (its lock held) */
+	module_fixup(module);
+	for (size_t i = 0; selected && i < t.ncat; i++)
+		if (selected[t.ncls + i])
+			msgtrace_module_category_install(module, i, &early_stats);
+	if (selected != buf)
+		free(selected);
+	/* root classes the module defines or extends: their metaclass's copies */
+	mt_objc_lock();
+	for (size_t i = 0; i < n; i++) {
+		void *cls = i < t.ncls ? t.defs[i] : NULL;
+		const char *c = i >= t.ncls ? MT_GNU_CATEGORY_CLASS(t.defs[i]) : NULL;
+		if (c)
+			cls = mt_objc_look_up_class(c);
+		root_copies(cls, &early_stats);
+	}
+	mt_objc_unlock();
+}
+#endif
+
 void msgtrace_exec_class(void *module, void (*real)(void *)) {
 #if MT_APPLE_API
 	real(module); /* Apple's runtime has no modules: never called there */
 #else
+	if (__atomic_load_n(&early_modules, __ATOMIC_ACQUIRE) && module) {
+		early_module(module, real);
+		return;
+	}
 	int watched = __atomic_load_n(&modules_watched, __ATOMIC_ACQUIRE) && module && mt_objc_kind() == MT_RT_GNU;
 	if (watched)
 		msgtraceModuleArriving(module); /* the selected methods get trampolines: +load too */

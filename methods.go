@@ -150,6 +150,19 @@ func InstallImageCategories(header uintptr) MethodStats {
 	return st
 }
 
+// EndEarlyMethods ends the early modules' instrumenting (gcc's runtime, MSGTRACE_METHODS=all
+// started by the preload loader at the first module a library registered: every module was
+// instrumented in C as it arrived, before the Go runtime was up) and returns what it
+// instrumented. Modules arriving later go to WatchArrivingModules' callback. Called once the
+// selection is chosen, or when tracing gives up.
+func EndEarlyMethods() MethodStats {
+	var c C.struct_mt_methods_stats
+	C.msgtrace_early_methods_end(&c)
+	var st MethodStats
+	st.add(c)
+	return st
+}
+
 // RestoreMethods gives every instrumented method its original IMP back where the IMP is still
 // a trampoline of ours (the app may have swizzled since). Trampolines are never freed: code
 // that cached one keeps calling the original through it, untraced once tracing stops.

@@ -48,6 +48,14 @@ void msgtrace_module_install_static(void *module, const unsigned char *selected,
  * msgtrace_watch_modules(1). */
 void msgtrace_exec_class(void *module, void (*real)(void *));
 void msgtrace_watch_modules(int on);
+/* GNU, MSGTRACE_METHODS=all started by the preload loader at the first module a library
+ * registers: recording on (msgtrace_launch_record_early) and every module instrumented by
+ * msgtrace_exec_class in C until msgtrace_early_methods_end. 1 when it started; 0 (nothing
+ * changed) when the variables say not to record yet, or this is not gcc's runtime. */
+int msgtrace_early_methods(void);
+/* The Go side has its selection (or gave up): modules go its way from now on; *st is what the
+ * early modules instrumented. */
+void msgtrace_early_methods_end(struct mt_methods_stats *st);
 /* GNU: whether the objects bind __objc_exec_class to this library's (or the preload loader's)
  * definition, so that no slot needs rebinding for it. */
 int msgtrace_exec_class_interposed(void);

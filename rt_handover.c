@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 volatile int msgtrace_drain_running;
+int msgtrace_drain_expected;
 int msgtrace_drain_urgent;
 int msgtrace_drain_begin_req;
 

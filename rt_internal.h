@@ -115,6 +115,8 @@ struct mt_chunk *msgtrace_pool_pop(void);
 void msgtrace_pool_push(struct mt_chunk *c);
 struct mt_chunk *msgtrace_pool_make(void);     /* one more chunk faulted in; NULL at the cap */
 int msgtrace_pool_reserve(void);               /* the region reserved: 0, or -1 */
+/* The pool's cap in bytes, the other sizes as they are (msgtrace_configure's checks): 0, -1. */
+int msgtrace_pool_bytes(uint64_t pool_bytes);
 int msgtrace_pool_grow(int n);                 /* fault in up to n new chunks; returns how many */
 uint32_t msgtrace_pool_free_count(void);
 uint32_t msgtrace_pool_made(void);
@@ -126,6 +128,10 @@ void msgtrace_pool_after_fork(void);
 
 /* ---- rt_handover.c ---- */
 extern volatile int msgtrace_drain_running;
+/* Recording started before the drain (msgtrace_launch_record_early), which is on its way: a
+ * thread that finds the pool at its cap waits for it to start rather than drop (atomic; cleared
+ * once the Go side has its selection, or gave up). */
+extern int msgtrace_drain_expected;
 extern int msgtrace_drain_urgent;               /* a thread waits for a chunk (atomic) */
 extern int msgtrace_drain_begin_req;            /* the first chunk was taken: begin the stream file (atomic) */
 void msgtrace_hand_over(struct mt_chunk *c);

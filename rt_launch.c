@@ -182,6 +182,65 @@ void msgtrace_launch_loaded(uint64_t loaded_mono_ns) {
 	push(MT_INSTANT_LOADED, 0, MT_CLOCK_MONOTONIC, loaded_mono_ns, 0, "library loaded");
 }
 
+/* ---- early recording ---- */
+
+/* A variable's value without the white space around it, lower-cased, in out (n bytes); 0 when
+ * it does not fit. */
+static int env_word(const char *name, char *out, size_t n) {
+	const char *v = getenv(name);
+	if (!v)
+		v = "";
+	while (*v == ' ' || (*v >= '\t' && *v <= '\r'))
+		v++;
+	size_t k = strlen(v);
+	while (k && (v[k - 1] == ' ' || (v[k - 1] >= '\t' && v[k - 1] <= '\r')))
+		k--;
+	if (k >= n)
+		return 0;
+	for (size_t i = 0; i < k; i++)
+		out[i] = v[i] >= 'A' && v[i] <= 'Z' ? (char)(v[i] - 'A' + 'a') : v[i];
+	out[k] = 0;
+	return 1;
+}
+
+/* The values the Go side accepts (internal/agent/config.go): anything else turns tracing off
+ * there, and leaves recording off here. */
+int msgtrace_launch_record_early(void) {
+	char w[32];
+	if (!env_word("MSGTRACE_START", w, sizeof w) || (strcmp(w, "") != 0 && strcmp(w, "on") != 0))
+		return 0; /* paused: recording starts with msgtrace_resume, after install */
+	if (!env_word("MSGTRACE_CAPTURE", w, sizeof w) ||
+	    (strcmp(w, "") != 0 && strcmp(w, "methods") != 0 && strcmp(w, "both") != 0))
+		return 0; /* sends only: no method is instrumented */
+	if (!env_word("MSGTRACE_MODE", w, sizeof w) || (strcmp(w, "") != 0 && strcmp(w, "stream") != 0 && strcmp(w, "ring") != 0))
+		return 0;
+	int ring = strcmp(w, "ring") == 0;
+	if (!env_word("MSGTRACE_FULL", w, sizeof w) || (strcmp(w, "") != 0 && strcmp(w, "wait") != 0 && strcmp(w, "drop") != 0))
+		return 0;
+	int drop = strcmp(w, "drop") == 0; /* a full pool drops, even before the drain */
+	uint64_t mb = 32; /* DefaultBufferMB */
+	if (!env_word("MSGTRACE_BUFFER_MB", w, sizeof w))
+		return 0;
+	if (w[0]) {
+		const char *d = w[0] == '+' ? w + 1 : w; /* what strconv.Atoi takes */
+		char *end;
+		long v = *d >= '0' && *d <= '9' ? strtol(d, &end, 10) : 0;
+		if (v < 1 || v > 4096 || *end) /* MaxBufferMB */
+			return 0;
+		mb = (uint64_t)v;
+	}
+	/* the sizes the Go side asks for later are these: the region, once reserved, keeps them */
+	if (msgtrace_pool_bytes(mb << 20) != 0 || msgtrace_pool_reserve() != 0)
+		return 0;
+	if (ring) /* the drain sets it again as it starts: a thread's chunks go to its ring from the first */
+		__atomic_store_n(&msgtrace_ring_mode, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&msgtrace_drain_expected, !drop, __ATOMIC_RELEASE);
+	__atomic_store_n(&msgtrace_active, 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
+void msgtrace_launch_record_early_end(void) { __atomic_store_n(&msgtrace_drain_expected, 0, __ATOMIC_RELEASE); }
+
 /* ---- main entered (Linux): the main program's _start calls __libc_start_main through its
  * GOT after every shared object's constructors ran, ours included; that slot is rebound to
  * msgtrace___libc_start_main (launch.go), which hands the C library a main of ours that marks

@@ -18,6 +18,16 @@ uint64_t msgtrace_instants_lost(void);
 /* From the library's constructor (or the preload loader's, which passes the time its own
  * started): queues "process start" and "library loaded" (at loaded_mono_ns; 0: now). Once. */
 void msgtrace_launch_loaded(uint64_t loaded_mono_ns);
+/* The early recording of MSGTRACE_METHODS=all (methods.c's msgtrace_early_methods, from the
+ * preload loader at the first module a library registers, before the Go runtime or the drain
+ * exist): reads the variables the recorder needs then as the Go side will (MSGTRACE_START,
+ * MSGTRACE_CAPTURE, MSGTRACE_BUFFER_MB, MSGTRACE_MODE, MSGTRACE_FULL), sizes the pool, and turns recording
+ * on. 1 when recording is on; 0 (nothing changed) when the variables say not to record now, or
+ * say something the Go side will reject. */
+int msgtrace_launch_record_early(void);
+/* The Go side has its selection, or gave up: a thread whose pool is full waits for the drain
+ * only if it runs (the wait for a drain expected to start ends). */
+void msgtrace_launch_record_early_end(void);
 /* The rebound __libc_start_main (launch.go) and the original it forwards to. */
 extern void *msgtrace_orig___libc_start_main;
 int msgtrace___libc_start_main(int (*main)(int, char **, char **), int argc, char **argv, void (*init)(void),

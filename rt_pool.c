@@ -47,6 +47,13 @@ int msgtrace_configure(uint32_t stack_depth, uint64_t pool_bytes, uint32_t chunk
 	return 0;
 }
 
+int msgtrace_pool_bytes(uint64_t pool_bytes) {
+	pthread_mutex_lock(&pool.lock);
+	uint32_t depth = pool.cfg_depth, chunk = pool.cfg_chunk_bytes;
+	pthread_mutex_unlock(&pool.lock);
+	return msgtrace_configure(depth, pool_bytes, chunk);
+}
+
 int msgtrace_pool_reserve(void) {
 	if (__atomic_load_n(&pool.base, __ATOMIC_ACQUIRE))
 		return 0;

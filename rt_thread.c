@@ -35,6 +35,8 @@ extern int pthread_getname_np(pthread_t, char *, size_t);
 /* A thread waiting for a chunk sleeps from WAIT_FIRST_US, doubling up to WAIT_MAX_US. */
 #define WAIT_FIRST_US 20
 #define WAIT_MAX_US 1000
+/* ... and for a drain expected to start (msgtrace_drain_expected) up to EXPECT_MAX_US. */
+#define EXPECT_MAX_US 2000000
 
 static void thread_exit(void *);
 
@@ -192,6 +194,12 @@ static void next_chunk(struct mt_thread_info *i, int pending) {
 		c = msgtrace_pool_make();
 	if (!c && i->ring) /* ring mode: never waits */
 		c = msgtrace_ring_take(i);
+	/* recording started before the drain (the early start), the pool at its cap: the drain is
+	 * on its way (a Go runtime's start, ms); a bound keeps a start that never comes from
+	 * holding the thread (then the calls are dropped and counted) */
+	for (long waited = 0; !c && !i->ring && __atomic_load_n(&msgtrace_drain_expected, __ATOMIC_ACQUIRE) &&
+			      !msgtrace_drain_running && waited < EXPECT_MAX_US; waited += WAIT_MAX_US)
+		sleep_us(WAIT_MAX_US);
 	if (!c && !i->ring && !msgtrace_full_policy_drop() && msgtrace_drain_running) {
 		wait_start = msgtrace_now_ticks();
 		if (!__atomic_exchange_n(&msgtrace_drain_urgent, 1, __ATOMIC_ACQ_REL))

@@ -114,7 +114,14 @@ const char *mt_objc_sel_name(void *sel) { return found() && sel ? rt.sel_getName
 void *mt_objc_superclass(void *cls) { return found() && rt.class_getSuperclass ? rt.class_getSuperclass(cls) : NULL; }
 unsigned char mt_objc_is_meta(void *cls) { return found() && rt.class_isMetaClass ? rt.class_isMetaClass(cls) : 0; }
 void *mt_objc_object_class(void *obj) { return found() && rt.object_getClass ? rt.object_getClass(obj) : NULL; }
-void *mt_objc_look_up_class(const char *name) { return found() && rt.objc_lookUpClass ? rt.objc_lookUpClass(name) : NULL; }
+/* gcc's runtime sets up its lock, selector and class tables in the first __objc_exec_class
+ * call: before it (a module arriving first, instrumented early) its selectors and classes are
+ * not asked for. */
+static int tables_ready(void) { return rt.kind != MT_RT_GNU || *rt.objc_runtime_mutex; }
+
+void *mt_objc_look_up_class(const char *name) {
+	return found() && rt.objc_lookUpClass && tables_ready() ? rt.objc_lookUpClass(name) : NULL;
+}
 
 void *mt_objc_metaclass(void *cls) {
 #if MT_APPLE_API
@@ -133,7 +140,7 @@ void *mt_objc_registered_class(void *c) {
 }
 
 void *mt_objc_sel_register_typed(const char *name, const char *types) {
-	return found() && rt.sel_registerTypedName ? rt.sel_registerTypedName(name, types) : NULL;
+	return found() && rt.sel_registerTypedName && tables_ready() ? rt.sel_registerTypedName(name, types) : NULL;
 }
 
 /* Open addressing, lock-free reads (ptrmap.h); a full cache just stops remembering. */

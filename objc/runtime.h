@@ -132,6 +132,9 @@ struct mt_gnu_method_list {
  * methods, dtable, ...}: methods is the class's list (a metaclass's: its class methods). */
 #define MT_GNU_CLASS_METHODS(c) (((struct mt_gnu_method_list **)(c))[7])
 #define MT_GNU_CLASS_NAME(c) (((const char **)(c))[2])
+/* super_class: NULL for a root class (before registration, else the superclass's name, then the
+ * class once the runtime resolved it) */
+#define MT_GNU_CLASS_SUPER(c) (((void **)(c))[1])
 /* struct objc_category {category_name, class_name, instance_methods, class_methods, ...} */
 #define MT_GNU_CATEGORY_CLASS(cat) (((const char **)(cat))[1])
 #define MT_GNU_CATEGORY_METHODS(cat, meta) (((struct mt_gnu_method_list **)(cat))[2 + (meta)])

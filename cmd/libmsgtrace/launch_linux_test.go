@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -225,4 +226,162 @@ func (g gnustep) runEnv(t *testing.T, env map[string]string, prog string, args .
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()
 	return so.String(), se.String(), err
+}
+
+// TestGNUstepLibraryLoads traces the +load methods of the libraries a program links, which the
+// runtime sends as their modules register, before the preload loader's constructor ran:
+// gnustep-base's own (NSObject's, NSProcessInfo's ...) and those of a library of the program's
+// (testdata/gnustep/baseloads.m, baseloadslib.m). The program lists every +load the runtime has;
+// preloaded through the loader with MSGTRACE_METHODS=all each of those is traced exactly once,
+// after the process's start and before main, and the program's output is that of its untraced
+// run; at the default selection none of the libraries' is (their classes are not the app's) and
+// the early start is what it was. A library's +load that sends more messages than a 1 MiB pool
+// holds loses none.
+func TestGNUstepLibraryLoads(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
+	}
+	if _, err := exec.LookPath("gnustep-config"); err != nil {
+		t.Fatal("gnustep-config missing: run make setup (gnustep-base-runtime, libgnustep-base-dev, gobjc)")
+	}
+	root := testfiles.Root(t)
+	src := func(name string) string { return filepath.Join(root, "testdata", "gnustep", name) }
+	g := gnustep{dir: t.TempDir()}
+	lib := filepath.Join(g.dir, "libmsgtrace.so")
+	loader := filepath.Join(g.dir, "libmsgtrace-preload.so")
+	buildLib(t, "c-shared", lib, "amd64", "gcc")
+	buildLoader(t, "gcc", loader)
+	mustGNUstepCC(t, g.dir, "libbaseloadslib.so", "-shared", "-fPIC", src("baseloadslib.m"))
+	mustGNUstepCC(t, g.dir, "baseloads", src("baseloads.m"), "-L"+g.dir, "-lbaseloadslib", "-Wl,-rpath,"+g.dir)
+	app := filepath.Join(g.dir, "baseloads")
+
+	want, se, err := g.runEnv(t, nil, app)
+	if err != nil {
+		t.Fatalf("untraced: %v\n%s", err, se)
+	}
+	// the +load methods the runtime has, by class (a class's own and its categories'): all
+	// but the program's are the libraries'
+	loads := map[string]int{}
+	for _, l := range strings.Split(want, "\n") {
+		if c, ok := strings.CutPrefix(l, "load "); ok {
+			loads["+["+c+" load]"]++
+		}
+	}
+	for _, own := range []string{"+[AppLoad load]", "+[EarlyFill load]"} {
+		if loads[own] != 1 {
+			t.Fatalf("the program's %s: %d in the list, want 1:\n%s", own, loads[own], want)
+		}
+	}
+	if loads["+[NSObject load]"] != 1 {
+		t.Fatalf("gnustep-base's +[NSObject load] not in the list:\n%s", want)
+	}
+	t.Logf("+load methods: %v", loads)
+
+	// run traces the program and returns its trace, the launch marks' times and stderr
+	run := func(t *testing.T, env map[string]string) (trace, map[string]float64, string) {
+		t.Helper()
+		out := filepath.Join(g.dir, strings.ReplaceAll(t.Name(), "/", "-")+".json")
+		traced := map[string]string{"LD_PRELOAD": loader, "MSGTRACE_OUT": out, "MSGTRACE_VERBOSE": "1"}
+		for k, v := range env {
+			traced[k] = v
+		}
+		so, se, err := g.runEnv(t, traced, app)
+		wantOut := want
+		if env["EARLY_FILL"] != "" {
+			wantOut = strings.Replace(want, "early fill ticks 0", "early fill ticks "+env["EARLY_FILL"], 1)
+		}
+		if err != nil || so != wantOut {
+			t.Fatalf("traced: %v\nstdout %q, want %q\nstderr:\n%s", err, so, wantOut, se)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			TraceEvents []event `json:"traceEvents"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		marks := map[string]float64{}
+		for _, e := range doc.TraceEvents {
+			if e.Ph == "i" && e.Cat == "msgtrace" {
+				if _, ok := marks[e.Name]; !ok {
+					marks[e.Name] = e.Ts
+				}
+			}
+		}
+		for _, m := range []string{"process start", "library loaded", "main"} {
+			if _, ok := marks[m]; !ok {
+				t.Fatalf("no %q mark: %v", m, marks)
+			}
+		}
+		return readTrace(t, out), marks, se
+	}
+
+	t.Run("all", func(t *testing.T) {
+		tr, marks, se := run(t, map[string]string{"MSGTRACE_METHODS": "all"})
+		if !strings.Contains(se, "as their modules registered, before main's install") {
+			t.Errorf("no early instrumenting said:\n%s", se)
+		}
+		got := map[string]int{}
+		for _, c := range tr.threads["main"] {
+			if loads[c.Name] == 0 {
+				continue
+			}
+			got[c.Name]++
+			if c.Ts < marks["process start"] || c.Ts >= marks["main"] {
+				t.Errorf("%s at %.3f µs: not between process start (%.3f) and main (%.3f)", c.path(), c.Ts, marks["process start"], marks["main"])
+			}
+			if c.parent != nil {
+				t.Errorf("%s under a call: %s", c.Name, c.path())
+			}
+		}
+		for name, n := range loads {
+			if got[name] != n {
+				t.Errorf("%s traced %d times, want %d", name, got[name], n)
+			}
+		}
+		// main's [AppLoad isProxy]: the root class's instance method, as its metaclass's copy
+		proxy := 0
+		for _, c := range tops(tr, "main") {
+			if c.Name == "+[NSObject isProxy]" && c.Ts >= marks["main"] {
+				proxy++
+			}
+		}
+		if proxy != 1 {
+			t.Errorf("%d outermost +[NSObject isProxy] after main, want 1 (main's [AppLoad isProxy])", proxy)
+		}
+		if marks["library loaded"] > marks["first call"] || marks["first call"] >= marks["main"] {
+			t.Errorf("launch marks out of order: %v", marks)
+		}
+		if tr.orphans != 0 {
+			t.Errorf("%d calls without their caller", tr.orphans)
+		}
+	})
+	t.Run("default", func(t *testing.T) {
+		tr, _, se := run(t, nil)
+		if strings.Contains(se, "as their modules registered") || !strings.Contains(se, "prepared on the preload loader's thread") {
+			t.Errorf("the default selection's start changed:\n%s", se)
+		}
+		for _, c := range tr.threads["main"] {
+			if strings.HasSuffix(c.Name, " load]") && c.Name != "+[AppLoad load]" && c.Name != "+[EarlyFill load]" {
+				t.Errorf("default selection traced %s", c.path())
+			}
+		}
+		if n := len(tr.find("main", "+[AppLoad load]")); n != 1 {
+			t.Errorf("+[AppLoad load] traced %d times, want 1", n)
+		}
+	})
+	t.Run("fill", func(t *testing.T) {
+		// a library's +load sends 200,000 messages as its module registers, before the
+		// loader's constructor: more than a 1 MiB pool holds, maybe before the drain started
+		tr, _, se := run(t, map[string]string{"MSGTRACE_METHODS": "all", "EARLY_FILL": "200000", "MSGTRACE_BUFFER_MB": "1"})
+		if n := len(tr.find("main", "+[EarlyFill load] > +[EarlyFill tick:]")); n != 200000 {
+			t.Errorf("%d +[EarlyFill load] > +[EarlyFill tick:], want 200000", n)
+		}
+		if m := regexp.MustCompile(`(\d+) lost: no buffer space`).FindStringSubmatch(se); m == nil || m[1] != "0" {
+			t.Errorf("summary %q: want none lost", se)
+		}
+	})
 }

@@ -80,6 +80,9 @@ func msgtraceLoad() C.int {
 		err = a.Install()
 	}
 	if err != nil {
+		// what the preload loader's early start began (MSGTRACE_METHODS=all) stops here
+		msgtrace.SetActive(false)
+		msgtrace.EndEarlyMethods()
 		fmt.Fprintln(stderr, err)
 		return -1
 	}

@@ -339,7 +339,9 @@ func TestGNUstepLaunchMarks(t *testing.T) {
 // TestGNUstepLaunchGUI: a Debian GNUstep application (EdenMath) under Xvfb, preloaded with
 // firstidle.so, which marks "first idle" when its run loop is first idle and exits: the
 // launch marks in order, under the default selection and MSGTRACE_METHODS=all, and machobind
-// report's launch ends at that mark.
+// report's launch ends at that mark. Through the preload loader with MSGTRACE_METHODS=all, the
+// report's launch lists gnustep-base's own +load methods (sent before the loader's
+// constructor), each once, before main.
 func TestGNUstepLaunchMarksGUI(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
@@ -353,11 +355,17 @@ func TestGNUstepLaunchMarksGUI(t *testing.T) {
 	dir := t.TempDir()
 	lib := filepath.Join(dir, "libmsgtrace.so")
 	buildLib(t, "c-shared", lib, "amd64", "gcc")
+	loader := filepath.Join(dir, "libmsgtrace-preload.so")
+	buildLoader(t, "gcc", loader)
 	mustGNUstepCC(t, dir, "firstidle.so", "-shared", filepath.Join(root, "testdata", "gnustep", "firstidle.m"))
-	for _, methods := range []string{"", "all"} {
+	for _, methods := range []string{"", "all", "loader-all"} {
 		name := methods
 		if name == "" {
 			name = "default"
+		}
+		preload := lib
+		if methods == "loader-all" {
+			preload, methods = loader, "all"
 		}
 		t.Run(name, func(t *testing.T) {
 			out := filepath.Join(dir, name)
@@ -367,7 +375,7 @@ func TestGNUstepLaunchMarksGUI(t *testing.T) {
 			run := exec.Command("xvfb-run", "-a", "EdenMath")
 			run.Dir = dir
 			// every process that inherits the preload (gdnc, which EdenMath may start) writes its own
-			run.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "home-"+name), "LD_PRELOAD="+lib+":"+filepath.Join(dir, "firstidle.so"),
+			run.Env = append(os.Environ(), "HOME="+filepath.Join(dir, "home-"+name), "LD_PRELOAD="+preload+":"+filepath.Join(dir, "firstidle.so"),
 				"MSGTRACE_OUT="+filepath.Join(out, "t-%p.mtrace"), "MSGTRACE_FORMAT=stream", "MSGTRACE_METHODS="+methods)
 			b, err := run.CombinedOutput()
 			if err != nil || !strings.Contains(string(b), "firstidle: launched and idle") {
@@ -396,9 +404,33 @@ func TestGNUstepLaunchMarksGUI(t *testing.T) {
 			if _, err := tracer.Process(f, tracer.Options{MaxDepth: -1}, sink); err != nil {
 				t.Fatal(err)
 			}
-			if ls := sink.Report().Launches; len(ls) != 1 || ls[0].End.Reason != "mark" || ls[0].End.Name != "first idle" || ls[0].MainNanos == 0 {
-				t.Errorf("launch %+v", ls)
+			ls := sink.Report().Launches
+			if len(ls) != 1 || ls[0].End.Reason != "mark" || ls[0].End.Name != "first idle" || ls[0].MainNanos == 0 {
+				t.Fatalf("launch %+v", ls)
 			}
+			if preload != loader {
+				return
+			}
+			// gnustep-base's +load methods (testdata/gnustep/baseloads.m lists them), each once, before main
+			var main uint64
+			for _, m := range ls[0].Marks {
+				if m.Kind == "main" {
+					main = m.StartNanos
+				}
+			}
+			seen := map[string]int{}
+			for _, c := range ls[0].Load.List {
+				seen[c.Method]++
+				if c.StartNanos >= main {
+					t.Errorf("%s at %d ns, main at %d", c.Method, c.StartNanos, main)
+				}
+			}
+			for _, m := range []string{"+[NSObject load]", "+[NSProxy load]", "+[NSProcessInfo load]", "+[MTFirstIdle load]"} {
+				if seen[m] != 1 {
+					t.Errorf("%s %d times in the launch's +load list, want 1: %v", m, seen[m], seen)
+				}
+			}
+			t.Logf("+load before main: %v", seen)
 		})
 	}
 }

@@ -69,11 +69,19 @@ func (m *methodState) install(methods []string, rt machobind.Runtime) {
 	m.sel, m.rt = classSelector(methods), rt
 	m.appOnly = len(methods) == 0 || len(methods) == 1 && methods[0] == "app"
 	m.all = len(methods) == 1 && methods[0] == "all"
+	// MSGTRACE_METHODS=all may have instrumented the modules registered so far, in C, as they
+	// arrived (the preload loader's early start): from now on they come this way
+	early := msgtrace.EndEarlyMethods()
 	start := time.Now()
-	m.stats = msgtrace.InstallMethods(m.pick(m.candidates()))
+	m.stats = early
+	addStats(&m.stats, msgtrace.InstallMethods(m.pick(m.candidates())))
 	m.installImageCategories()
 	m.took = time.Since(start)
 	if os.Getenv("MSGTRACE_VERBOSE") != "" {
+		if early.Instrumented > 0 {
+			fmt.Fprintf(os.Stderr, "msgtrace: methods: %d instrumented in %d classes as their modules registered, before main's install\n",
+				early.Instrumented, early.Classes)
+		}
 		fmt.Fprintf(os.Stderr, "msgtrace: methods: %d instrumented in %d classes in %v (%d never instrumented, %d past the pool of %d)\n",
 			m.stats.Instrumented, m.stats.Classes, m.took.Round(time.Microsecond), m.stats.Never, m.stats.Full, msgtrace.TrampolinePool)
 	}

@@ -93,6 +93,7 @@ static int (*go_load)(void);
 static void (*go_prepare)(void);
 static void (*exec_hook)(void *, void (*)(void *));
 static void (*go_loaded)(uint64_t);
+static int (*early_methods)(void);
 
 /* Loads libmsgtrace.so (the Go runtime starts on a thread of its own, as dlopen runs its
  * initializer) and looks up what the loader calls; started is when our code first ran (the
@@ -122,6 +123,7 @@ static int open_library(const struct timespec *started) {
 		fprintf(stderr, "msgtrace: %s is not the msgtrace library; tracing is off\n", path);
 		return -1;
 	}
+	early_methods = (int (*)(void))dlsym(h, "msgtrace_early_methods");
 	go_loaded = (void (*)(uint64_t))dlsym(h, "msgtrace_launch_loaded");
 	if (go_loaded)
 		go_loaded((uint64_t)started->tv_sec * 1000000000ull + (uint64_t)started->tv_nsec);
@@ -140,19 +142,42 @@ static int open_library(const struct timespec *started) {
  * libraries' initialization goes on. It changes nothing the program sees: the interposers and
  * the module hook are put in place by the constructor, as without it, which waits for the
  * thread first. A program none of whose libraries register modules before us starts it all in
- * the constructor. */
+ * the constructor.
+ * With MSGTRACE_METHODS=all the libraries' classes are traced too, their +load methods among
+ * them, which the runtime sends as each module registers: there the first module loads
+ * libmsgtrace.so on the calling thread (~0.7 ms; its Go runtime starts on a thread of its own,
+ * and nothing here waits for it), which starts recording and instruments every module from
+ * then on in C (msgtrace_early_methods), and the thread only prepares. */
 enum { EARLY_NONE, EARLY_STARTED, EARLY_CLOSED };
 static int early_state;
 static pthread_t early_thread;
+static int early_thread_made;
 static struct timespec early_ts;
 static int early_status = -1;
+static int early_opened; /* the library was loaded by start_early on the calling thread */
 
 static void *early_main(void *arg) {
 	(void)arg;
-	early_status = open_library(&early_ts);
+	if (!early_opened)
+		early_status = open_library(&early_ts);
 	if (early_status == 0)
 		go_prepare();
 	return NULL;
+}
+
+/* MSGTRACE_METHODS is all (as the Go side reads it: white space around it, any case). */
+static int methods_all(void) {
+	const char *v = getenv("MSGTRACE_METHODS");
+	if (!v)
+		return 0;
+	while (*v == ' ' || (*v >= '\t' && *v <= '\r'))
+		v++;
+	if ((v[0] | 0x20) != 'a' || (v[1] | 0x20) != 'l' || (v[2] | 0x20) != 'l')
+		return 0;
+	for (v += 3; *v; v++)
+		if (*v != ' ' && (*v < '\t' || *v > '\r'))
+			return 0;
+	return 1;
 }
 
 static void start_early(void) {
@@ -162,8 +187,16 @@ static void start_early(void) {
 	if (!__atomic_compare_exchange_n(&early_state, &none, EARLY_STARTED, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &early_ts);
-	if (pthread_create(&early_thread, NULL, early_main, NULL) != 0)
-		__atomic_store_n(&early_state, EARLY_CLOSED, __ATOMIC_RELEASE); /* the constructor does it all */
+	if (methods_all()) {
+		early_status = open_library(&early_ts);
+		early_opened = 1;
+		if (early_status != 0)
+			return; /* said on stderr: tracing is off */
+		/* this module and the next go through libmsgtrace.so, which instruments them */
+		if (early_methods && early_methods())
+			__atomic_store_n(&exec_class_hook, exec_hook, __ATOMIC_RELEASE);
+	}
+	early_thread_made = pthread_create(&early_thread, NULL, early_main, NULL) == 0;
 }
 
 __attribute__((constructor)) static void loader_ctor(void) {
@@ -175,12 +208,13 @@ __attribute__((constructor)) static void loader_ctor(void) {
 		if (!msgtrace_something_to_trace())
 			return;
 		status = open_library(&ts);
-	} else if (none == EARLY_STARTED) {
-		pthread_join(early_thread, NULL);
+	} else {
+		if (early_thread_made)
+			pthread_join(early_thread, NULL);
 		__atomic_store_n(&early_state, EARLY_CLOSED, __ATOMIC_RELEASE);
 		status = early_status;
-	} else { /* the thread could not be started */
-		status = open_library(&early_ts);
+		if (!early_thread_made && !early_opened) /* the thread could not be started */
+			status = open_library(&early_ts);
 	}
 	if (status != 0)
 		return;
