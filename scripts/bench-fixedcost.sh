@@ -23,9 +23,10 @@ done
 command -v gnustep-config >/dev/null || { echo "bench-fixedcost: gnustep-config missing (make setup)" >&2; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# in $dir: gnustep-config's flags hold -I., and the tree's objc/ would shadow <objc/runtime.h>
 # shellcheck disable=SC2046
-if ! gcc -std=gnu11 $(gnustep-config --objc-flags) -w -o "$dir/startup" "$MSGTRACE_ROOT/testdata/gnustep/startup.m" \
-	$(gnustep-config --base-libs) 2>"$dir/cc.txt"; then
+if ! (cd "$dir" && gcc -std=gnu11 $(gnustep-config --objc-flags) -w -o startup "$MSGTRACE_ROOT/testdata/gnustep/startup.m" \
+	$(gnustep-config --base-libs) 2>cc.txt); then
 	cat "$dir/cc.txt" >&2
 	exit 1
 fi
