@@ -115,9 +115,37 @@ static const char *const never[] = {
     "resolveClassMethod:", "doesNotRecognizeSelector:", "forward::", "performv::",
 };
 
+#define NNEVER (sizeof never / sizeof never[0])
+_Static_assert(NNEVER < 255, "never_first holds an index + 1 in a byte");
+
+/* A name's first four bytes as one word (zeros past its end): what the lookup compares first. */
+static uint32_t head4(const char *s) {
+	uint32_t h = 0;
+	for (int i = 0; i < 4 && s[i]; i++)
+		h |= (uint32_t)(unsigned char)s[i] << (8 * i);
+	return h;
+}
+
+/* The list by head4, chained in 256 buckets: a name whose head no entry has (nearly all) is
+ * ruled out without a strcmp. Built once (pthread_once): every install asks for every method. */
+#define NEVER_BUCKET(h) ((uint32_t)((h) * 0x9e3779b1u) >> 24)
+static uint32_t never_head[NNEVER];
+static unsigned char never_first[256], never_next[NNEVER]; /* index + 1; 0 ends a chain */
+static pthread_once_t never_once = PTHREAD_ONCE_INIT;
+
+static void never_build(void) {
+	for (size_t i = NNEVER; i-- > 0;) { /* chains in the list's order */
+		uint32_t b = NEVER_BUCKET(never_head[i] = head4(never[i]));
+		never_next[i] = never_first[b];
+		never_first[b] = (unsigned char)(i + 1);
+	}
+}
+
 int msgtrace_never_instrument(const char *sel) {
-	for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
-		if (strcmp(sel, never[i]) == 0)
+	pthread_once(&never_once, never_build);
+	uint32_t h = head4(sel);
+	for (unsigned k = never_first[NEVER_BUCKET(h)]; k; k = never_next[k - 1])
+		if (never_head[k - 1] == h && strcmp(sel, never[k - 1]) == 0)
 			return 1;
 	return 0;
 }
@@ -127,13 +155,17 @@ static unsigned char kept[MT_POOL]; /* never given back: a +load instrumented be
 
 /* The trampoline (index + 1) each Method was last given, kept after a restore: a method
  * instrumented again after msgtrace_stop gets its own trampoline back instead of a new one from
- * the pool. Twice the pool's slots: never full. */
+ * the pool. Filled by the restore (from each trampoline's method), not by every install: until
+ * a restore no method has one to get back, and an install then touches no page of it.
+ * Twice the pool's slots: never full. */
 _Static_assert((2 * MT_POOL & (2 * MT_POOL - 1)) == 0, "the pool is a power of two");
 MT_PTRMAP(homes, __builtin_ctz(2 * MT_POOL));
+static int homes_filled; /* a restore filled homes (under the caller's lock) */
 
-static long find_home(const void *m) { return (long)mt_ptrmap_get(&homes, m) - 1; }
+static long find_home(const void *m) { return homes_filled ? (long)mt_ptrmap_get(&homes, m) - 1 : -1; }
 
-/* a method given a new trampoline: the newest */
+/* the method of trampoline i, at a restore: trampolines are handed out in order, so a method
+ * given several (swizzled between installs) ends with its newest */
 static void add_home(void *m, size_t i) { mt_ptrmap_put(&homes, m, i + 1, 1); }
 
 static int is_trampoline(const void *imp) {
@@ -152,10 +184,8 @@ static struct mt_tramp_data *take_trampoline(void *cls, void *m, void *sel, void
 		st->full++;
 		return NULL;
 	}
-	if (k < 0) {
+	if (k < 0)
 		k = (long)used++;
-		add_home(m, (size_t)k);
-	}
 	struct mt_tramp_data *d = &msgtrace_tramp_data[k];
 	/* publish the data, then a barrier, then (the caller) the IMP */
 	d->orig = imp, d->cls = cls, d->sel = sel, d->method = m;
@@ -165,11 +195,19 @@ static struct mt_tramp_data *take_trampoline(void *cls, void *m, void *sel, void
 
 /* Gives one method of cls a trampoline; returns whether its IMP changed. */
 static int instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
-	void *sel = mt_objc_method_sel(m), *imp = mt_objc_method_imp(m);
-	const char *name = sel ? mt_objc_sel_name(sel) : NULL;
-	if (!imp || !name || is_trampoline(imp))
+	void *imp = mt_objc_method_imp(m);
+	if (!imp || is_trampoline(imp))
+		return 0; /* ours already (a class looked at again): no name needed */
+	void *sel = mt_objc_method_sel(m);
+	/* the selector's name: remembered once asked for (gcc's sel_getName takes the runtime's
+	 * lock each time), so that neither the drain nor the next install asks the runtime */
+	const char *name = sel ? mt_objc_remembered_sel_name(sel) : NULL;
+	if (sel && !name) {
+		name = mt_objc_sel_name(sel);
+		mt_objc_remember_sel_name(sel, name);
+	}
+	if (!name)
 		return 0;
-	mt_objc_remember_sel_name(sel, name); /* the drain need not ask the runtime */
 	/* `load` is the class method the runtime sends itself; an instance method of that name
 	 * (-[NSBundle load]) is an ordinary one */
 	int never = msgtrace_never_instrument(name) && (strcmp(name, "load") != 0 || mt_objc_is_meta(cls));
@@ -193,6 +231,16 @@ static int instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
 }
 
 static int instrument_class(void *cls, struct mt_methods_stats *st) {
+#if !MT_APPLE_API
+	/* gcc's runtime (the only one msgtrace_methods_install lets through here): the class's
+	 * method lists walked in place, as its class_copyMethodList does into an array it
+	 * allocates (the runtime's lock is held: the lists do not change meanwhile) */
+	int any = 0;
+	for (struct mt_gnu_method_list *l = MT_GNU_CLASS_METHODS(cls); l; l = l->next)
+		for (int j = 0; j < l->count; j++)
+			any |= instrument_method(cls, &l->m[j], st);
+	return any;
+#else
 	unsigned n = 0;
 	void **ms = mt_objc_copy_method_list(cls, &n);
 	int changed = 0;
@@ -211,6 +259,7 @@ static int instrument_class(void *cls, struct mt_methods_stats *st) {
 	}
 	free(ms);
 	return changed;
+#endif
 }
 
 void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats *st) {
@@ -245,6 +294,7 @@ void msgtrace_methods_restore(struct mt_methods_stats *st) {
 		void *tramp = msgtrace_tramp_text + i * MT_STRIDE;
 		if (!d->method || kept[i])
 			continue; /* a +load keeps its trampoline: the runtime knows it by that IMP */
+		add_home(d->method, i);
 		/* only where the IMP is still ours: the app may have swizzled since */
 		if (mt_objc_method_imp(d->method) == tramp) {
 			mt_objc_method_set_imp(d->cls, d->method, d->sel, d->orig);
@@ -256,6 +306,7 @@ void msgtrace_methods_restore(struct mt_methods_stats *st) {
 		}
 		d->method = NULL; /* the trampoline stays, forwarding to the original */
 	}
+	homes_filled = 1;
 	mt_objc_methods_changed(changed, nc);
 	st->pool_used = used;
 	mt_objc_unlock();

@@ -178,8 +178,15 @@ void **mt_objc_copy_method_list(void *cls, unsigned *n) {
 	return capturable() ? rt.class_copyMethodList(cls, n) : NULL;
 }
 
-void *mt_objc_method_sel(void *m) { return rt.method_getName(m); }
-void *mt_objc_method_imp(void *m) { return rt.method_getImplementation(m); }
+/* gcc's method_getName and method_getImplementation read struct objc_method's fields
+ * (mt_gnu_method): read here, without the call into the runtime, once per method an install
+ * looks at. */
+void *mt_objc_method_sel(void *m) {
+	return rt.kind == MT_RT_GNU ? ((struct mt_gnu_method *)m)->sel : rt.method_getName(m);
+}
+void *mt_objc_method_imp(void *m) {
+	return rt.kind == MT_RT_GNU ? __atomic_load_n(&((struct mt_gnu_method *)m)->imp, __ATOMIC_ACQUIRE) : rt.method_getImplementation(m);
+}
 
 int mt_objc_is_forwarder(const void *imp) {
 	return imp && ((rt.msgForward && imp == rt.msgForward) || (rt.msgForward_stret && imp == rt.msgForward_stret));
