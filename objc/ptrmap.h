@@ -1,10 +1,11 @@
 /*
  * A small open-addressing map from pointers to words, for the tables that are keyed by a
- * runtime pointer and must work where nothing may be allocated or locked: the selector names
- * method capture tells the drain (runtime.c), and the method each trampoline was made for
- * (methods.c). Fixed capacity (2^bits slots, the caller's static arrays), linear probing from a
- * Fibonacci hash, no removal. One writer at a time (the caller serialises); readers need no
- * lock: a slot's value is published before its key.
+ * runtime pointer and must be read where nothing may be allocated or locked: the selector names
+ * method capture tells the drain (runtime.c, which grows it by copying into a bigger one), and
+ * the method each trampoline was made for (methods.c). Fixed capacity (2^bits slots, static
+ * arrays or the caller's), linear probing from a Fibonacci hash, no removal. One writer at a
+ * time (the caller serialises); readers need no lock: a slot's value is published before its
+ * key.
  */
 #ifndef MSGTRACE_OBJC_PTRMAP_H
 #define MSGTRACE_OBJC_PTRMAP_H
@@ -44,7 +45,7 @@ static inline uintptr_t mt_ptrmap_get(const struct mt_ptrmap *m, const void *key
 }
 
 /* Stores val (not 0) for key (not NULL); a key already there keeps its value unless replace.
- * Returns 0 when the map is full. */
+ * Returns 2 when the key was added, 1 when it was there, 0 when the map is full. */
 static inline int mt_ptrmap_put(struct mt_ptrmap *m, void *key, uintptr_t val, int replace) {
 	size_t mask = ((size_t)1 << m->bits) - 1;
 	for (size_t i = mt_ptrmap_home(m, key), n = 0; n <= mask; i = (i + 1) & mask, n++) {
@@ -57,7 +58,7 @@ static inline int mt_ptrmap_put(struct mt_ptrmap *m, void *key, uintptr_t val, i
 		if (!k) {
 			__atomic_store_n(&m->vals[i], val, __ATOMIC_RELAXED);
 			__atomic_store_n(&m->keys[i], key, __ATOMIC_RELEASE);
-			return 1;
+			return 2;
 		}
 	}
 	return 0;
