@@ -118,11 +118,16 @@ static const char *const never[] = {
 #define NNEVER (sizeof never / sizeof never[0])
 _Static_assert(NNEVER < 255, "never_first holds an index + 1 in a byte");
 
-/* A name's first four bytes as one word (zeros past its end): what the lookup compares first. */
+/* A name's first four bytes as one word (zeros past its end): what the lookup compares first.
+ * Nothing past the name's terminator is read. */
 static uint32_t head4(const char *s) {
-	uint32_t h = 0;
-	for (int i = 0; i < 4 && s[i]; i++)
-		h |= (uint32_t)(unsigned char)s[i] << (8 * i);
+	const unsigned char *u = (const unsigned char *)s;
+	uint32_t h = u[0];
+	if (h && u[1]) {
+		h |= (uint32_t)u[1] << 8;
+		if (u[2])
+			h |= (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
+	}
 	return h;
 }
 
@@ -132,6 +137,7 @@ static uint32_t head4(const char *s) {
 static uint32_t never_head[NNEVER];
 static unsigned char never_first[256], never_next[NNEVER]; /* index + 1; 0 ends a chain */
 static pthread_once_t never_once = PTHREAD_ONCE_INIT;
+static int never_built; /* release-stored once the tables are: no pthread_once call after */
 
 static void never_build(void) {
 	for (size_t i = NNEVER; i-- > 0;) { /* chains in the list's order */
@@ -139,10 +145,12 @@ static void never_build(void) {
 		never_next[i] = never_first[b];
 		never_first[b] = (unsigned char)(i + 1);
 	}
+	__atomic_store_n(&never_built, 1, __ATOMIC_RELEASE);
 }
 
 int msgtrace_never_instrument(const char *sel) {
-	pthread_once(&never_once, never_build);
+	if (!__atomic_load_n(&never_built, __ATOMIC_ACQUIRE))
+		pthread_once(&never_once, never_build);
 	uint32_t h = head4(sel);
 	for (unsigned k = never_first[NEVER_BUCKET(h)]; k; k = never_next[k - 1])
 		if (never_head[k - 1] == h && strcmp(sel, never[k - 1]) == 0)
@@ -211,7 +219,7 @@ static int instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
 	/* `load` is the class method the runtime sends itself; an instance method of that name
 	 * (-[NSBundle load]) is an ordinary one */
 	int never = msgtrace_never_instrument(name) && (strcmp(name, "load") != 0 || mt_objc_is_meta(cls));
-	if (never || mt_objc_is_forwarder(imp)) {
+	if (never || (MT_APPLE_API && mt_objc_is_forwarder(imp))) { /* forwarders: Apple's runtime */
 		st->never++;
 		return 0;
 	}
