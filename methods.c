@@ -291,6 +291,42 @@ void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats 
 	free(changed);
 }
 
+/* gcc's runtime: the first method list of each class and metaclass when msgtrace_classes_unseen
+ * last looked at it, | 1 (never 0, NULL included). The runtime links a category's list, or the
+ * list of a method added, in front of a class's lists: an unchanged first list is a class
+ * given no method since. Written under the runtime's lock. */
+static struct mt_growmap seen = {NULL, 0, 10, 22};
+
+/* Whether c's first method list changed since it was last recorded; records it. */
+static int seen_changed(void *c) {
+	uintptr_t v = (uintptr_t)MT_GNU_CLASS_METHODS(c) | 1;
+	if (mt_growmap_get(&seen, c) == v)
+		return 0;
+	mt_growmap_put(&seen, c, v, 1); /* full: not recorded, so looked at each time */
+	return 1;
+}
+
+size_t msgtrace_classes_unseen(void **classes, size_t n) {
+#if MT_APPLE_API
+	return n;
+#else
+	if (mt_objc_kind() != MT_RT_GNU)
+		return n;
+	mt_objc_lock();
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		void *meta = mt_objc_metaclass(classes[i]);
+		int changed = seen_changed(classes[i]);
+		if (meta && seen_changed(meta))
+			changed = 1;
+		if (changed)
+			classes[k++] = classes[i];
+	}
+	mt_objc_unlock();
+	return k;
+#endif
+}
+
 void msgtrace_methods_restore(struct mt_methods_stats *st) {
 	if (mt_objc_kind() == MT_RT_NONE)
 		return;

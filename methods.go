@@ -135,6 +135,24 @@ func installMethods(classes []uintptr) MethodStats {
 	return st
 }
 
+// UnseenClasses keeps, of classes, those it has not been given before and those given methods
+// since it last was (gcc's runtime: the runtime links a category's method list, or an added
+// method's, in front of a class's lists, so an unchanged first list is a class given no
+// method), and remembers the others as they are now; elsewhere it keeps them all. For the
+// passes over every class after an object is loaded: the classes already looked at are
+// skipped, not looked at method by method again.
+func UnseenClasses(classes []uintptr) []uintptr {
+	if len(classes) == 0 {
+		return classes
+	}
+	buf := C.malloc(C.size_t(len(classes)) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	defer C.free(buf)
+	cs := unsafe.Slice((*uintptr)(buf), len(classes))
+	copy(cs, classes)
+	n := int(C.msgtrace_classes_unseen((*unsafe.Pointer)(buf), C.size_t(len(classes))))
+	return append([]uintptr(nil), cs[:n]...)
+}
+
 // RestoreMethods gives every instrumented method its original IMP back where the IMP is still
 // a trampoline of ours (the app may have swizzled since). Trampolines are never freed: code
 // that cached one keeps calling the original through it, untraced once tracing stops.

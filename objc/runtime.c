@@ -132,52 +132,19 @@ void *mt_objc_sel_register_typed(const char *name, const char *types) {
 	return found() && rt.sel_registerTypedName ? rt.sel_registerTypedName(name, types) : NULL;
 }
 
-/* Open addressing, lock-free reads (ptrmap.h), in a table sized to what it holds: it starts at
- * 2^10 slots and doubles when half full, the entries copied into the new one before it is
- * published (release); a reader still in an older one finds what that one had (a miss: the
- * drain asks the runtime). Older tables are never freed (readers may be in them: together they
- * are smaller than the current one). A fixed table big enough for the largest apps (2^16 slots,
- * 1 MiB) had each install touch hundreds of its pages, ~2 µs of page fault each on this VM.
- * Past 2^20 slots, or without memory, it stops remembering. */
-#define SEL_NAMES_MIN_BITS 10
-#define SEL_NAMES_MAX_BITS 20
-static struct mt_ptrmap *sel_names; /* the current table (release-published) */
-static size_t sel_names_n;          /* entries in it (the writer's) */
-
-static struct mt_ptrmap *sel_names_grow(struct mt_ptrmap *old) {
-	unsigned bits = old ? old->bits + 1 : SEL_NAMES_MIN_BITS;
-	if (bits > SEL_NAMES_MAX_BITS)
-		return NULL;
-	size_t n = (size_t)1 << bits;
-	struct mt_ptrmap *m = malloc(sizeof *m);
-	void **keys = calloc(n, sizeof *keys);
-	uintptr_t *vals = calloc(n, sizeof *vals);
-	if (!m || !keys || !vals) {
-		free(m), free(keys), free(vals);
-		return NULL;
-	}
-	*m = (struct mt_ptrmap){keys, vals, bits};
-	for (size_t i = 0; old && i < (size_t)1 << old->bits; i++)
-		if (old->keys[i])
-			mt_ptrmap_put(m, old->keys[i], old->vals[i], 0);
-	__atomic_store_n(&sel_names, m, __ATOMIC_RELEASE);
-	return m;
-}
+/* Open addressing, lock-free reads, in a table sized to what it holds (ptrmap.h's growmap,
+ * from 2^10 slots; a reader in an older table misses what came after: the drain then asks the
+ * runtime, as on any miss). A fixed table big enough for the largest apps (2^16 slots, 1 MiB)
+ * had each install touch hundreds of its pages, ~2 µs of page fault each on this VM. Past 2^20
+ * slots, or without memory, it stops remembering. */
+static struct mt_growmap sel_names = {NULL, 0, 10, 20};
 
 void mt_objc_remember_sel_name(void *sel, const char *name) {
-	if (!sel || !name)
-		return;
-	struct mt_ptrmap *m = sel_names;
-	if ((!m || 2 * (sel_names_n + 1) > (size_t)1 << m->bits) && !(m = sel_names_grow(m)))
-		return;
-	if (mt_ptrmap_put(m, sel, (uintptr_t)name, 0) == 2)
-		sel_names_n++;
+	if (sel && name)
+		mt_growmap_put(&sel_names, sel, (uintptr_t)name, 0);
 }
 
-const char *mt_objc_remembered_sel_name(void *sel) {
-	struct mt_ptrmap *m = __atomic_load_n(&sel_names, __ATOMIC_ACQUIRE);
-	return m ? (const char *)mt_ptrmap_get(m, sel) : NULL;
-}
+const char *mt_objc_remembered_sel_name(void *sel) { return (const char *)mt_growmap_get(&sel_names, sel); }
 
 size_t mt_objc_class_list(void **out, size_t max) {
 	if (!capturable())
