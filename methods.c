@@ -87,6 +87,90 @@ const char *msgtrace_class_image(void *cls) {
 	return "";
 }
 
+#if defined(__linux__)
+/* The loaded objects' segments, read once (dl_iterate_phdr) for many lookups. */
+struct segment {
+	uintptr_t lo, hi;
+	const char *name;
+};
+struct segments {
+	struct segment *v;
+	size_t n, cap;
+	int failed;
+};
+
+static int collect_segment(struct dl_phdr_info *info, size_t size, void *data) {
+	(void)size;
+	struct segments *s = data;
+	for (int i = 0; i < info->dlpi_phnum && !s->failed; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || ph->p_memsz == 0)
+			continue;
+		if (s->n == s->cap) {
+			size_t c = s->cap ? 2 * s->cap : 256;
+			struct segment *v = realloc(s->v, c * sizeof *v);
+			if (!v) {
+				s->failed = 1;
+				break;
+			}
+			s->v = v, s->cap = c;
+		}
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		s->v[s->n++] = (struct segment){lo, lo + ph->p_memsz, info->dlpi_name};
+	}
+	return 0;
+}
+
+static int segment_cmp(const void *a, const void *b) {
+	uintptr_t x = ((const struct segment *)a)->lo, y = ((const struct segment *)b)->lo;
+	return x < y ? -1 : x > y;
+}
+
+/* The segment holding p (segments sorted, not overlapping), or NULL. */
+static const struct segment *segment_of(const struct segments *s, uintptr_t p) {
+	size_t lo = 0, hi = s->n;
+	while (lo < hi) { /* the first segment starting past p */
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->v[mid].lo <= p)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && p < s->v[lo - 1].hi ? &s->v[lo - 1] : NULL;
+}
+#endif
+
+void msgtrace_class_images(void **classes, size_t n, const char **out) {
+#if defined(__linux__)
+	/* msgtrace_class_image for each, the segments read once: a dl_iterate_phdr walk of every
+	 * object per class was most of the default selection's pick (a few hundred classes) */
+	struct segments s = {0};
+	if (mt_objc_kind() != MT_RT_NONE && n > 0) {
+		dl_iterate_phdr(collect_segment, &s);
+		if (!s.failed)
+			qsort(s.v, s.n, sizeof *s.v, segment_cmp);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (s.failed) { /* no memory for the table: one walk each, as msgtrace_class_image */
+			out[i] = msgtrace_class_image(classes[i]);
+			continue;
+		}
+		out[i] = "";
+		for (void *c = classes[i]; c && s.n; c = mt_objc_superclass(c)) {
+			const struct segment *g = segment_of(&s, (uintptr_t)c);
+			if (g) {
+				out[i] = g->name[0] ? g->name : object_path(c); /* the main program: its path */
+				break;
+			}
+		}
+	}
+	free(s.v);
+#else
+	for (size_t i = 0; i < n; i++)
+		out[i] = msgtrace_class_image(classes[i]);
+#endif
+}
+
 int msgtrace_in_shared_cache(const char *path) {
 #if MT_APPLE_API
 	static int (*contains)(const char *); /* dyld's */

@@ -87,6 +87,46 @@ func ClassImage(cls uintptr) string {
 	return C.GoString(C.msgtrace_class_image(*(*unsafe.Pointer)(unsafe.Pointer(&cls))))
 }
 
+// ClassImages is ClassImage of each class, the loaded objects' segments read once for all of
+// them.
+func ClassImages(classes []uintptr) []string {
+	out := make([]string, len(classes))
+	if len(classes) == 0 {
+		return out
+	}
+	var missing []int // not created at run time since install: asked of the segments
+	for i, c := range classes {
+		if v, ok := createdBy.Load(c); ok {
+			out[i] = v.(string)
+		} else {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 0 {
+		return out
+	}
+	buf := C.malloc(C.size_t(len(missing)) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	defer C.free(buf)
+	names := C.malloc(C.size_t(len(missing)) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	defer C.free(names)
+	cs := unsafe.Slice((*uintptr)(buf), len(missing))
+	for k, i := range missing {
+		cs[k] = classes[i]
+	}
+	C.msgtrace_class_images((*unsafe.Pointer)(buf), C.size_t(len(missing)), (**C.char)(names))
+	ns := unsafe.Slice((**C.char)(names), len(missing))
+	seen := map[*C.char]string{} // a few objects' paths for hundreds of classes
+	for k, i := range missing {
+		p, ok := seen[ns[k]]
+		if !ok {
+			p = C.GoString(ns[k])
+			seen[ns[k]] = p
+		}
+		out[i] = p
+	}
+	return out
+}
+
 // InSharedCache reports whether an image path is in dyld's shared cache (always false off
 // Apple platforms).
 func InSharedCache(path string) bool {

@@ -20,6 +20,8 @@ const char *msgtrace_image_of(const void *p);
 /* The image that defines a class, or for a class created at run time (not in any image) its
  * nearest superclass that an image defines ("" when none does). */
 const char *msgtrace_class_image(void *cls);
+/* msgtrace_class_image of n classes into out (the loaded objects' segments read once). */
+void msgtrace_class_images(void **classes, size_t n, const char **out);
 int msgtrace_in_shared_cache(const char *path); /* Apple: dyld's shared cache holds it */
 int msgtrace_never_instrument(const char *sel);
 /* Instruments the methods each class (and its metaclass) defines; adds to *st. Takes the

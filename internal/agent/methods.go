@@ -270,14 +270,27 @@ func classSelector(patterns []string) func(name, image string) bool {
 }
 
 // pick keeps the classes the selection accepts, asking the runtime only what the selection
-// looks at: nothing with all (every class), the image with app (a dladdr per class), else the
-// name and the image. m.sel set.
+// looks at: nothing with all (every class), the image with app (the loaded objects' segments
+// read once for all of them), else the name and the image. m.sel set.
 func (m *methodState) pick(classes []uintptr) []uintptr {
 	switch {
 	case m.all:
 		return classes
 	case m.appOnly:
-		return selectClasses(classes, func(c uintptr) bool { return m.sel("", msgtrace.ClassImage(c)) })
+		imgs := msgtrace.ClassImages(classes) // the objects' segments read once, not per class
+		var out []uintptr
+		keep := map[string]bool{} // each object's answer once: a few objects, hundreds of classes
+		for i, c := range classes {
+			k, ok := keep[imgs[i]]
+			if !ok {
+				k = m.sel("", imgs[i])
+				keep[imgs[i]] = k
+			}
+			if k {
+				out = append(out, c)
+			}
+		}
+		return out
 	}
 	return selectClasses(classes, func(c uintptr) bool { return m.sel(msgtrace.ClassName(c), msgtrace.ClassImage(c)) })
 }
