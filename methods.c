@@ -145,13 +145,16 @@ void msgtrace_class_images(void **classes, size_t n, const char **out) {
 	/* msgtrace_class_image for each, the segments read once: a dl_iterate_phdr walk of every
 	 * object per class was most of the default selection's pick (a few hundred classes) */
 	struct segments s = {0};
-	if (mt_objc_kind() != MT_RT_NONE && n > 0) {
+	/* a class or a few (one registered, or given a method): a walk each costs less than the
+	 * table; no memory for the table: a walk each too */
+	int each = n < 16 || mt_objc_kind() == MT_RT_NONE;
+	if (!each) {
 		dl_iterate_phdr(collect_segment, &s);
-		if (!s.failed)
+		if (!(each = s.failed))
 			qsort(s.v, s.n, sizeof *s.v, segment_cmp);
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (s.failed) { /* no memory for the table: one walk each, as msgtrace_class_image */
+		if (each) {
 			out[i] = msgtrace_class_image(classes[i]);
 			continue;
 		}
