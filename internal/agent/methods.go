@@ -70,9 +70,7 @@ func (m *methodState) install(methods []string, rt machobind.Runtime) {
 	m.appOnly = len(methods) == 0 || len(methods) == 1 && methods[0] == "app"
 	m.all = len(methods) == 1 && methods[0] == "all"
 	start := time.Now()
-	// every class is unseen yet: UnseenClasses keeps them all and remembers them, so that the
-	// passes after objects are loaded look only at new classes and classes given methods
-	m.stats = msgtrace.InstallMethods(m.pick(msgtrace.UnseenClasses(m.candidates())))
+	m.stats = msgtrace.InstallMethods(m.pick(m.candidates()))
 	m.took = time.Since(start)
 	if os.Getenv("MSGTRACE_VERBOSE") != "" {
 		fmt.Fprintf(os.Stderr, "msgtrace: methods: %d instrumented in %d classes in %v (%d never instrumented, %d past the pool of %d)\n",
@@ -163,9 +161,10 @@ func (m *methodState) watchWith(h *machobind.Hook) error {
 	}
 	// gcc's runtime: an object dlopened later ran its module constructors inside dlopen,
 	// before its slots were rebound: when dlopen returns, the classes it registered are
-	// instrumented, and those given methods (only those: a GUI app dlopens ~150 objects as it
-	// starts, and each pass over its thousand classes, method by method, was ~1 M
-	// instructions). (Apple before macOS 10.15: dyld's add-image callback.)
+	// instrumented, and those given methods (UnseenClasses: a GUI app dlopens ~150 objects as
+	// it starts, and each pass over its thousand classes, method by method, was ~1 M
+	// instructions; the first pass looks at every class and remembers them, rather than the
+	// install before main). (Apple before macOS 10.15: dyld's add-image callback.)
 	if err := m.rt.WatchImages(func(machobind.Loaded) {
 		m.locked(func() {
 			if !m.restored && m.sel != nil {
