@@ -340,16 +340,14 @@ static int instrument_class(void *cls, struct mt_methods_stats *st) {
 	void **ms = mt_objc_copy_method_list(cls, &n);
 	int changed = 0;
 	for (unsigned i = 0; i < n; i++) {
-#if MT_APPLE_API
-		/* a category's method shadows the class's own of the same selector and comes first in
-		 * the list; class_replaceMethod reaches only that one, so the others are left alone
-		 * (instrumenting them would chain a trampoline into a trampoline) */
+		/* Apple's: a category's method shadows the class's own of the same selector and comes
+		 * first in the list; class_replaceMethod reaches only that one, so the others are left
+		 * alone (instrumenting them would chain a trampoline into a trampoline) */
 		int shadowed = 0;
 		for (unsigned j = 0; j < i && !shadowed; j++)
 			shadowed = mt_objc_method_sel(ms[j]) == mt_objc_method_sel(ms[i]);
 		if (shadowed)
 			continue;
-#endif
 		changed |= instrument_method(cls, ms[i], st);
 	}
 	free(ms);
@@ -378,6 +376,7 @@ void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats 
 	free(changed);
 }
 
+#if !MT_APPLE_API
 /* gcc's runtime: the first method list of each class and metaclass when msgtrace_classes_unseen
  * last looked at it, | 1 (never 0, NULL included). The runtime links a category's list, or the
  * list of a method added, in front of a class's lists: an unchanged first list is a class
@@ -392,9 +391,11 @@ static int seen_changed(void *c) {
 	mt_growmap_put(&seen, c, v, 1); /* full: not recorded, so looked at each time */
 	return 1;
 }
+#endif
 
 size_t msgtrace_classes_unseen(void **classes, size_t n) {
 #if MT_APPLE_API
+	(void)classes;
 	return n;
 #else
 	if (mt_objc_kind() != MT_RT_GNU)
