@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fixed cost of tracing a process: a small gnustep-base program (testdata/gnustep/startup.m,
-# ~50 ms, a few hundred calls) from exec to exit, untraced and preloaded with the library (the
+# 20-30 ms untraced on this VM) from exec to exit, untraced and preloaded with the library (the
 # stream written as the program runs: MSGTRACE_OUT=*.mtrace, no conversion at exit), at the
 # default selection (the app's own methods) and with MSGTRACE_METHODS=all; and, to tell the
 # parts apart, loaded but not installed (a bad MSGTRACE_MIN_US turns tracing off after the
