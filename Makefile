@@ -83,7 +83,8 @@ bench-startup: build
 
 # The fixed cost of a traced process: a small gnustep-base program (testdata/gnustep/startup.m)
 # from exec to exit, untraced and traced (default selection, MSGTRACE_METHODS=all), alternated,
-# medians (RUNS=30).
+# medians (RUNS=30), each run split at main's entry and return: the fixed cost is what tracing
+# adds before main and after it (BASE=dir: a second build in the same rounds).
 bench-fixedcost: build
 	bash scripts/bench-fixedcost.sh $${RUNS:-30} bin $${BASE:-}
 

@@ -88,6 +88,93 @@ const char *msgtrace_class_image(void *cls) {
 	return "";
 }
 
+#if defined(__linux__)
+/* The loaded objects' segments, read once (dl_iterate_phdr) for many lookups. */
+struct segment {
+	uintptr_t lo, hi;
+	const char *name;
+};
+struct segments {
+	struct segment *v;
+	size_t n, cap;
+	int failed;
+};
+
+static int collect_segment(struct dl_phdr_info *info, size_t size, void *data) {
+	(void)size;
+	struct segments *s = data;
+	for (int i = 0; i < info->dlpi_phnum && !s->failed; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || ph->p_memsz == 0)
+			continue;
+		if (s->n == s->cap) {
+			size_t c = s->cap ? 2 * s->cap : 256;
+			struct segment *v = realloc(s->v, c * sizeof *v);
+			if (!v) {
+				s->failed = 1;
+				break;
+			}
+			s->v = v, s->cap = c;
+		}
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		s->v[s->n++] = (struct segment){lo, lo + ph->p_memsz, info->dlpi_name};
+	}
+	return 0;
+}
+
+static int segment_cmp(const void *a, const void *b) {
+	uintptr_t x = ((const struct segment *)a)->lo, y = ((const struct segment *)b)->lo;
+	return x < y ? -1 : x > y;
+}
+
+/* The segment holding p (segments sorted, not overlapping), or NULL. */
+static const struct segment *segment_of(const struct segments *s, uintptr_t p) {
+	size_t lo = 0, hi = s->n;
+	while (lo < hi) { /* the first segment starting past p */
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->v[mid].lo <= p)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && p < s->v[lo - 1].hi ? &s->v[lo - 1] : NULL;
+}
+#endif
+
+void msgtrace_class_images(void **classes, size_t n, const char **out) {
+#if defined(__linux__)
+	/* msgtrace_class_image for each, the segments read once: a dl_iterate_phdr walk of every
+	 * object per class was most of the default selection's pick (a few hundred classes) */
+	struct segments s = {0};
+	/* a class or a few (one registered, or given a method): a walk each costs less than the
+	 * table; no memory for the table: a walk each too */
+	int each = n < 16 || mt_objc_kind() == MT_RT_NONE;
+	if (!each) {
+		dl_iterate_phdr(collect_segment, &s);
+		if (!(each = s.failed))
+			qsort(s.v, s.n, sizeof *s.v, segment_cmp);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (each) {
+			out[i] = msgtrace_class_image(classes[i]);
+			continue;
+		}
+		out[i] = "";
+		for (void *c = classes[i]; c && s.n; c = mt_objc_superclass(c)) {
+			const struct segment *g = segment_of(&s, (uintptr_t)c);
+			if (g) {
+				out[i] = g->name[0] ? g->name : object_path(c); /* the main program: its path */
+				break;
+			}
+		}
+	}
+	free(s.v);
+#else
+	for (size_t i = 0; i < n; i++)
+		out[i] = msgtrace_class_image(classes[i]);
+#endif
+}
+
 int msgtrace_in_shared_cache(const char *path) {
 #if MT_APPLE_API
 	static int (*contains)(const char *); /* dyld's */
@@ -120,9 +207,45 @@ static const char *const never[] = {
     "resolveClassMethod:", "doesNotRecognizeSelector:", "forward::", "performv::",
 };
 
+#define NNEVER (sizeof never / sizeof never[0])
+_Static_assert(NNEVER < 255, "never_first holds an index + 1 in a byte");
+
+/* A name's first four bytes as one word (zeros past its end): what the lookup compares first.
+ * Nothing past the name's terminator is read. */
+static uint32_t head4(const char *s) {
+	const unsigned char *u = (const unsigned char *)s;
+	uint32_t h = u[0];
+	if (h && u[1]) {
+		h |= (uint32_t)u[1] << 8;
+		if (u[2])
+			h |= (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
+	}
+	return h;
+}
+
+/* The list by head4, chained in 256 buckets: a name whose head no entry has (nearly all) is
+ * ruled out without a strcmp. Built once (pthread_once): every install asks for every method. */
+#define NEVER_BUCKET(h) ((uint32_t)((h) * 0x9e3779b1u) >> 24)
+static uint32_t never_head[NNEVER];
+static unsigned char never_first[256], never_next[NNEVER]; /* index + 1; 0 ends a chain */
+static pthread_once_t never_once = PTHREAD_ONCE_INIT;
+static int never_built; /* release-stored once the tables are: no pthread_once call after */
+
+static void never_build(void) {
+	for (size_t i = NNEVER; i-- > 0;) { /* chains in the list's order */
+		uint32_t b = NEVER_BUCKET(never_head[i] = head4(never[i]));
+		never_next[i] = never_first[b];
+		never_first[b] = (unsigned char)(i + 1);
+	}
+	__atomic_store_n(&never_built, 1, __ATOMIC_RELEASE);
+}
+
 int msgtrace_never_instrument(const char *sel) {
-	for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
-		if (strcmp(sel, never[i]) == 0)
+	if (!__atomic_load_n(&never_built, __ATOMIC_ACQUIRE))
+		pthread_once(&never_once, never_build);
+	uint32_t h = head4(sel);
+	for (unsigned k = never_first[NEVER_BUCKET(h)]; k; k = never_next[k - 1])
+		if (never_head[k - 1] == h && strcmp(sel, never[k - 1]) == 0)
 			return 1;
 	return 0;
 }
@@ -132,13 +255,17 @@ static unsigned char kept[MT_POOL]; /* never given back: a +load instrumented be
 
 /* The trampoline (index + 1) each Method was last given, kept after a restore: a method
  * instrumented again after msgtrace_stop gets its own trampoline back instead of a new one from
- * the pool. Twice the pool's slots: never full. */
+ * the pool. Filled by the restore (from each trampoline's method), not by every install: until
+ * a restore no method has one to get back, and an install then touches no page of it.
+ * Twice the pool's slots: never full. */
 _Static_assert((2 * MT_POOL & (2 * MT_POOL - 1)) == 0, "the pool is a power of two");
 MT_PTRMAP(homes, __builtin_ctz(2 * MT_POOL));
+static int homes_filled; /* a restore filled homes (under the caller's lock) */
 
-static long find_home(const void *m) { return (long)mt_ptrmap_get(&homes, m) - 1; }
+static long find_home(const void *m) { return homes_filled ? (long)mt_ptrmap_get(&homes, m) - 1 : -1; }
 
-/* a method given a new trampoline: the newest */
+/* the method of trampoline i, at a restore: trampolines are handed out in order, so a method
+ * given several (swizzled between installs) ends with its newest */
 static void add_home(void *m, size_t i) { mt_ptrmap_put(&homes, m, i + 1, 1); }
 
 static int is_trampoline(const void *imp) {
@@ -157,10 +284,8 @@ static struct mt_tramp_data *take_trampoline(void *cls, void *m, void *sel, void
 		st->full++;
 		return NULL;
 	}
-	if (k < 0) {
+	if (k < 0)
 		k = (long)used++;
-		add_home(m, (size_t)k);
-	}
 	struct mt_tramp_data *d = &msgtrace_tramp_data[k];
 	/* publish the data, then a barrier, then (the caller) the IMP */
 	d->orig = imp, d->cls = cls, d->sel = sel, d->method = m;
@@ -170,15 +295,23 @@ static struct mt_tramp_data *take_trampoline(void *cls, void *m, void *sel, void
 
 /* Gives one method of cls a trampoline; returns whether its IMP changed. */
 static int instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
-	void *sel = mt_objc_method_sel(m), *imp = mt_objc_method_imp(m);
-	const char *name = sel ? mt_objc_sel_name(sel) : NULL;
-	if (!imp || !name || is_trampoline(imp))
+	void *imp = mt_objc_method_imp(m);
+	if (!imp || is_trampoline(imp))
+		return 0; /* ours already (a class looked at again): no name needed */
+	void *sel = mt_objc_method_sel(m);
+	/* the selector's name: remembered once asked for (gcc's sel_getName takes the runtime's
+	 * lock each time), so that neither the drain nor the next install asks the runtime */
+	const char *name = sel ? mt_objc_remembered_sel_name(sel) : NULL;
+	if (sel && !name) {
+		name = mt_objc_sel_name(sel);
+		mt_objc_remember_sel_name(sel, name);
+	}
+	if (!name)
 		return 0;
-	mt_objc_remember_sel_name(sel, name); /* the drain need not ask the runtime */
 	/* `load` is the class method the runtime sends itself; an instance method of that name
 	 * (-[NSBundle load]) is an ordinary one */
 	int never = msgtrace_never_instrument(name) && (strcmp(name, "load") != 0 || mt_objc_is_meta(cls));
-	if (never || mt_objc_is_forwarder(imp)) {
+	if (never || (MT_APPLE_API && mt_objc_is_forwarder(imp))) { /* forwarders: Apple's runtime */
 		st->never++;
 		return 0;
 	}
@@ -203,28 +336,37 @@ static int instrument_load(void *cls, void *m, struct mt_methods_stats *st);
 #endif
 
 static int instrument_class(void *cls, struct mt_methods_stats *st) {
+#if !MT_APPLE_API
+	/* gcc's runtime (the only one msgtrace_methods_install lets through here): the class's
+	 * method lists walked in place, as its class_copyMethodList does into an array it
+	 * allocates (the runtime's lock is held: the lists do not change meanwhile) */
+	int any = 0;
+	for (struct mt_gnu_method_list *l = MT_GNU_CLASS_METHODS(cls); l; l = l->next)
+		for (int j = 0; j < l->count; j++)
+			any |= instrument_method(cls, &l->m[j], st);
+	return any;
+#else
 	unsigned n = 0;
 	void **ms = mt_objc_copy_method_list(cls, &n);
 	int changed = 0;
 	for (unsigned i = 0; i < n; i++) {
-#if MT_APPLE_API
 		if (is_apple_load(cls, ms[i])) { /* every +load, shadowed or not: the runtime calls each */
 			changed |= instrument_load(cls, ms[i], st);
 			continue;
 		}
-		/* a category's method shadows the class's own of the same selector and comes first in
-		 * the list; class_replaceMethod reaches only that one, so the others are left alone
-		 * (instrumenting them would chain a trampoline into a trampoline) */
+		/* Apple's: a category's method shadows the class's own of the same selector and comes
+		 * first in the list; class_replaceMethod reaches only that one, so the others are left
+		 * alone (instrumenting them would chain a trampoline into a trampoline) */
 		int shadowed = 0;
 		for (unsigned j = 0; j < i && !shadowed; j++)
 			shadowed = mt_objc_method_sel(ms[j]) == mt_objc_method_sel(ms[i]);
 		if (shadowed)
 			continue;
-#endif
 		changed |= instrument_method(cls, ms[i], st);
 	}
 	free(ms);
 	return changed;
+#endif
 }
 
 void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats *st) {
@@ -248,6 +390,45 @@ void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats 
 	free(changed);
 }
 
+#if !MT_APPLE_API
+/* gcc's runtime: the first method list of each class and metaclass when msgtrace_classes_unseen
+ * last looked at it, | 1 (never 0, NULL included). The runtime links a category's list, or the
+ * list of a method added, in front of a class's lists: an unchanged first list is a class
+ * given no method since. Written under the runtime's lock. */
+static struct mt_growmap seen = {NULL, 0, 10, 22};
+
+/* Whether c's first method list changed since it was last recorded; records it. */
+static int seen_changed(void *c) {
+	uintptr_t v = (uintptr_t)MT_GNU_CLASS_METHODS(c) | 1;
+	if (mt_growmap_get(&seen, c) == v)
+		return 0;
+	mt_growmap_put(&seen, c, v, 1); /* full: not recorded, so looked at each time */
+	return 1;
+}
+#endif
+
+size_t msgtrace_classes_unseen(void **classes, size_t n) {
+#if MT_APPLE_API
+	(void)classes;
+	return n;
+#else
+	if (mt_objc_kind() != MT_RT_GNU)
+		return n;
+	mt_objc_lock();
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		void *meta = mt_objc_metaclass(classes[i]);
+		int changed = seen_changed(classes[i]);
+		if (meta && seen_changed(meta))
+			changed = 1;
+		if (changed)
+			classes[k++] = classes[i];
+	}
+	mt_objc_unlock();
+	return k;
+#endif
+}
+
 void msgtrace_methods_restore(struct mt_methods_stats *st) {
 	if (mt_objc_kind() == MT_RT_NONE)
 		return;
@@ -259,6 +440,7 @@ void msgtrace_methods_restore(struct mt_methods_stats *st) {
 		void *tramp = msgtrace_tramp_text + i * MT_STRIDE;
 		if (!d->method || kept[i])
 			continue; /* a +load keeps its trampoline: the runtime knows it by that IMP */
+		add_home(d->method, i);
 		/* only where the IMP is still ours: the app may have swizzled since */
 		if (mt_objc_method_imp(d->method) == tramp) {
 			mt_objc_method_set_imp(d->cls, d->method, d->sel, d->orig);
@@ -270,6 +452,7 @@ void msgtrace_methods_restore(struct mt_methods_stats *st) {
 		}
 		d->method = NULL; /* the trampoline stays, forwarding to the original */
 	}
+	homes_filled = 1;
 	mt_objc_methods_changed(changed, nc);
 	st->pool_used = used;
 	mt_objc_unlock();

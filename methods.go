@@ -87,6 +87,46 @@ func ClassImage(cls uintptr) string {
 	return C.GoString(C.msgtrace_class_image(*(*unsafe.Pointer)(unsafe.Pointer(&cls))))
 }
 
+// ClassImages is ClassImage of each class, the loaded objects' segments read once for all of
+// them.
+func ClassImages(classes []uintptr) []string {
+	out := make([]string, len(classes))
+	if len(classes) == 0 {
+		return out
+	}
+	var missing []int // not created at run time since install: asked of the segments
+	for i, c := range classes {
+		if v, ok := createdBy.Load(c); ok {
+			out[i] = v.(string)
+		} else {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 0 {
+		return out
+	}
+	buf := C.malloc(C.size_t(len(missing)) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	defer C.free(buf)
+	names := C.malloc(C.size_t(len(missing)) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	defer C.free(names)
+	cs := unsafe.Slice((*uintptr)(buf), len(missing))
+	for k, i := range missing {
+		cs[k] = classes[i]
+	}
+	C.msgtrace_class_images((*unsafe.Pointer)(buf), C.size_t(len(missing)), (**C.char)(names))
+	ns := unsafe.Slice((**C.char)(names), len(missing))
+	seen := map[*C.char]string{} // a few objects' paths for hundreds of classes
+	for k, i := range missing {
+		p, ok := seen[ns[k]]
+		if !ok {
+			p = C.GoString(ns[k])
+			seen[ns[k]] = p
+		}
+		out[i] = p
+	}
+	return out
+}
+
 // InSharedCache reports whether an image path is in dyld's shared cache (always false off
 // Apple platforms).
 func InSharedCache(path string) bool {
@@ -161,6 +201,24 @@ func EndEarlyMethods() MethodStats {
 	var st MethodStats
 	st.add(c)
 	return st
+}
+
+// UnseenClasses keeps, of classes, those it has not been given before and those given methods
+// since it last was (gcc's runtime: the runtime links a category's method list, or an added
+// method's, in front of a class's lists, so an unchanged first list is a class given no
+// method), and remembers the others as they are now; elsewhere it keeps them all. For the
+// passes over every class after an object is loaded: the classes already looked at are
+// skipped, not looked at method by method again.
+func UnseenClasses(classes []uintptr) []uintptr {
+	if len(classes) == 0 {
+		return classes
+	}
+	buf := C.malloc(C.size_t(len(classes)) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	defer C.free(buf)
+	cs := unsafe.Slice((*uintptr)(buf), len(classes))
+	copy(cs, classes)
+	n := int(C.msgtrace_classes_unseen((*unsafe.Pointer)(buf), C.size_t(len(classes))))
+	return append([]uintptr(nil), cs[:n]...)
 }
 
 // RestoreMethods gives every instrumented method its original IMP back where the IMP is still

@@ -20,11 +20,18 @@ const char *msgtrace_image_of(const void *p);
 /* The image that defines a class, or for a class created at run time (not in any image) its
  * nearest superclass that an image defines ("" when none does). */
 const char *msgtrace_class_image(void *cls);
+/* msgtrace_class_image of n classes into out (the loaded objects' segments read once). */
+void msgtrace_class_images(void **classes, size_t n, const char **out);
 int msgtrace_in_shared_cache(const char *path); /* Apple: dyld's shared cache holds it */
 int msgtrace_never_instrument(const char *sel);
 /* Instruments the methods each class (and its metaclass) defines; adds to *st. Takes the
  * runtime's lock (mt_objc_lock), as every path that instruments does. */
 void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats *st);
+/* Keeps, of classes (n of them, compacted in place; returns how many are kept), those this
+ * function has not seen before and those given methods since it last did (gcc's runtime: a
+ * class's first method list changed, for the class or its metaclass), and remembers the others
+ * as they are now. Elsewhere it keeps them all. Takes the runtime's lock. */
+size_t msgtrace_classes_unseen(void **classes, size_t n);
 /* Gives every method we instrumented its original IMP back where the IMP is still ours. */
 void msgtrace_methods_restore(struct mt_methods_stats *st);
 /* GNU: the classes a module defines and the loaded classes its categories extend. */

@@ -143,15 +143,19 @@ void *mt_objc_sel_register_typed(const char *name, const char *types) {
 	return found() && rt.sel_registerTypedName && tables_ready() ? rt.sel_registerTypedName(name, types) : NULL;
 }
 
-/* Open addressing, lock-free reads (ptrmap.h); a full cache just stops remembering. */
-MT_PTRMAP(sel_names, 16);
+/* Open addressing, lock-free reads, in a table sized to what it holds (ptrmap.h's growmap,
+ * from 2^10 slots; a reader in an older table misses what came after: the drain then asks the
+ * runtime, as on any miss). A fixed table big enough for the largest apps (2^16 slots, 1 MiB)
+ * had each install touch hundreds of its pages, ~2 µs of page fault each on this VM. Past 2^20
+ * slots, or without memory, it stops remembering. */
+static struct mt_growmap sel_names = {NULL, 0, 10, 20};
 
 void mt_objc_remember_sel_name(void *sel, const char *name) {
 	if (sel && name)
-		mt_ptrmap_put(&sel_names, sel, (uintptr_t)name, 0);
+		mt_growmap_put(&sel_names, sel, (uintptr_t)name, 0);
 }
 
-const char *mt_objc_remembered_sel_name(void *sel) { return (const char *)mt_ptrmap_get(&sel_names, sel); }
+const char *mt_objc_remembered_sel_name(void *sel) { return (const char *)mt_growmap_get(&sel_names, sel); }
 
 size_t mt_objc_class_list(void **out, size_t max) {
 	if (!capturable())
@@ -189,8 +193,15 @@ void **mt_objc_copy_method_list(void *cls, unsigned *n) {
 	return capturable() ? rt.class_copyMethodList(cls, n) : NULL;
 }
 
-void *mt_objc_method_sel(void *m) { return rt.method_getName(m); }
-void *mt_objc_method_imp(void *m) { return rt.method_getImplementation(m); }
+/* gcc's method_getName and method_getImplementation read struct objc_method's fields
+ * (mt_gnu_method): read here, without the call into the runtime, once per method an install
+ * looks at. */
+void *mt_objc_method_sel(void *m) {
+	return rt.kind == MT_RT_GNU ? ((struct mt_gnu_method *)m)->sel : rt.method_getName(m);
+}
+void *mt_objc_method_imp(void *m) {
+	return rt.kind == MT_RT_GNU ? __atomic_load_n(&((struct mt_gnu_method *)m)->imp, __ATOMIC_ACQUIRE) : rt.method_getImplementation(m);
+}
 
 int mt_objc_is_forwarder(const void *imp) {
 	return imp && ((rt.msgForward && imp == rt.msgForward) || (rt.msgForward_stret && imp == rt.msgForward_stret));

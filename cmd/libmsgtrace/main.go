@@ -121,6 +121,12 @@ func msgtraceExit() {
 		fmt.Fprintln(stderr, err)
 		return
 	}
+	if os.Getenv("MSGTRACE_VERBOSE") != "" {
+		if st, _ := a.MethodStats(); st.Classes > 0 {
+			fmt.Fprintf(stderr, "msgtrace: methods at exit: %d instrumented, %d trampolines used (%d class visits, %d never instrumented)\n",
+				st.Instrumented, st.PoolUsed, st.Classes, st.Never)
+		}
+	}
 	if wrote && os.Getenv("MSGTRACE_QUIET") == "" {
 		c := msgtrace.ReadCounters()
 		fmt.Fprintf(stderr, "msgtrace: %s: %d calls on %d threads (%d lost: no buffer space; %d past the shadow stack; %d waits for buffer space",

@@ -196,8 +196,17 @@ func (m *methodState) watchWith(h *machobind.Hook) error {
 	}
 	// gcc's runtime: an object dlopened later ran its module constructors inside dlopen,
 	// before its slots were rebound: when dlopen returns, the classes it registered are
-	// instrumented. (Apple before macOS 10.15: dyld's add-image callback.)
-	if err := m.rt.WatchImages(func(machobind.Loaded) { later(msgtrace.Classes()) }); err != nil {
+	// instrumented, and those given methods (UnseenClasses: a GUI app dlopens ~150 objects as
+	// it starts, and each pass over its thousand classes, method by method, was ~1 M
+	// instructions; the first pass looks at every class and remembers them, rather than the
+	// install before main). (Apple before macOS 10.15: dyld's add-image callback.)
+	if err := m.rt.WatchImages(func(machobind.Loaded) {
+		m.locked(func() {
+			if !m.restored && m.sel != nil {
+				addStats(&m.stats, msgtrace.InstallMethods(m.pick(msgtrace.UnseenClasses(msgtrace.Classes()))))
+			}
+		})
+	}); err != nil {
 		return fmt.Errorf("msgtrace: watching for objects loaded later: %w", err)
 	}
 	return nil
@@ -296,14 +305,27 @@ func classSelector(patterns []string) func(name, image string) bool {
 }
 
 // pick keeps the classes the selection accepts, asking the runtime only what the selection
-// looks at: nothing with all (every class), the image with app (a dladdr per class), else the
-// name and the image. m.sel set.
+// looks at: nothing with all (every class), the image with app (the loaded objects' segments
+// read once for all of them), else the name and the image. m.sel set.
 func (m *methodState) pick(classes []uintptr) []uintptr {
 	switch {
 	case m.all:
 		return classes
 	case m.appOnly:
-		return selectClasses(classes, func(c uintptr) bool { return m.sel("", msgtrace.ClassImage(c)) })
+		imgs := msgtrace.ClassImages(classes) // the objects' segments read once, not per class
+		var out []uintptr
+		keep := map[string]bool{} // each object's answer once: a few objects, hundreds of classes
+		for i, c := range classes {
+			k, ok := keep[imgs[i]]
+			if !ok {
+				k = m.sel("", imgs[i])
+				keep[imgs[i]] = k
+			}
+			if k {
+				out = append(out, c)
+			}
+		}
+		return out
 	}
 	return selectClasses(classes, func(c uintptr) bool { return m.sel(msgtrace.ClassName(c), msgtrace.ClassImage(c)) })
 }
