@@ -529,7 +529,9 @@ func TestGNUstepMethods(t *testing.T) {
 			dir := t.TempDir()
 			out := filepath.Join(dir, "gdnc.json")
 			cmd := exec.Command(gdnc, "--no-fork")
-			cmd.Env = append(os.Environ(), "HOME="+dir, "TMPDIR="+dir, "MSGTRACE_QUIET=1")
+			// its name server files go to $TEMP (or $TMP): one of its own, or a gdnc already
+			// running (an application test's) would make it exit at once
+			cmd.Env = append(os.Environ(), "HOME="+dir, "TMPDIR="+dir, "TEMP="+dir, "TMP="+dir, "MSGTRACE_QUIET=1")
 			if traced {
 				cmd.Env = append(cmd.Env, "LD_PRELOAD="+g.lib, "MSGTRACE_METHODS=all", "MSGTRACE_OUT="+out)
 			}
