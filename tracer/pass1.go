@@ -29,6 +29,7 @@ type analyser struct {
 	haveTick bool
 	bad      uint64 // malformed frames (goroutine analysers: the reader counts the inline one's)
 	badBytes uint64
+	noShape  bool // the aggregates' pass 1: no pending stacks, no spans (see aggregate.go)
 
 	in   chan *p1Batch // nil: inline
 	free chan *p1Batch
@@ -54,14 +55,14 @@ func newP1Batch() *p1Batch {
 }
 
 // startAnalysers makes one inline analyser, or one goroutine per core for a big stream.
-func (sf *streamFile) startAnalysers(size int64) {
+func (sf *streamFile) startAnalysers(size int64, noShape bool) {
 	n := min(runtime.GOMAXPROCS(0), 2)
 	if n < 2 || size < parallelPass1Min {
-		sf.an = []*analyser{{}}
+		sf.an = []*analyser{{noShape: noShape}}
 		return
 	}
 	for i := 0; i < n; i++ {
-		a := &analyser{in: make(chan *p1Batch, 1), free: make(chan *p1Batch, 2), cur: newP1Batch()}
+		a := &analyser{in: make(chan *p1Batch, 1), free: make(chan *p1Batch, 2), cur: newP1Batch(), noShape: noShape}
 		a.free <- newP1Batch()
 		a.wg.Add(1)
 		go a.run()
@@ -165,9 +166,9 @@ func (a *analyser) analyse(st *streamThread, off int64, prev uint64, b []byte) e
 	a.undo.pend, a.undo.epoch = append(a.undo.pend[:0], st.sh.pend...), st.sh.epoch
 	spans, unordered, segs := len(st.spans), st.unordered, st.segs
 	fr := frameRef{off: off, minDepth: maxStreamDepth + 1}
-	var calls, lost, overflow uint64
+	var calls, lost, overflow, marks uint64
 	lo, hi := uint64(math.MaxUint64), uint64(0)
-	analyse := !st.unordered
+	analyse := !st.unordered && !a.noShape
 	it := eventIter{b: b, prev: prev}
 	var e StreamEvent
 	for k := uint32(0); ; k++ {
@@ -197,6 +198,10 @@ func (a *analyser) analyse(st *streamThread, off int64, prev uint64, b []byte) e
 			if analyse {
 				st.shapeCall(&e, seg)
 			}
+			continue
+		}
+		marks++
+		switch {
 		case MarkKind(e.ID) == MarkLost:
 			lost += e.Count
 			if analyse {
@@ -218,6 +223,7 @@ func (a *analyser) analyse(st *streamThread, off int64, prev uint64, b []byte) e
 	st.t.Records += calls
 	st.t.Dropped += lost
 	st.t.Overflow += overflow
+	st.marks += marks
 	if hi >= lo {
 		if !a.haveTick {
 			a.lo, a.hi, a.haveTick = lo, hi, true

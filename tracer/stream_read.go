@@ -35,16 +35,47 @@ const maxStreamDepth = 1 << 16
 // and, for the thread being read, its latest open frame's calls (at most one per depth): none
 // of it grows with the number of calls.
 func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
+	if tr := aggregateTrie(sink, opt); tr != nil {
+		return processAggregate(ins, opt, sink, tr)
+	}
+	files, tot, err := indexStreams(ins, opt, false)
+	if err != nil {
+		return tot, err
+	}
+	var durs durHist
+	var calls uint64
+	for _, sf := range files {
+		sf.addDurations(&durs)
+		for _, st := range sf.threads {
+			calls += st.t.Records
+		}
+	}
+	a := &applier{sink: sink, ts: asTreeWith(sink, &durs), flt: newTreeFilter(opt)}
+	em := newEmitter(a, calls)
+	err = replayStreams(files, opt, em, &tot)
+	if serr := em.stop(); err == nil { // the applier's goroutine ends, on an error too
+		err = serr
+	}
+	tot.Calls, tot.Open, tot.Kept = a.calls, a.open, a.kept
+	if err != nil {
+		return tot, err
+	}
+	return tot, sink.Close(tot)
+}
+
+// indexStreams is pass 1 of every stream (noShape: see indexStream), their times put on one
+// timeline, and the streams ordered by their first event.
+func indexStreams(ins []Input, opt Options, noShape bool) ([]*streamFile, Totals, error) {
 	var tot Totals
 	files := make([]*streamFile, 0, len(ins))
 	for i, in := range ins {
-		sf, err := indexStream(in)
+		sf, err := indexStream(in, noShape)
 		if err != nil {
 			name := in.Name
 			if name == "" {
 				name = "stream " + strconv.Itoa(i+1)
 			}
-			return tot, fmt.Errorf("%s: %w", name, err)
+			return nil, tot, fmt.Errorf("%s: %w", name, err)
 		}
 		files = append(files, sf)
 		tot.BadFrames += sf.badFrames
@@ -70,25 +101,7 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 		sf.hdr.Instants = sf.resolveInstants(opt)
 	}
 	sort.SliceStable(files, func(i, j int) bool { return files[i].first < files[j].first })
-	var durs durHist
-	var calls uint64
-	for _, sf := range files {
-		sf.addDurations(&durs)
-		for _, st := range sf.threads {
-			calls += st.t.Records
-		}
-	}
-	a := &applier{sink: sink, ts: asTreeWith(sink, &durs), flt: newTreeFilter(opt)}
-	em := newEmitter(a, calls)
-	err := replayStreams(files, opt, em, &tot)
-	if serr := em.stop(); err == nil { // the applier's goroutine ends, on an error too
-		err = serr
-	}
-	tot.Calls, tot.Open, tot.Kept = a.calls, a.open, a.kept
-	if err != nil {
-		return tot, err
-	}
-	return tot, sink.Close(tot)
+	return files, tot, nil
 }
 
 // replayStreams is pass 2: each selected thread's events, in pre-order, to the emitter.
@@ -125,6 +138,7 @@ type window struct {
 	r     io.ReaderAt
 	size  int64
 	ahead int
+	back  bool // reading backwards: a refill ends where the bytes asked for end
 	buf   []byte
 	start int64
 }
@@ -138,14 +152,18 @@ func (w *window) at(off int64, n int) ([]byte, error) {
 		return w.buf[off-w.start:][:n], nil
 	}
 	m := max(n, w.ahead)
-	if int64(m) > w.size-off {
-		m = int(w.size - off)
+	from := off
+	if w.back {
+		from = max(0, off+int64(n)-int64(m))
+	}
+	if int64(m) > w.size-from {
+		m = int(w.size - from)
 	}
 	if cap(w.buf) < m {
 		w.buf = make([]byte, m)
 	}
 	w.buf = w.buf[:m]
-	k, err := w.r.ReadAt(w.buf, off)
+	k, err := w.r.ReadAt(w.buf, from)
 	if k < m {
 		w.buf = w.buf[:0]
 		if err == nil || err == io.EOF {
@@ -153,8 +171,8 @@ func (w *window) at(off int64, n int) ([]byte, error) {
 		}
 		return nil, err
 	}
-	w.start = off
-	return w.buf[:n], nil
+	w.start = from
+	return w.buf[off-from:][:n], nil
 }
 
 // streamMethod is a method's name and call flags.
@@ -178,6 +196,7 @@ type streamThread struct {
 	reg       int64      // offset of the frame that made it a thread of the stream (-1: none yet)
 	evReg     int64      // its first valid events frame with events (-1: none; the analyser's)
 	worker    int        // the analyser of its events frames
+	marks     uint64     // mark events in its valid frames
 }
 
 // frameRef is an events frame of a thread: where it is, and what pass 1 learnt of it.
@@ -222,7 +241,9 @@ type openEntry struct {
 }
 
 // indexStream is pass 1.
-func indexStream(in Input) (*streamFile, error) {
+// With noShape (the aggregates' fast path), no pending stacks are run and no spans found:
+// finishThreads is left to the caller, for the threads that need it.
+func indexStream(in Input, noShape bool) (*streamFile, error) {
 	sf := &streamFile{
 		w:            window{r: in.R, size: in.Size, ahead: 1 << 20},
 		methods:      map[uint64]streamMethod{},
@@ -230,7 +251,7 @@ func indexStream(in Input) (*streamFile, error) {
 		met:          map[uint64]*streamThread{},
 		resyncBudget: 8*in.Size + 64<<20,
 	}
-	sf.startAnalysers(in.Size)
+	sf.startAnalysers(in.Size, noShape)
 	defer sf.stopAnalysers() // on an error: the analysers' goroutines end
 	sf.hdr.TickNum, sf.hdr.TickDen = 1, 1
 	head, err := sf.w.at(0, int(min(in.Size, int64(len(StreamMagic)))))
@@ -272,8 +293,10 @@ func indexStream(in Input) (*streamFile, error) {
 			sf.dense[id] = m
 		}
 	}
-	if err := sf.finishThreads(); err != nil {
-		return nil, err
+	if !noShape {
+		if err := sf.finishThreads(); err != nil {
+			return nil, err
+		}
 	}
 	sf.w.ahead = 64 << 10 // pass 2 jumps from thread to thread
 	sf.w.buf = nil        // several streams: one buffer at a time
@@ -727,8 +750,11 @@ func (sf *streamFile) methodSlow(id uint64) (string, int) {
 }
 
 // frameAt reads the payload of a frame pass 1 indexed.
-func (sf *streamFile) frameAt(off int64) ([]byte, error) {
-	h, err := sf.w.at(off, frameHeader)
+func (sf *streamFile) frameAt(off int64) ([]byte, error) { return frameAtWith(&sf.w, off) }
+
+// frameAtWith is frameAt reading through w.
+func frameAtWith(w *window, off int64) ([]byte, error) {
+	h, err := w.at(off, frameHeader)
 	if err != nil {
 		return nil, err
 	}
@@ -736,7 +762,7 @@ func (sf *streamFile) frameAt(off int64) ([]byte, error) {
 	if n > MaxFramePayload {
 		return nil, errors.New("stream changed while being read")
 	}
-	b, err := sf.w.at(off+frameHeader, int(n))
+	b, err := w.at(off+frameHeader, int(n))
 	return b, err
 }
 

@@ -1,0 +1,565 @@
+package tracer
+
+import (
+	"math"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// The aggregates' path (pprof, folded, SVG with no filter on calls): they need each call's
+// stack, its count and self time, not time order, so they need neither segment trees nor a
+// walk in pre-order. Pass 1 runs without its pending stacks; then each thread's records are
+// read backwards (its frames last first, each frame's events decoded and taken last first).
+// Records are written children first, so backwards a call comes before the calls nested in
+// it: a stack of the calls read and not yet closed gives each call its parent at once (the
+// nearest open one shallower than it), and its self time once its children have been read.
+// Threads are independent: they are read on two goroutines, each into a trie of its own,
+// merged into the sink's in thread order at the end.
+//
+// The output is the generic path's, byte for byte. Which call is whose parent is what pass
+// 2's pending stack decides when no call ever has orphans (a deeper subtree that started
+// before it): that is checked on the way, and a thread where it fails, or that has marks
+// (losses and waits, placed among calls by time), takes the generic path instead, alone. The
+// trie's nodes are made in the order the generic walk would meet them: each is given the
+// place of the first event that would make it in the thread's walk (a call is entered after
+// 2F+A events, F the records before its subtree and A its ancestors; it exits after 2R+A+1,
+// R the records before its own), and the thread's nodes are sorted by it.
+
+// aggregateTrie returns the stack trie that the aggregates' path fills for sink, or nil when
+// the generic path must be taken (another sink, or calls filtered).
+func aggregateTrie(s Sink, opt Options) *stackTrie {
+	if !(opt.MinNanos <= 0) || opt.MaxDepth >= 0 || len(opt.Include) > 0 || len(opt.Exclude) > 0 {
+		return nil
+	}
+	switch s := s.(type) {
+	case *PprofSink:
+		return s.agg
+	case *FoldedSink:
+		return s.agg
+	case *FlameSink:
+		return s.agg
+	}
+	return nil
+}
+
+// aggJob is one selected thread of the aggregates' path and what reading it gave.
+type aggJob struct {
+	sf   *streamFile
+	st   *streamThread
+	fast bool // read backwards (otherwise, or on an orphan, the generic path)
+	res  aggThread
+	err  error
+}
+
+// processAggregate is ProcessStreams for an aggregate sink whose trie is tr.
+func processAggregate(ins []Input, opt Options, sink Sink, tr *stackTrie) (Totals, error) {
+	files, tot, err := indexStreams(ins, opt, true)
+	if err != nil {
+		return tot, err
+	}
+	var jobs []*aggJob
+	var fast []*aggJob
+	var calls uint64
+	for _, sf := range files {
+		for _, st := range sf.threads {
+			if !threadSelected(opt.Threads, &st.t) {
+				continue
+			}
+			j := &aggJob{sf: sf, st: st, fast: st.marks == 0}
+			jobs = append(jobs, j)
+			if j.fast {
+				fast = append(fast, j)
+				calls += st.t.Records
+			}
+		}
+	}
+	// the biggest threads first, on up to two goroutines
+	sort.SliceStable(fast, func(a, b int) bool { return fast[a].st.t.Records > fast[b].st.t.Records })
+	workers := min(runtime.GOMAXPROCS(0), 2, len(fast))
+	if calls < pipeMin {
+		workers = min(workers, 1)
+	}
+	var next atomic.Int64
+	work := func() {
+		var r aggReader
+		for {
+			k := int(next.Add(1)) - 1
+			if k >= len(fast) {
+				return
+			}
+			j := fast[k]
+			j.err = r.thread(j.sf, j.st, &j.res)
+		}
+	}
+	if workers > 1 {
+		var wg sync.WaitGroup
+		for i := 0; i < workers; i++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); work() }()
+		}
+		wg.Wait()
+	} else {
+		work()
+	}
+	var kept uint64
+	var nFast, nGeneric int
+	k := 0
+	for _, sf := range files {
+		tot.Processes++
+		for ; k < len(jobs) && jobs[k].sf == sf; k++ {
+			j := jobs[k]
+			t := &j.st.t
+			tot.Threads++
+			tot.Dropped += t.Dropped
+			tot.Overflow += t.Overflow
+			if j.fast && j.err == nil && !j.res.orphan {
+				if err := tr.BeginThread(&sf.hdr, t); err != nil {
+					return tot, err
+				}
+				j.res.mergeInto(tr)
+				nFast++
+				kept += j.res.calls
+				tot.Open += j.res.open
+				j.res = aggThread{}
+				continue
+			}
+			if j.err != nil {
+				return tot, j.err
+			}
+			g, n, open, err := sf.aggregateGeneric(j.st, &tot)
+			if err != nil {
+				return tot, err
+			}
+			if err := tr.BeginThread(&sf.hdr, t); err != nil {
+				return tot, err
+			}
+			mergeTrie(tr, g)
+			nGeneric++
+			kept += n
+			tot.Open += open
+		}
+		sf.w.buf = nil
+	}
+	tot.Calls, tot.Kept = kept, kept
+	if aggTestHook != nil {
+		aggTestHook(nFast, nGeneric)
+	}
+	return tot, sink.Close(tot)
+}
+
+// aggTestHook, when set (by the tests), is told how many threads the aggregates' path read
+// backwards and how many it left to the generic path.
+var aggTestHook func(fast, generic int)
+
+// aggregateGeneric is the generic path for one thread: its pass-1 analysis, then pass 2 into a
+// trie of its own (which it returns, with the calls and open calls it took).
+func (sf *streamFile) aggregateGeneric(st *streamThread, tot *Totals) (*stackTrie, uint64, uint64, error) {
+	if err := sf.reanalyse(st); err != nil {
+		return nil, 0, 0, err
+	}
+	if st.openOff >= 0 {
+		if err := sf.openSpans(st); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	sortSpans(st.spans)
+	g := newStackTrie()
+	a := &applier{sink: PreOrder(g), ts: g, flt: newTreeFilter(Options{MaxDepth: -1})}
+	em := newEmitter(a, 0)
+	r := &replayer{em: em, tot: tot}
+	err := em.begin(sf, &sf.hdr, &st.t)
+	if err == nil {
+		err = sf.replayThread(r, st)
+	}
+	if err == nil {
+		err = em.op(rawOp{kind: opEnd})
+	}
+	if serr := em.stop(); err == nil {
+		err = serr
+	}
+	st.spans, st.sh.pend = nil, nil
+	return g, a.calls, a.open, err
+}
+
+// mergeTrie appends the one thread of g to tr, whose current thread's root it becomes.
+func mergeTrie(tr, g *stackTrie) {
+	root := int32(len(tr.nodes) - 1)
+	remap := make([]int32, len(g.nodes))
+	names := make([]int32, len(g.names))
+	for i := range names {
+		names[i] = -1
+	}
+	remap[0] = root
+	for i := 1; i < len(g.nodes); i++ {
+		nd := &g.nodes[i]
+		if names[nd.name] < 0 {
+			names[nd.name] = tr.name(g.names[nd.name])
+		}
+		remap[i] = int32(len(tr.nodes))
+		tr.nodes = append(tr.nodes, trieNode{parent: remap[nd.parent], name: names[nd.name], count: nd.count, self: nd.self})
+	}
+	tr.threads[len(tr.threads)-1].total += g.threads[0].total
+	if g.any {
+		tr.span(g.start, 0)
+		tr.end = max(tr.end, g.end)
+	}
+}
+
+// aggThread is one thread read backwards: its stacks (node 0 is the thread), each with the
+// place in the thread's walk of the first event that makes it.
+type aggThread struct {
+	nodes      []aggNode
+	names      []string // by the thread's name ids
+	total      uint64   // time in its outermost calls
+	start, end uint64   // earliest start and latest end of its outermost calls
+	any        bool
+	calls      uint64
+	open       uint64
+	orphan     bool // a call had orphans: the thread takes the generic path
+}
+
+type aggNode struct {
+	parent, name int32
+	memo         int32 // the child looked up last
+	count, self  uint64
+	pos          uint64 // events of the walk before the first that makes it
+}
+
+// aggEntry is a call read and not yet closed (its children are still being read).
+type aggEntry struct {
+	node      int32
+	depth     uint32 // in the stream
+	flags     int32
+	hasKid    bool
+	first     uint64 // the records before its subtree's first (so far)
+	rec       uint64 // the records before its own
+	startTick uint64
+	kidStart  uint64 // start tick of its child read last (its first child)
+	dur, kids uint64 // ns: its duration, its children's
+}
+
+// aggReader reads threads backwards, one at a time, on one goroutine.
+type aggReader struct {
+	w      window
+	clk    clockMap
+	clkOf  *streamFile
+	evs    []StreamEvent
+	checks []eventIter
+	stack  []aggEntry
+	ids    []int32 // method id -> the thread's name id + 1 (0: not yet)
+	bigIDs map[uint64]int32
+	byName map[string]int32
+	table  []aggSlot // (parent, name) -> node + 1, open addressing
+	t      *aggThread
+	sf     *streamFile
+}
+
+type aggSlot struct {
+	key  uint64
+	node int32
+}
+
+// aggChunk is the number of events of a frame decoded at once: a bigger frame is decoded
+// once to note where each chunk starts, then chunk by chunk, last first.
+const aggChunk = 1 << 16
+
+// thread reads st of sf backwards into t.
+func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error {
+	if r.clkOf != sf {
+		r.clk, r.clkOf = sf.clock, sf
+	}
+	r.w = window{r: sf.w.r, size: sf.w.size, ahead: 256 << 10, back: true, buf: r.w.buf}
+	defer func() { r.w.r = nil }()
+	r.sf, r.t = sf, t
+	*t = aggThread{nodes: []aggNode{{parent: -1, name: -1}}}
+	r.ids = r.ids[:0]
+	clear(r.bigIDs)
+	clear(r.byName)
+	if r.byName == nil {
+		r.byName, r.bigIDs = map[string]int32{}, map[uint64]int32{}
+	}
+	if len(r.table) == 0 {
+		r.table = make([]aggSlot, 1<<12)
+	} else {
+		clear(r.table)
+	}
+	r.stack = r.stack[:0]
+	frames := st.frames
+	if st.unordered { // as pass 1's analysis orders them
+		frames = append([]frameRef(nil), frames...)
+		sort.SliceStable(frames, func(a, b int) bool {
+			fa, fb := &frames[a], &frames[b]
+			if fa.first != fb.first {
+				return fa.first < fb.first
+			}
+			return fa.last < fb.last
+		})
+	}
+	rec := st.t.Records // records before the one being read, + 1
+	if st.openOff >= 0 {
+		open, err := sf.openCalls(st, &r.w)
+		if err != nil {
+			return err
+		}
+		for i := range open { // as if their records came after every event, innermost first
+			c := &open[i]
+			r.call(c.id, c.start, max(sf.maxTick, c.start), uint32(c.depth), FlagOpen, rec+uint64(len(open)-1-i))
+		}
+	}
+	for f := len(frames) - 1; f >= 0; f-- {
+		p, err := frameAtWith(&r.w, frames[f].off)
+		if err != nil {
+			return err
+		}
+		if len(p) < 16 {
+			return errChanged
+		}
+		it := eventIter{b: p[16:], prev: leUint64(p[8:])}
+		n := int(frames[f].n)
+		r.checks = append(r.checks[:0], it)
+		if n > aggChunk { // where each chunk starts
+			var e StreamEvent
+			for k := 1; k < n; k++ {
+				if ok, err := it.next(&e); err != nil || !ok {
+					return errChanged
+				}
+				if k%aggChunk == 0 {
+					r.checks = append(r.checks, it)
+				}
+			}
+		}
+		for c := len(r.checks) - 1; c >= 0; c-- {
+			it := r.checks[c]
+			m := min(aggChunk, n-c*aggChunk)
+			if cap(r.evs) < m {
+				r.evs = make([]StreamEvent, m)
+			}
+			evs := r.evs[:m]
+			for k := range evs {
+				if ok, err := it.next(&evs[k]); err != nil || !ok {
+					return errChanged
+				}
+			}
+			for k := m - 1; k >= 0; k-- {
+				e := &evs[k]
+				if e.Type == EventMark { // pass 1 counted none
+					return errChanged
+				}
+				if rec == 0 {
+					return errChanged
+				}
+				rec--
+				fl := int32(0)
+				if e.Type == EventUnwound {
+					fl = FlagUnwound
+				}
+				r.call(e.ID, e.Start, e.End, uint32(e.Depth), fl, rec)
+			}
+		}
+	}
+	for len(r.stack) > 0 {
+		r.pop()
+	}
+	if rec != 0 {
+		return errChanged
+	}
+	return nil
+}
+
+// leUint64 is binary.LittleEndian.Uint64.
+func leUint64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+// ns converts a tick of the thread's stream to ns on the trace's timeline.
+func (r *aggReader) ns(tick uint64) uint64 {
+	m := r.clk.mono(tick)
+	if m < r.sf.base {
+		return 0
+	}
+	return m - r.sf.base
+}
+
+// call takes the call recorded rec records into the thread (read backwards).
+func (r *aggReader) call(id, start, end uint64, depth uint32, flags int32, rec uint64) {
+	for k := len(r.stack); k > 0 && r.stack[k-1].depth >= depth; k-- {
+		r.pop()
+	}
+	t := r.t
+	parent := int32(0)
+	sNs, eNs := r.ns(start), r.ns(end)
+	dur := eNs - min(eNs, sNs)
+	if k := len(r.stack); k > 0 {
+		p := &r.stack[k-1]
+		parent = p.node
+		p.hasKid, p.kidStart = true, start
+		p.kids += dur
+	} else {
+		t.total += dur
+		if !t.any || sNs < t.start {
+			t.start = sNs
+		}
+		t.end = max(t.end, sNs+dur)
+		t.any = true
+	}
+	n := r.kid(parent, r.name(id))
+	t.nodes[n].count++
+	t.calls++
+	if flags&FlagOpen != 0 {
+		t.open++
+	}
+	r.stack = append(r.stack, aggEntry{node: n, depth: depth, flags: flags, first: rec, rec: rec, startTick: start, dur: dur})
+}
+
+// pop closes the call on top of the stack: its children have all been read.
+func (r *aggReader) pop() {
+	k := len(r.stack) - 1
+	e := &r.stack[k]
+	t := r.t
+	if e.hasKid && e.kidStart < e.startTick {
+		t.orphan = true
+	}
+	a := uint64(k) // its ancestors
+	nd := &t.nodes[e.node]
+	nd.pos = min(nd.pos, 2*e.first+a)
+	self := e.dur - min(e.dur, e.kids)
+	switch {
+	case e.flags&FlagOpen != 0:
+		r.exitFrame(e, frameRunning, self, a)
+	case e.flags&FlagUnwound != 0:
+		r.exitFrame(e, frameUnwound, self, a)
+	default:
+		nd.self += self
+	}
+	if k > 0 {
+		r.stack[k-1].first = e.first
+	}
+	r.stack = r.stack[:k]
+}
+
+// exitFrame puts a call's self time on its child frame name ("[running]", "[unwound]"), made
+// at the call's exit.
+func (r *aggReader) exitFrame(e *aggEntry, name string, self, a uint64) {
+	nm, ok := r.byName[name]
+	if !ok {
+		nm = r.newName(name)
+	}
+	c := r.kid(e.node, nm)
+	nd := &r.t.nodes[c]
+	nd.self += self
+	nd.pos = min(nd.pos, 2*e.rec+a+1)
+}
+
+// name returns the thread's name id of a method.
+func (r *aggReader) name(id uint64) int32 {
+	if id < uint64(len(r.ids)) {
+		if v := r.ids[id]; v != 0 {
+			return v - 1
+		}
+	}
+	return r.nameSlow(id)
+}
+
+func (r *aggReader) nameSlow(id uint64) int32 {
+	if v, ok := r.bigIDs[id]; ok {
+		return v
+	}
+	s, _ := r.sf.method(id)
+	nm, ok := r.byName[s]
+	if !ok {
+		nm = r.newName(s)
+	}
+	if id < 1<<20 {
+		if id >= uint64(len(r.ids)) {
+			r.ids = append(r.ids, make([]int32, int(id)+1-len(r.ids))...)
+		}
+		r.ids[id] = nm + 1
+	} else {
+		r.bigIDs[id] = nm
+	}
+	return nm
+}
+
+func (r *aggReader) newName(s string) int32 {
+	nm := int32(len(r.t.names))
+	r.t.names = append(r.t.names, s)
+	r.byName[s] = nm
+	return nm
+}
+
+// kid returns the node of name under parent, made when new.
+func (r *aggReader) kid(parent, nm int32) int32 {
+	nodes := r.t.nodes
+	if m := nodes[parent].memo; m > 0 && nodes[m].name == nm {
+		return m
+	}
+	key := uint64(uint32(parent))<<32 | uint64(uint32(nm))
+	mask := uint64(len(r.table) - 1)
+	for h := (key * 0x9e3779b97f4a7c15) >> 32; ; h++ {
+		s := &r.table[h&mask]
+		if s.node == 0 {
+			n := int32(len(nodes))
+			r.t.nodes = append(nodes, aggNode{parent: parent, name: nm, pos: math.MaxUint64})
+			r.t.nodes[parent].memo = n
+			s.key, s.node = key, n+1
+			if 2*len(r.t.nodes) > len(r.table) {
+				r.grow()
+			}
+			return n
+		}
+		if s.key == key {
+			nodes[parent].memo = s.node - 1
+			return s.node - 1
+		}
+	}
+}
+
+// grow doubles the table.
+func (r *aggReader) grow() {
+	old := r.table
+	r.table = make([]aggSlot, 2*len(old))
+	mask := uint64(len(r.table) - 1)
+	for _, s := range old {
+		if s.node == 0 {
+			continue
+		}
+		h := (s.key * 0x9e3779b97f4a7c15) >> 32
+		for r.table[h&mask].node != 0 {
+			h++
+		}
+		r.table[h&mask] = s
+	}
+}
+
+// mergeInto appends the thread's stacks to tr, whose current thread's root is the thread's, in
+// the order the generic walk makes them.
+func (t *aggThread) mergeInto(tr *stackTrie) {
+	order := make([]int32, 0, len(t.nodes)-1)
+	for i := 1; i < len(t.nodes); i++ {
+		order = append(order, int32(i))
+	}
+	sort.Slice(order, func(a, b int) bool { return t.nodes[order[a]].pos < t.nodes[order[b]].pos })
+	remap := make([]int32, len(t.nodes))
+	remap[0] = int32(len(tr.nodes) - 1)
+	names := make([]int32, len(t.names))
+	for i := range names {
+		names[i] = -1
+	}
+	for _, i := range order {
+		nd := &t.nodes[i]
+		if names[nd.name] < 0 {
+			names[nd.name] = tr.name(t.names[nd.name])
+		}
+		remap[i] = int32(len(tr.nodes))
+		tr.nodes = append(tr.nodes, trieNode{parent: remap[nd.parent], name: names[nd.name], count: nd.count, self: nd.self})
+	}
+	tr.threads[len(tr.threads)-1].total += t.total
+	if t.any {
+		tr.span(t.start, 0)
+		tr.end = max(tr.end, t.end)
+	}
+}

@@ -1,0 +1,136 @@
+package tracer
+
+import (
+	"bytes"
+	"math/rand"
+	"testing"
+)
+
+// aggConvert converts streams to an aggregate format through the aggregates' path, or (generic)
+// through the generic one (a Tee of one sink is not an aggregate sink, so it takes the op pipe
+// and the trie's Enter and Exit), and returns the output and totals.
+func aggConvert(t *testing.T, ins [][]byte, format string, opt Options, generic bool) ([]byte, Totals) {
+	t.Helper()
+	var out bytes.Buffer
+	s, err := NewSink(format, &out, Meta{TimeNanos: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if generic {
+		s = Tee(s)
+	}
+	var in []Input
+	for _, b := range ins {
+		in = append(in, Input{R: bytes.NewReader(b), Size: int64(len(b))})
+	}
+	tot, err := ProcessStreams(in, opt, s)
+	if err != nil {
+		t.Fatalf("%s: %v", format, err)
+	}
+	return out.Bytes(), tot
+}
+
+// aggSame checks that every aggregate format comes out of the aggregates' path byte for byte as
+// out of the generic path, with the same totals; it returns how many threads the aggregates'
+// path read backwards and how many it left to the generic path.
+func aggSame(t *testing.T, name string, ins [][]byte, opt Options) (fast, generic int) {
+	t.Helper()
+	defer func() { aggTestHook = nil }()
+	aggTestHook = func(f, g int) { fast, generic = f, g }
+	for _, format := range []string{"pprof", "folded", "svg"} {
+		want, wtot := aggConvert(t, ins, format, opt, true)
+		got, gtot := aggConvert(t, ins, format, opt, false)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: %s: %d bytes from the aggregates' path, %d from the generic one, not the same", name, format, len(got), len(want))
+		}
+		if gtot != wtot {
+			t.Errorf("%s: %s: totals %+v, generic %+v", name, format, gtot, wtot)
+		}
+		if wtot.Calls == 0 {
+			t.Errorf("%s: no calls", name)
+		}
+	}
+	return fast, generic
+}
+
+// TestAggregateSameOutput: the aggregates' path gives the generic path's pprof, folded and SVG
+// byte for byte, on streams with several interleaved threads, unwound calls, calls open at a
+// kill (open frames), frames out of order in the file, a damaged frame, calls lost with their
+// loss marks and without (orphans), frames bigger than its decoding chunk, and several streams
+// at once; threads with marks or orphans are left to the generic path, the others are read
+// backwards (checked: both kinds occur).
+func TestAggregateSameOutput(t *testing.T) {
+	opt := Options{MaxDepth: -1}
+	// four threads, open frames, a damaged frame; with marks, and without
+	for _, marks := range []bool{false, true} {
+		g := gen(t, genOpts{seed: 21, pid: 1, threads: 4, perTh: 20_000, frameEvents: 300, line: line24MHz, marks: marks, openAfterFrame: 5})
+		b := bytes.Clone(g.b)
+		b[len(b)/2] ^= 0x40
+		f, gn := aggSame(t, "gen", [][]byte{b}, opt)
+		if marks && gn == 0 || !marks && f == 0 {
+			t.Errorf("gen marks=%v: %d threads read backwards, %d generic", marks, f, gn)
+		}
+	}
+	// two processes: one with marks, one without (threads of both kinds, merged in order);
+	// and a thread selection
+	g1 := gen(t, genOpts{seed: 22, pid: 1, threads: 3, perTh: 10_000, frameEvents: 200, line: line24MHz, marks: true, openAfterFrame: 3})
+	g2 := gen(t, genOpts{seed: 23, pid: 2, threads: 3, perTh: 10_000, frameEvents: 200, line: line24MHz, openAfterFrame: 4})
+	if f, gn := aggSame(t, "two streams", [][]byte{g1.b, g2.b}, opt); f == 0 || gn == 0 {
+		t.Errorf("two streams: %d threads read backwards, %d generic", f, gn)
+	}
+	aggSame(t, "two streams, threads", [][]byte{g1.b, g2.b}, Options{MaxDepth: -1, Threads: "t1,2001"})
+
+	// run loops: one outermost call per thread, unwound calls, recursion; frames of every
+	// size, some swapped in the file; small segments for the generic path, and the default
+	for _, seg := range []uint32{100, segEvents} {
+		func() {
+			defer func(s uint32) { segEvents = s }(segEvents)
+			segEvents = seg
+			r := rand.New(rand.NewSource(5))
+			tick := uint64(10)
+			var all [][]StreamEvent
+			for th := 0; th < 3; th++ {
+				evs, _ := runloopShaped(r, uint64(100+th), 20_000, 60, &tick, false, th != 1)
+				all = append(all, evs)
+			}
+			b := writeThreads(t, r, all, 500, true)
+			if f, gn := aggSame(t, "runloop", [][]byte{b}, opt); f != 3 || gn != 0 {
+				t.Errorf("runloop: %d threads read backwards, %d generic", f, gn)
+			}
+		}()
+	}
+
+	// calls lost: with their loss marks (generic path), and silently (orphans: found on the
+	// way, generic path)
+	for _, withMarks := range []bool{true, false} {
+		r := rand.New(rand.NewSource(9))
+		tick := uint64(10)
+		evs, _ := runloop(r, 100, 30_000, 60, &tick, false)
+		var kept []StreamEvent
+		for i := 0; i < len(evs); i++ {
+			if e := evs[i]; e.Depth > 0 && e.Depth < 4 && r.Intn(30) == 0 {
+				k := min(i+1+r.Intn(3), len(evs)-1)
+				if withMarks {
+					kept = append(kept, StreamEvent{Type: EventMark, ID: uint64(MarkLost), Start: evs[i].End, End: evs[k-1].End, Count: uint64(k - i)})
+				}
+				i = k - 1
+				continue
+			}
+			kept = append(kept, evs[i])
+		}
+		clean, _ := runloop(r, 101, 5_000, 60, &tick, false)
+		b := writeThreads(t, r, [][]StreamEvent{kept, clean}, 200, false)
+		if f, gn := aggSame(t, "losses", [][]byte{b}, opt); f != 1 || gn != 1 {
+			t.Errorf("losses (marks %v): %d threads read backwards, %d generic", withMarks, f, gn)
+		}
+	}
+
+	// frames bigger than the decoding chunk
+	r := rand.New(rand.NewSource(3))
+	tick := uint64(10)
+	evs, _ := runloopShaped(r, 100, 3*aggChunk, 60, &tick, false, true)
+	b := writeThreads(t, r, [][]StreamEvent{evs}, 4*aggChunk, false)
+	if f, _ := aggSame(t, "big frames", [][]byte{b}, opt); f != 1 {
+		t.Errorf("big frames: %d threads read backwards", f)
+	}
+}
