@@ -20,12 +20,17 @@ import (
 //
 // The output is the generic path's, byte for byte. Which call is whose parent is what pass
 // 2's pending stack decides when no call ever has orphans (a deeper subtree that started
-// before it): that is checked on the way, and a thread where it fails, or that has marks
-// (losses and waits, placed among calls by time), takes the generic path instead, alone. The
+// before it): that is checked on the way, and a thread where it fails takes the generic path
+// instead, alone. Marks (losses, waits) go where the generic walk puts them: a mark between
+// the records of calls p and m (file order) in m's segment goes before the first call entered
+// between p's exit and m's, in time, or last inside m; one in an earlier segment than m's
+// goes at the end of its segment, inside p's callers (see replayer.replay and marksUntil).
+// Marks are read backwards too, so the ones between p and m are placed once p is read. The
 // trie's nodes are made in the order the generic walk would meet them: each is given the
-// place of the first event that would make it in the thread's walk (a call is entered after
-// 2F+A events, F the records before its subtree and A its ancestors; it exits after 2R+A+1,
-// R the records before its own), and the thread's nodes are sorted by it.
+// place of the first event that would make it in the thread's walk (without marks, a call is
+// entered after 2F+A events, F the records before its subtree and A its ancestors, and exits
+// after 2R+A+1, R the records before its own; a mark comes just before such an event, and
+// marks come in file order), and the thread's nodes are sorted by it.
 
 // aggregateTrie returns the stack trie that the aggregates' path fills for sink, or nil when
 // the generic path must be taken (another sink, or calls filtered).
@@ -67,7 +72,7 @@ func processAggregate(ins []Input, opt Options, sink Sink, tr *stackTrie) (Total
 			if !threadSelected(opt.Threads, &st.t) {
 				continue
 			}
-			j := &aggJob{sf: sf, st: st, fast: st.marks == 0}
+			j := &aggJob{sf: sf, st: st, fast: true}
 			jobs = append(jobs, j)
 			if j.fast {
 				fast = append(fast, j)
@@ -122,6 +127,7 @@ func processAggregate(ins []Input, opt Options, sink Sink, tr *stackTrie) (Total
 				nFast++
 				kept += j.res.calls
 				tot.Open += j.res.open
+				tot.Marks += j.res.marks
 				j.res = aggThread{}
 				continue
 			}
@@ -217,6 +223,7 @@ type aggThread struct {
 	any        bool
 	calls      uint64
 	open       uint64
+	marks      uint64
 	orphan     bool // a call had orphans: the thread takes the generic path
 }
 
@@ -224,7 +231,28 @@ type aggNode struct {
 	parent, name int32
 	memo         int32 // the child looked up last
 	count, self  uint64
-	pos          uint64 // events of the walk before the first that makes it
+	pos          aggPos // the first event of the walk that makes it
+}
+
+// aggPos is a place in a thread's walk: the calls' entries and exits before it (without
+// marks), and for a mark, its index among the thread's marks (^0 for a call's entry or exit,
+// which comes after the marks just before it).
+type aggPos struct{ ev, mark uint64 }
+
+func (p aggPos) less(q aggPos) bool { return p.ev < q.ev || p.ev == q.ev && p.mark < q.mark }
+
+func minPos(p, q aggPos) aggPos {
+	if q.less(p) {
+		return q
+	}
+	return p
+}
+
+// aggMark is a mark read and not yet placed.
+type aggMark struct {
+	m     Mark
+	seg   int32
+	index uint64 // among the thread's marks
 }
 
 // aggEntry is a call read and not yet closed (its children are still being read).
@@ -238,6 +266,7 @@ type aggEntry struct {
 	startTick uint64
 	kidStart  uint64 // start tick of its child read last (its first child)
 	dur, kids uint64 // ns: its duration, its children's
+	marked    uint64 // ns: the marks' inside it
 }
 
 // aggReader reads threads backwards, one at a time, on one goroutine.
@@ -248,6 +277,9 @@ type aggReader struct {
 	evs    []StreamEvent
 	checks []eventIter
 	stack  []aggEntry
+	gap    []aggMark // marks read since the last record, last first
+	after  uint64    // the records before the gap's end (the last record read)
+	aSeg   int32     // the segment of the last record read (-1: none)
 	ids    []int32 // method id -> the thread's name id + 1 (0: not yet)
 	bigIDs map[uint64]int32
 	byName map[string]int32
@@ -270,7 +302,7 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error
 	if r.clkOf != sf {
 		r.clk, r.clkOf = sf.clock, sf
 	}
-	r.w = window{r: sf.w.r, size: sf.w.size, ahead: 256 << 10, back: true, buf: r.w.buf}
+	r.w = window{r: sf.w.r, size: sf.w.size, ahead: 256 << 10, back: true, buf: r.w.buf[:0]}
 	defer func() { r.w.r = nil }()
 	r.sf, r.t = sf, t
 	*t = aggThread{nodes: []aggNode{{parent: -1, name: -1}}}
@@ -298,6 +330,12 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error
 		})
 	}
 	rec := st.t.Records // records before the one being read, + 1
+	var events uint64
+	for _, fr := range frames {
+		events += uint64(fr.n)
+	}
+	marks := st.marks
+	r.gap, r.after, r.aSeg = r.gap[:0], rec, -1
 	if st.openOff >= 0 {
 		open, err := sf.openCalls(st, &r.w)
 		if err != nil {
@@ -344,8 +382,19 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error
 			}
 			for k := m - 1; k >= 0; k-- {
 				e := &evs[k]
-				if e.Type == EventMark { // pass 1 counted none
+				if events == 0 {
 					return errChanged
+				}
+				events--
+				seg := int32(events / uint64(segEvents))
+				if e.Type == EventMark {
+					if marks == 0 {
+						return errChanged
+					}
+					marks--
+					start := r.ns(e.Start)
+					r.gap = append(r.gap, aggMark{Mark{Kind: MarkKind(e.ID), StartNanos: start, DurNanos: r.ns(e.End) - start, Count: e.Count}, seg, marks})
+					continue
 				}
 				if rec == 0 {
 					return errChanged
@@ -355,16 +404,24 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error
 				if e.Type == EventUnwound {
 					fl = FlagUnwound
 				}
+				if len(r.gap) > 0 {
+					r.place(int64(e.Depth))
+				}
 				r.call(e.ID, e.Start, e.End, uint32(e.Depth), fl, rec)
+				r.after, r.aSeg = rec, seg
 			}
 		}
+	}
+	if len(r.gap) > 0 {
+		r.place(-1)
 	}
 	for len(r.stack) > 0 {
 		r.pop()
 	}
-	if rec != 0 {
+	if rec != 0 || events != 0 || marks != 0 {
 		return errChanged
 	}
+	t.marks = st.marks
 	return nil
 }
 
@@ -425,8 +482,9 @@ func (r *aggReader) pop() {
 	}
 	a := uint64(k) // its ancestors
 	nd := &t.nodes[e.node]
-	nd.pos = min(nd.pos, 2*e.first+a)
+	nd.pos = minPos(nd.pos, aggPos{2*e.first + a, math.MaxUint64})
 	self := e.dur - min(e.dur, e.kids)
+	self -= min(self, e.marked)
 	switch {
 	case e.flags&FlagOpen != 0:
 		r.exitFrame(e, frameRunning, self, a)
@@ -451,7 +509,60 @@ func (r *aggReader) exitFrame(e *aggEntry, name string, self, a uint64) {
 	c := r.kid(e.node, nm)
 	nd := &r.t.nodes[c]
 	nd.self += self
-	nd.pos = min(nd.pos, 2*e.rec+a+1)
+	nd.pos = minPos(nd.pos, aggPos{2*e.rec + a + 1, math.MaxUint64})
+}
+
+// place puts the marks read since the last record (m, in r.after) where the generic walk
+// would, now that the record before them (p, at depth; -1: none, the thread's start) is about
+// to be read: the calls on the stack that p closes are those entered between p's exit and
+// m's, outermost first.
+func (r *aggReader) place(depth int64) {
+	c := len(r.stack)
+	for c > 0 && int64(r.stack[c-1].depth) >= depth {
+		c--
+	}
+	top := len(r.stack) - 1
+	m := r.after
+	next := c // the chain's next call a mark may come before
+	for k := len(r.gap) - 1; k >= 0; k-- {
+		g := &r.gap[k]
+		in := c - 1 // the innermost call the mark is inside (-1: none)
+		ev := 2*m + uint64(c)
+		if g.seg == r.aSeg { // before the first call of the chain that starts at or after it
+			for next <= top && r.ns(r.stack[next].startTick) < g.m.StartNanos {
+				next++
+			}
+			in, ev = next-1, 2*m+uint64(next)
+			if next > top { // last inside m
+				in, ev = top, 2*m+uint64(top)+1
+			}
+		}
+		parent := int32(0)
+		dur := g.m.DurNanos
+		if in >= 0 {
+			parent = r.stack[in].node
+			r.stack[in].marked += dur
+		} else {
+			t := r.t
+			t.total += dur
+			if !t.any || g.m.StartNanos < t.start {
+				t.start = g.m.StartNanos
+			}
+			t.end = max(t.end, g.m.StartNanos+dur)
+			t.any = true
+		}
+		label := markLabel(&g.m)
+		nm, ok := r.byName[label]
+		if !ok {
+			nm = r.newName(label)
+		}
+		n := r.kid(parent, nm)
+		nd := &r.t.nodes[n]
+		nd.count += g.m.Count
+		nd.self += dur
+		nd.pos = minPos(nd.pos, aggPos{ev, g.index})
+	}
+	r.gap = r.gap[:0]
 }
 
 // name returns the thread's name id of a method.
@@ -503,7 +614,7 @@ func (r *aggReader) kid(parent, nm int32) int32 {
 		s := &r.table[h&mask]
 		if s.node == 0 {
 			n := int32(len(nodes))
-			r.t.nodes = append(nodes, aggNode{parent: parent, name: nm, pos: math.MaxUint64})
+			r.t.nodes = append(nodes, aggNode{parent: parent, name: nm, pos: aggPos{math.MaxUint64, math.MaxUint64}})
 			r.t.nodes[parent].memo = n
 			s.key, s.node = key, n+1
 			if 2*len(r.t.nodes) > len(r.table) {
@@ -542,7 +653,7 @@ func (t *aggThread) mergeInto(tr *stackTrie) {
 	for i := 1; i < len(t.nodes); i++ {
 		order = append(order, int32(i))
 	}
-	sort.Slice(order, func(a, b int) bool { return t.nodes[order[a]].pos < t.nodes[order[b]].pos })
+	sort.Slice(order, func(a, b int) bool { return t.nodes[order[a]].pos.less(t.nodes[order[b]].pos) })
 	remap := make([]int32, len(t.nodes))
 	remap[0] = int32(len(tr.nodes) - 1)
 	names := make([]int32, len(t.names))

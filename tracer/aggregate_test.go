@@ -25,7 +25,7 @@ func aggConvert(t *testing.T, ins [][]byte, format string, opt Options, generic 
 	}
 	tot, err := ProcessStreams(in, opt, s)
 	if err != nil {
-		t.Fatalf("%s: %v", format, err)
+		t.Fatalf("%s (generic %v): %v", format, generic, err)
 	}
 	return out.Bytes(), tot
 }
@@ -57,54 +57,61 @@ func aggSame(t *testing.T, name string, ins [][]byte, opt Options) (fast, generi
 // byte for byte, on streams with several interleaved threads, unwound calls, calls open at a
 // kill (open frames), frames out of order in the file, a damaged frame, calls lost with their
 // loss marks and without (orphans), frames bigger than its decoding chunk, and several streams
-// at once; threads with marks or orphans are left to the generic path, the others are read
-// backwards (checked: both kinds occur).
+// at once. Threads with orphans are left to the generic path, the others are read backwards
+// (checked: both kinds occur).
 func TestAggregateSameOutput(t *testing.T) {
+	// the generic path places marks segment by segment: small segments, and the default
+	for _, seg := range []uint32{50, segEvents} {
+		func() {
+			defer func(s uint32) { segEvents = s }(segEvents)
+			segEvents = seg
+			aggSameStreams(t)
+		}()
+	}
+}
+
+func aggSameStreams(t *testing.T) {
 	opt := Options{MaxDepth: -1}
 	// four threads, open frames, a damaged frame; with marks, and without
 	for _, marks := range []bool{false, true} {
 		g := gen(t, genOpts{seed: 21, pid: 1, threads: 4, perTh: 20_000, frameEvents: 300, line: line24MHz, marks: marks, openAfterFrame: 5})
 		b := bytes.Clone(g.b)
 		b[len(b)/2] ^= 0x40
-		f, gn := aggSame(t, "gen", [][]byte{b}, opt)
-		if marks && gn == 0 || !marks && f == 0 {
+		if f, gn := aggSame(t, "gen", [][]byte{b}, opt); f < 3 {
 			t.Errorf("gen marks=%v: %d threads read backwards, %d generic", marks, f, gn)
 		}
 	}
-	// two processes: one with marks, one without (threads of both kinds, merged in order);
-	// and a thread selection
+	// two processes, one with marks, merged in order; and a thread selection
 	g1 := gen(t, genOpts{seed: 22, pid: 1, threads: 3, perTh: 10_000, frameEvents: 200, line: line24MHz, marks: true, openAfterFrame: 3})
 	g2 := gen(t, genOpts{seed: 23, pid: 2, threads: 3, perTh: 10_000, frameEvents: 200, line: line24MHz, openAfterFrame: 4})
-	if f, gn := aggSame(t, "two streams", [][]byte{g1.b, g2.b}, opt); f == 0 || gn == 0 {
+	if f, gn := aggSame(t, "two streams", [][]byte{g1.b, g2.b}, opt); f == 0 {
 		t.Errorf("two streams: %d threads read backwards, %d generic", f, gn)
 	}
 	aggSame(t, "two streams, threads", [][]byte{g1.b, g2.b}, Options{MaxDepth: -1, Threads: "t1,2001"})
 
-	// run loops: one outermost call per thread, unwound calls, recursion; frames of every
-	// size, some swapped in the file; small segments for the generic path, and the default
-	for _, seg := range []uint32{100, segEvents} {
-		func() {
-			defer func(s uint32) { segEvents = s }(segEvents)
-			segEvents = seg
-			r := rand.New(rand.NewSource(5))
-			tick := uint64(10)
-			var all [][]StreamEvent
-			for th := 0; th < 3; th++ {
-				evs, _ := runloopShaped(r, uint64(100+th), 20_000, 60, &tick, false, th != 1)
-				all = append(all, evs)
-			}
-			b := writeThreads(t, r, all, 500, true)
-			if f, gn := aggSame(t, "runloop", [][]byte{b}, opt); f != 3 || gn != 0 {
-				t.Errorf("runloop: %d threads read backwards, %d generic", f, gn)
-			}
-		}()
+	// run loops: one outermost call per thread, unwound calls, recursion, loss marks after
+	// calls and waits anywhere (one thread without marks); frames of every size, some swapped
+	// in the file
+	r := rand.New(rand.NewSource(5))
+	tick := uint64(10)
+	var all [][]StreamEvent
+	for th := 0; th < 3; th++ {
+		evs, _ := runloopShaped(r, uint64(100+th), 20_000, 60, &tick, th != 2, th != 1)
+		if th != 2 {
+			evs = sprinkleWaits(r, evs)
+		}
+		all = append(all, evs)
+	}
+	b := writeThreads(t, r, all, 500, true)
+	if f, gn := aggSame(t, "runloop", [][]byte{b}, opt); f != 3 || gn != 0 {
+		t.Errorf("runloop: %d threads read backwards, %d generic", f, gn)
 	}
 
-	// calls lost: with their loss marks (generic path), and silently (orphans: found on the
-	// way, generic path)
+	// calls lost, with their loss marks and silently: orphans, found on the way (generic path);
+	// and a thread without losses next to it, with loss marks placed among its calls
 	for _, withMarks := range []bool{true, false} {
 		r := rand.New(rand.NewSource(9))
-		tick := uint64(10)
+		tick = 10
 		evs, _ := runloop(r, 100, 30_000, 60, &tick, false)
 		var kept []StreamEvent
 		for i := 0; i < len(evs); i++ {
@@ -118,7 +125,7 @@ func TestAggregateSameOutput(t *testing.T) {
 			}
 			kept = append(kept, evs[i])
 		}
-		clean, _ := runloop(r, 101, 5_000, 60, &tick, false)
+		clean, _ := runloop(r, 101, 5_000, 60, &tick, true)
 		b := writeThreads(t, r, [][]StreamEvent{kept, clean}, 200, false)
 		if f, gn := aggSame(t, "losses", [][]byte{b}, opt); f != 1 || gn != 1 {
 			t.Errorf("losses (marks %v): %d threads read backwards, %d generic", withMarks, f, gn)
@@ -126,11 +133,25 @@ func TestAggregateSameOutput(t *testing.T) {
 	}
 
 	// frames bigger than the decoding chunk
-	r := rand.New(rand.NewSource(3))
-	tick := uint64(10)
-	evs, _ := runloopShaped(r, 100, 3*aggChunk, 60, &tick, false, true)
-	b := writeThreads(t, r, [][]StreamEvent{evs}, 4*aggChunk, false)
+	r = rand.New(rand.NewSource(3))
+	tick = 10
+	evs, _ := runloopShaped(r, 100, 3*aggChunk, 60, &tick, true, true)
+	b = writeThreads(t, r, [][]StreamEvent{evs}, 4*aggChunk, false)
 	if f, _ := aggSame(t, "big frames", [][]byte{b}, opt); f != 1 {
 		t.Errorf("big frames: %d threads read backwards", f)
 	}
+}
+
+// sprinkleWaits puts wait marks before random records, starting about when the record does
+// (before, at or after its start, so before or after the calls it is the first record of).
+func sprinkleWaits(r *rand.Rand, evs []StreamEvent) []StreamEvent {
+	var out []StreamEvent
+	for _, e := range evs {
+		if e.Type != EventMark && r.Intn(12) == 0 {
+			st := max(e.Start+uint64(r.Intn(5)), 2) - 2
+			out = append(out, StreamEvent{Type: EventMark, ID: uint64(MarkWait), Start: st, End: st + uint64(r.Intn(3))})
+		}
+		out = append(out, e)
+	}
+	return out
 }
