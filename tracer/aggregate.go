@@ -280,7 +280,7 @@ type aggReader struct {
 	gap    []aggMark // marks read since the last record, last first
 	after  uint64    // the records before the gap's end (the last record read)
 	aSeg   int32     // the segment of the last record read (-1: none)
-	ids    []int32 // method id -> the thread's name id + 1 (0: not yet)
+	ids    []int32   // method id -> the thread's name id + 1 (0: not yet)
 	bigIDs map[uint64]int32
 	byName map[string]int32
 	table  []aggSlot // (parent, name) -> node + 1, open addressing
