@@ -229,7 +229,9 @@ type aggThread struct {
 
 type aggNode struct {
 	parent, name int32
-	memo         int32 // the child looked up last
+	memo         int32  // the child looked up last
+	idKid        int32  // the child of method idMemo-1 looked up last
+	idMemo       uint64 // 0: none
 	count, self  uint64
 	pos          aggPos // the first event of the walk that makes it
 }
@@ -260,13 +262,12 @@ type aggEntry struct {
 	node      int32
 	depth     uint32 // in the stream
 	flags     int32
-	hasKid    bool
 	first     uint64 // the records before its subtree's first (so far)
 	rec       uint64 // the records before its own
 	startTick uint64
-	kidStart  uint64 // start tick of its child read last (its first child)
-	dur, kids uint64 // ns: its duration, its children's
-	marked    uint64 // ns: the marks' inside it
+	kidStart  uint64 // start tick of its child read last (its first child; ^0: none yet)
+	dur, kids uint64 // ns: its duration, its children's and the marks' inside it (the generic
+	// path takes both from its duration, each saturated: the same as their sum, saturated)
 }
 
 // aggReader reads threads backwards, one at a time, on one goroutine.
@@ -279,10 +280,11 @@ type aggReader struct {
 	stack  []aggEntry
 	gap    []aggMark // marks read since the last record, last first
 	after  uint64    // the records before the gap's end (the last record read)
-	aSeg   int32     // the segment of the last record read (-1: none)
+	aEv    uint64    // the events before the last record read (^0: none)
 	ids    []int32   // method id -> the thread's name id + 1 (0: not yet)
 	bigIDs map[uint64]int32
 	byName map[string]int32
+	marks  map[markKey]int32 // marks' labels' name ids
 	table  []aggSlot // (parent, name) -> node + 1, open addressing
 	t      *aggThread
 	sf     *streamFile
@@ -309,8 +311,9 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error
 	r.ids = r.ids[:0]
 	clear(r.bigIDs)
 	clear(r.byName)
+	clear(r.marks)
 	if r.byName == nil {
-		r.byName, r.bigIDs = map[string]int32{}, map[uint64]int32{}
+		r.byName, r.bigIDs, r.marks = map[string]int32{}, map[uint64]int32{}, map[markKey]int32{}
 	}
 	if len(r.table) == 0 {
 		r.table = make([]aggSlot, 1<<12)
@@ -335,7 +338,7 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error
 		events += uint64(fr.n)
 	}
 	marks := st.marks
-	r.gap, r.after, r.aSeg = r.gap[:0], rec, -1
+	r.gap, r.after, r.aEv = r.gap[:0], rec, math.MaxUint64
 	if st.openOff >= 0 {
 		open, err := sf.openCalls(st, &r.w)
 		if err != nil {
@@ -386,14 +389,14 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error
 					return errChanged
 				}
 				events--
-				seg := int32(events / uint64(segEvents))
 				if e.Type == EventMark {
 					if marks == 0 {
 						return errChanged
 					}
 					marks--
 					start := r.ns(e.Start)
-					r.gap = append(r.gap, aggMark{Mark{Kind: MarkKind(e.ID), StartNanos: start, DurNanos: r.ns(e.End) - start, Count: e.Count}, seg, marks})
+					r.gap = append(r.gap, aggMark{Mark{Kind: MarkKind(e.ID), StartNanos: start, DurNanos: r.ns(e.End) - start, Count: e.Count},
+						int32(events / uint64(segEvents)), marks})
 					continue
 				}
 				if rec == 0 {
@@ -408,15 +411,15 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error
 					r.place(int64(e.Depth))
 				}
 				r.call(e.ID, e.Start, e.End, uint32(e.Depth), fl, rec)
-				r.after, r.aSeg = rec, seg
+				r.after, r.aEv = rec, events
 			}
 		}
 	}
 	if len(r.gap) > 0 {
 		r.place(-1)
 	}
-	for len(r.stack) > 0 {
-		r.pop()
+	for k := len(r.stack) - 1; k >= 0; k-- {
+		r.pop(k)
 	}
 	if rec != 0 || events != 0 || marks != 0 {
 		return errChanged
@@ -434,7 +437,10 @@ func leUint64(b []byte) uint64 {
 
 // ns converts a tick of the thread's stream to ns on the trace's timeline.
 func (r *aggReader) ns(tick uint64) uint64 {
-	m := r.clk.mono(tick)
+	m, ok := r.clk.monoFast(tick)
+	if !ok {
+		m = r.clk.slow(tick)
+	}
 	if m < r.sf.base {
 		return 0
 	}
@@ -443,17 +449,26 @@ func (r *aggReader) ns(tick uint64) uint64 {
 
 // call takes the call recorded rec records into the thread (read backwards).
 func (r *aggReader) call(id, start, end uint64, depth uint32, flags int32, rec uint64) {
-	for k := len(r.stack); k > 0 && r.stack[k-1].depth >= depth; k-- {
-		r.pop()
+	for k := len(r.stack) - 1; k >= 0 && r.stack[k].depth >= depth; k-- {
+		r.pop(k)
 	}
 	t := r.t
 	parent := int32(0)
-	sNs, eNs := r.ns(start), r.ns(end)
+	sm, ok := r.clk.monoFast(start) // r.ns, in line
+	if !ok {
+		sm = r.clk.slow(start)
+	}
+	em, ok := r.clk.monoFast(end)
+	if !ok {
+		em = r.clk.slow(end)
+	}
+	base := r.sf.base
+	sNs, eNs := sm-min(sm, base), em-min(em, base)
 	dur := eNs - min(eNs, sNs)
 	if k := len(r.stack); k > 0 {
 		p := &r.stack[k-1]
 		parent = p.node
-		p.hasKid, p.kidStart = true, start
+		p.kidStart = start
 		p.kids += dur
 	} else {
 		t.total += dur
@@ -463,28 +478,36 @@ func (r *aggReader) call(id, start, end uint64, depth uint32, flags int32, rec u
 		t.end = max(t.end, sNs+dur)
 		t.any = true
 	}
-	n := r.kid(parent, r.name(id))
+	var n int32
+	if p := &t.nodes[parent]; p.idMemo == id+1 {
+		n = p.idKid
+	} else {
+		n = r.kid(parent, r.name(id))
+		p = &t.nodes[parent] // kid may have moved the nodes
+		p.idMemo, p.idKid = id+1, n
+	}
 	t.nodes[n].count++
 	t.calls++
 	if flags&FlagOpen != 0 {
 		t.open++
 	}
-	r.stack = append(r.stack, aggEntry{node: n, depth: depth, flags: flags, first: rec, rec: rec, startTick: start, dur: dur})
+	r.stack = append(r.stack, aggEntry{node: n, depth: depth, flags: flags, first: rec, rec: rec, startTick: start,
+		kidStart: math.MaxUint64, dur: dur})
 }
 
-// pop closes the call on top of the stack: its children have all been read.
-func (r *aggReader) pop() {
-	k := len(r.stack) - 1
+// pop closes the call on top of the stack, at k: its children have all been read.
+func (r *aggReader) pop(k int) {
 	e := &r.stack[k]
 	t := r.t
-	if e.hasKid && e.kidStart < e.startTick {
+	if e.kidStart < e.startTick {
 		t.orphan = true
 	}
 	a := uint64(k) // its ancestors
 	nd := &t.nodes[e.node]
-	nd.pos = minPos(nd.pos, aggPos{2*e.first + a, math.MaxUint64})
+	if ev := 2*e.first + a; ev < nd.pos.ev { // a call's entry: no mark has its place
+		nd.pos = aggPos{ev, math.MaxUint64}
+	}
 	self := e.dur - min(e.dur, e.kids)
-	self -= min(self, e.marked)
 	switch {
 	case e.flags&FlagOpen != 0:
 		r.exitFrame(e, frameRunning, self, a)
@@ -523,12 +546,16 @@ func (r *aggReader) place(depth int64) {
 	}
 	top := len(r.stack) - 1
 	m := r.after
+	mSeg := int32(-1) // m's segment (-1: no m)
+	if r.aEv != math.MaxUint64 {
+		mSeg = int32(r.aEv / uint64(segEvents))
+	}
 	next := c // the chain's next call a mark may come before
 	for k := len(r.gap) - 1; k >= 0; k-- {
 		g := &r.gap[k]
 		in := c - 1 // the innermost call the mark is inside (-1: none)
 		ev := 2*m + uint64(c)
-		if g.seg == r.aSeg { // before the first call of the chain that starts at or after it
+		if g.seg == mSeg { // before the first call of the chain that starts at or after it
 			for next <= top && r.ns(r.stack[next].startTick) < g.m.StartNanos {
 				next++
 			}
@@ -541,7 +568,7 @@ func (r *aggReader) place(depth int64) {
 		dur := g.m.DurNanos
 		if in >= 0 {
 			parent = r.stack[in].node
-			r.stack[in].marked += dur
+			r.stack[in].kids += dur
 		} else {
 			t := r.t
 			t.total += dur
@@ -551,10 +578,17 @@ func (r *aggReader) place(depth int64) {
 			t.end = max(t.end, g.m.StartNanos+dur)
 			t.any = true
 		}
-		label := markLabel(&g.m)
-		nm, ok := r.byName[label]
+		k := markKey{g.m.Kind, g.m.Count}
+		if k.kind == MarkWait {
+			k.count = 0
+		}
+		nm, ok := r.marks[k]
 		if !ok {
-			nm = r.newName(label)
+			label := markLabel(&g.m)
+			if nm, ok = r.byName[label]; !ok {
+				nm = r.newName(label)
+			}
+			r.marks[k] = nm
 		}
 		n := r.kid(parent, nm)
 		nd := &r.t.nodes[n]

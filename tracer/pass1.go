@@ -29,7 +29,7 @@ type analyser struct {
 	haveTick bool
 	bad      uint64 // malformed frames (goroutine analysers: the reader counts the inline one's)
 	badBytes uint64
-	noShape  bool // the aggregates' pass 1: no pending stacks, no spans (see aggregate.go)
+	noShape  bool // the aggregates' pass 1: no pending stacks, no spans, no durations (see aggregate.go)
 
 	in   chan *p1Batch // nil: inline
 	free chan *p1Batch
@@ -193,7 +193,9 @@ func (a *analyser) analyse(st *streamThread, off int64, prev uint64, b []byte) e
 		switch {
 		case e.Type != EventMark:
 			calls++
-			a.durs.add(e.End-e.Start, 1)
+			if !a.noShape {
+				a.durs.add(e.End-e.Start, 1)
+			}
 			fr.minDepth = min(fr.minDepth, uint32(e.Depth))
 			if analyse {
 				st.shapeCall(&e, seg)

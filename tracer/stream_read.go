@@ -803,6 +803,19 @@ func scale(x, m, d uint64) uint64 {
 	return q
 }
 
+// monoFast is mono for a tick on the line of the last conversion (false: another, see slow).
+func (c *clockMap) monoFast(t uint64) (uint64, bool) {
+	if t < c.fLo || t >= c.fHi {
+		return 0, false
+	}
+	n := (t - c.fLo) * c.fMul
+	q, _ := bits.Mul64(n, c.fInv)
+	for n-q*c.fDiv >= c.fDiv {
+		q++
+	}
+	return c.fMono + q, true
+}
+
 func (c *clockMap) mono(t uint64) uint64 {
 	if t >= c.fLo && t < c.fHi {
 		n := (t - c.fLo) * c.fMul
