@@ -285,7 +285,7 @@ type aggReader struct {
 	bigIDs map[uint64]int32
 	byName map[string]int32
 	marks  map[markKey]int32 // marks' labels' name ids
-	table  []aggSlot // (parent, name) -> node + 1, open addressing
+	table  []aggSlot         // (parent, name) -> node + 1, open addressing
 	t      *aggThread
 	sf     *streamFile
 }
@@ -449,10 +449,29 @@ func (r *aggReader) ns(tick uint64) uint64 {
 
 // call takes the call recorded rec records into the thread (read backwards).
 func (r *aggReader) call(id, start, end uint64, depth uint32, flags int32, rec uint64) {
-	for k := len(r.stack) - 1; k >= 0 && r.stack[k].depth >= depth; k-- {
-		r.pop(k)
-	}
 	t := r.t
+	stack := r.stack
+	for k := len(stack) - 1; k >= 0 && stack[k].depth >= depth; k-- { // r.pop(k), in line
+		e := &stack[k]
+		if e.kidStart < e.startTick {
+			t.orphan = true
+		}
+		nd := &t.nodes[e.node]
+		if ev := 2*e.first + uint64(k); ev < nd.pos.ev {
+			nd.pos = aggPos{ev, math.MaxUint64}
+		}
+		self := e.dur - min(e.dur, e.kids)
+		if e.flags&(FlagOpen|FlagUnwound) == 0 {
+			nd.self += self
+		} else {
+			r.exitFrame(e, self, uint64(k))
+		}
+		if k > 0 {
+			stack[k-1].first = e.first
+		}
+		stack = stack[:k]
+	}
+	r.stack = stack
 	parent := int32(0)
 	sm, ok := r.clk.monoFast(start) // r.ns, in line
 	if !ok {
@@ -508,13 +527,10 @@ func (r *aggReader) pop(k int) {
 		nd.pos = aggPos{ev, math.MaxUint64}
 	}
 	self := e.dur - min(e.dur, e.kids)
-	switch {
-	case e.flags&FlagOpen != 0:
-		r.exitFrame(e, frameRunning, self, a)
-	case e.flags&FlagUnwound != 0:
-		r.exitFrame(e, frameUnwound, self, a)
-	default:
+	if e.flags&(FlagOpen|FlagUnwound) == 0 {
 		nd.self += self
+	} else {
+		r.exitFrame(e, self, a)
 	}
 	if k > 0 {
 		r.stack[k-1].first = e.first
@@ -522,9 +538,13 @@ func (r *aggReader) pop(k int) {
 	r.stack = r.stack[:k]
 }
 
-// exitFrame puts a call's self time on its child frame name ("[running]", "[unwound]"), made
-// at the call's exit.
-func (r *aggReader) exitFrame(e *aggEntry, name string, self, a uint64) {
+// exitFrame puts the self time of a call still running at the end, or unwound, on its child
+// frame "[running]" or "[unwound]", made at the call's exit (a: its ancestors).
+func (r *aggReader) exitFrame(e *aggEntry, self, a uint64) {
+	name := frameUnwound
+	if e.flags&FlagOpen != 0 {
+		name = frameRunning
+	}
 	nm, ok := r.byName[name]
 	if !ok {
 		nm = r.newName(name)
