@@ -189,7 +189,10 @@ func (a *analyser) analyse(st *streamThread, off int64, prev uint64, b []byte) e
 			}
 		}
 		lo, hi = min(lo, e.Start), max(hi, e.End)
-		seg, _ := st.segs.next()
+		var seg int32
+		if analyse { // (segments are counted again by reanalyse)
+			seg, _ = st.segs.next()
+		}
 		switch {
 		case e.Type != EventMark:
 			calls++

@@ -655,25 +655,33 @@ func (it *eventIter) next(e *StreamEvent) (bool, error) {
 	if i >= len(b) {
 		return false, nil
 	}
-	// each field: its one byte here, or uvarintSlow (which fails, once i < 0, to the end)
+	// each field: its one or two bytes here, or uvarintSlow (which fails, once i < 0, to the end)
 	var code, zz, dur, arg uint64
-	if c := b[i]; c < 0x80 {
-		code, i = uint64(c), i+1
+	if uint(i) < uint(len(b)) && b[i] < 0x80 {
+		code, i = uint64(b[i]), i+1
+	} else if i >= 0 && i+1 < len(b) && b[i+1] < 0x80 {
+		code, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
 	} else {
 		code, i = uvarintSlow(b, i)
 	}
 	if uint(i) < uint(len(b)) && b[i] < 0x80 {
 		zz, i = uint64(b[i]), i+1
+	} else if i >= 0 && i+1 < len(b) && b[i+1] < 0x80 {
+		zz, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
 	} else {
 		zz, i = uvarintSlow(b, i)
 	}
 	if uint(i) < uint(len(b)) && b[i] < 0x80 {
 		dur, i = uint64(b[i]), i+1
+	} else if i >= 0 && i+1 < len(b) && b[i+1] < 0x80 {
+		dur, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
 	} else {
 		dur, i = uvarintSlow(b, i)
 	}
 	if uint(i) < uint(len(b)) && b[i] < 0x80 {
 		arg, i = uint64(b[i]), i+1
+	} else if i >= 0 && i+1 < len(b) && b[i+1] < 0x80 {
+		arg, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
 	} else {
 		arg, i = uvarintSlow(b, i)
 	}
@@ -705,7 +713,7 @@ func (it *eventIter) next(e *StreamEvent) (bool, error) {
 	return true, nil
 }
 
-// uvarintSlow decodes the uvarint at b[i:] (of two bytes or more: one-byte ones are decoded
+// uvarintSlow decodes the uvarint at b[i:] (of three bytes or more: shorter ones are decoded
 // in line) and returns it and the index after it; a negative index when i is negative (an
 // earlier failure) or the bytes there are not a uvarint.
 func uvarintSlow(b []byte, i int) (uint64, int) {
