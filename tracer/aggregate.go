@@ -1,8 +1,10 @@
 package tracer
 
 import (
+	"errors"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -53,37 +55,59 @@ func aggregateTrie(s Sink, opt Options) *stackTrie {
 type aggJob struct {
 	sf   *streamFile
 	st   *streamThread
-	fast bool // read backwards (otherwise, or on an orphan, the generic path)
 	res  aggThread
 	err  error
 }
 
-// processAggregate is ProcessStreams for an aggregate sink whose trie is tr.
+// processAggregate is ProcessStreams for an aggregate sink whose trie is tr. Pass 1 first
+// leaves events frames undecoded (p1Lazy); when pass 2 finds that something it took for
+// granted does not hold (a frame that does not decode as counted, a thread with orphans, the
+// end of the trace not where it was estimated while calls are open at it), the conversion is
+// made again with pass 1 decoding (p1Decode).
 func processAggregate(ins []Input, opt Options, sink Sink, tr *stackTrie) (Totals, error) {
-	files, tot, err := indexStreams(ins, opt, true)
-	if err != nil {
-		return tot, err
+	mode := p1Lazy
+	if opt.Threads != "" && opt.Threads != "all" { // the threads left out count for the timeline
+		mode = p1Decode
 	}
+	tot, again, err := aggregateWith(ins, opt, sink, tr, mode)
+	if again {
+		tot, _, err = aggregateWith(ins, opt, sink, tr, p1Decode)
+	}
+	return tot, err
+}
+
+// aggregateWith is processAggregate with pass 1 in mode; again when p1Lazy does not do (tr
+// is then untouched).
+func aggregateWith(ins []Input, opt Options, sink Sink, tr *stackTrie, mode pass1Mode) (tot Totals, again bool, err error) {
+	files, tot, err := indexStreams(ins, opt, mode)
+	if err != nil {
+		return tot, false, err
+	}
+	lazy := mode == p1Lazy
 	var jobs []*aggJob
-	var fast []*aggJob
-	var calls uint64
+	var size uint64
 	for _, sf := range files {
+		if lazy {
+			for _, st := range sf.threads {
+				if st.suspect {
+					return tot, true, nil
+				}
+			}
+			sf.estimateEnd()
+		}
 		for _, st := range sf.threads {
 			if !threadSelected(opt.Threads, &st.t) {
 				continue
 			}
-			j := &aggJob{sf: sf, st: st, fast: true}
-			jobs = append(jobs, j)
-			if j.fast {
-				fast = append(fast, j)
-				calls += st.t.Records
-			}
+			jobs = append(jobs, &aggJob{sf: sf, st: st})
+			size += st.t.Records
 		}
 	}
 	// the biggest threads first, on up to two goroutines
-	sort.SliceStable(fast, func(a, b int) bool { return fast[a].st.t.Records > fast[b].st.t.Records })
-	workers := min(runtime.GOMAXPROCS(0), 2, len(fast))
-	if calls < pipeMin {
+	order := slices.Clone(jobs)
+	sort.SliceStable(order, func(a, b int) bool { return order[a].st.t.Records > order[b].st.t.Records })
+	workers := min(runtime.GOMAXPROCS(0), 2, len(order))
+	if size < pipeMin {
 		workers = min(workers, 1)
 	}
 	var next atomic.Int64
@@ -91,11 +115,11 @@ func processAggregate(ins []Input, opt Options, sink Sink, tr *stackTrie) (Total
 		var r aggReader
 		for {
 			k := int(next.Add(1)) - 1
-			if k >= len(fast) {
+			if k >= len(order) {
 				return
 			}
-			j := fast[k]
-			j.err = r.thread(j.sf, j.st, &j.res)
+			j := order[k]
+			j.err = r.thread(j.sf, j.st, &j.res, lazy)
 		}
 	}
 	if workers > 1 {
@@ -108,22 +132,56 @@ func processAggregate(ins []Input, opt Options, sink Sink, tr *stackTrie) (Total
 	} else {
 		work()
 	}
+	if lazy {
+		for _, j := range jobs {
+			if j.err == errLazy || j.err == nil && j.res.orphan {
+				return tot, true, nil
+			}
+		}
+		for _, sf := range files { // what pass 1 learns from the events, from pass 2
+			for _, st := range sf.threads {
+				if st.lazy.events {
+					sf.tick(st.lazy.lo, st.lazy.hi)
+				}
+			}
+			var open bool
+			for _, j := range jobs {
+				open = open || j.sf == sf && j.res.open > 0
+			}
+			if sf.haveTicks {
+				sf.maxTick = max(sf.maxTick, sf.clockMax)
+			}
+			if open && sf.maxTick != sf.endEst { // calls open at an end that was not the trace's
+				return tot, true, nil
+			}
+		}
+		files = settleStreams(files, opt)
+	}
+	byFile := map[*streamFile][]*aggJob{}
+	for _, j := range jobs {
+		byFile[j.sf] = append(byFile[j.sf], j)
+	}
 	var kept uint64
 	var nFast, nGeneric int
-	k := 0
 	for _, sf := range files {
 		tot.Processes++
-		for ; k < len(jobs) && jobs[k].sf == sf; k++ {
-			j := jobs[k]
+		for _, j := range byFile[sf] {
 			t := &j.st.t
 			tot.Threads++
+			if lazy {
+				t.Dropped, t.Overflow = j.st.lazy.dropped, j.st.lazy.overflow
+			}
 			tot.Dropped += t.Dropped
 			tot.Overflow += t.Overflow
-			if j.fast && j.err == nil && !j.res.orphan {
+			if j.err == nil && !j.res.orphan {
 				if err := tr.BeginThread(&sf.hdr, t); err != nil {
-					return tot, err
+					return tot, false, err
 				}
-				j.res.mergeInto(tr)
+				shift := sf.base
+				if !lazy {
+					shift = 0
+				}
+				j.res.mergeInto(tr, shift)
 				nFast++
 				kept += j.res.calls
 				tot.Open += j.res.open
@@ -132,14 +190,14 @@ func processAggregate(ins []Input, opt Options, sink Sink, tr *stackTrie) (Total
 				continue
 			}
 			if j.err != nil {
-				return tot, j.err
+				return tot, false, j.err
 			}
 			g, n, open, err := sf.aggregateGeneric(j.st, &tot)
 			if err != nil {
-				return tot, err
+				return tot, false, err
 			}
 			if err := tr.BeginThread(&sf.hdr, t); err != nil {
-				return tot, err
+				return tot, false, err
 			}
 			mergeTrie(tr, g)
 			nGeneric++
@@ -150,14 +208,45 @@ func processAggregate(ins []Input, opt Options, sink Sink, tr *stackTrie) (Total
 	}
 	tot.Calls, tot.Kept = kept, kept
 	if aggTestHook != nil {
-		aggTestHook(nFast, nGeneric)
+		aggTestHook(nFast, nGeneric, lazy)
 	}
-	return tot, sink.Close(tot)
+	return tot, false, sink.Close(tot)
+}
+
+// errLazy is what reading a thread backwards returns when pass 1 took for granted what its
+// events do not bear out (p1Lazy).
+var errLazy = errors.New("events frame not as counted")
+
+// estimateEnd sets the stream's end tick as p1Lazy's pass 2 takes it for calls open at the
+// end: the latest of its clock and open frames and of each thread's last events frame (the
+// events of every frame are checked against it afterwards).
+func (sf *streamFile) estimateEnd() {
+	var end uint64
+	if sf.haveTicks {
+		end = sf.maxTick
+	}
+	for _, st := range sf.threads {
+		if len(st.frames) == 0 {
+			continue
+		}
+		it, err := sf.events(st.frames[len(st.frames)-1].off)
+		if err != nil {
+			continue
+		}
+		var e StreamEvent
+		for {
+			if ok, err := it.next(&e); err != nil || !ok {
+				break
+			}
+			end = max(end, e.End)
+		}
+	}
+	sf.endEst = max(end, sf.clockMax)
 }
 
 // aggTestHook, when set (by the tests), is told how many threads the aggregates' path read
-// backwards and how many it left to the generic path.
-var aggTestHook func(fast, generic int)
+// backwards and how many it left to the generic path, and whether pass 1 was p1Lazy.
+var aggTestHook func(fast, generic int, lazy bool)
 
 // aggregateGeneric is the generic path for one thread: its pass-1 analysis, then pass 2 into a
 // trie of its own (which it returns, with the calls and open calls it took).
@@ -299,13 +388,69 @@ type aggSlot struct {
 // once to note where each chunk starts, then chunk by chunk, last first.
 const aggChunk = 1 << 16
 
-// thread reads st of sf backwards into t.
-func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error {
+// thread reads st of sf backwards into t (lazy: pass 1 was p1Lazy; errLazy when the thread's
+// events are not as it took them).
+func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread, lazy bool) error {
 	if r.clkOf != sf {
 		r.clk, r.clkOf = sf.clock, sf
 	}
 	r.w = window{r: sf.w.r, size: sf.w.size, ahead: 256 << 10, back: true, buf: r.w.buf[:0]}
 	defer func() { r.w.r = nil }()
+	frames, sorted := st.frames, st.unordered
+	for {
+		restart, err := r.read(sf, st, t, frames, sorted, lazy)
+		if err != nil || !restart {
+			return err
+		}
+		// frames out of order, found on the way: every frame's end ticks, then sorted
+		frames = slices.Clone(st.frames)
+		for i := range frames {
+			if err := r.frameInfo(&frames[i], lazy); err != nil {
+				return err
+			}
+		}
+		sorted = true
+	}
+}
+
+// aggRecs is where records and marks are counted from, down (their places only count
+// relative to each other's).
+const aggRecs = 1 << 40
+
+// frameInfo decodes the frame fr refers to, to fill in its first and last end ticks and its
+// calls' least depth, as pass 1 does.
+func (r *aggReader) frameInfo(fr *frameRef, lazy bool) error {
+	bad := errChanged
+	if lazy {
+		bad = errLazy
+	}
+	it, err := eventsWith(&r.w, fr.off)
+	if err != nil {
+		return err
+	}
+	var e StreamEvent
+	fr.minDepth = maxStreamDepth + 1
+	for k := uint32(0); ; k++ {
+		ok, err := it.next(&e)
+		if err != nil || !ok && k != fr.n {
+			return bad
+		}
+		if !ok {
+			return nil
+		}
+		if k == 0 {
+			fr.first = e.End
+		}
+		fr.last = e.End
+		if e.Type != EventMark {
+			fr.minDepth = min(fr.minDepth, uint32(e.Depth))
+		}
+	}
+}
+
+// read is thread with st's frames given (sorted: sort them as pass 1's analysis does; else
+// restart when they turn out not to be in order).
+func (r *aggReader) read(sf *streamFile, st *streamThread, t *aggThread, frames []frameRef, sorted, lazy bool) (restart bool, err error) {
 	r.sf, r.t = sf, t
 	*t = aggThread{nodes: []aggNode{{parent: -1, name: -1}}}
 	r.ids = r.ids[:0]
@@ -321,9 +466,12 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error
 		clear(r.table)
 	}
 	r.stack = r.stack[:0]
-	frames := st.frames
-	if st.unordered { // as pass 1's analysis orders them
-		frames = append([]frameRef(nil), frames...)
+	bad := errChanged
+	if lazy {
+		bad = errLazy
+	}
+	if sorted { // as pass 1's analysis orders them
+		frames = slices.Clone(frames)
 		sort.SliceStable(frames, func(a, b int) bool {
 			fa, fb := &frames[a], &frames[b]
 			if fa.first != fb.first {
@@ -332,30 +480,53 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error
 			return fa.last < fb.last
 		})
 	}
-	rec := st.t.Records // records before the one being read, + 1
+	rec := uint64(aggRecs) // records before the one being read, + 1
 	var events uint64
 	for _, fr := range frames {
 		events += uint64(fr.n)
 	}
-	marks := st.marks
+	marks := uint64(aggRecs)
+	learnt := lazyLearnt{lo: math.MaxUint64}
 	r.gap, r.after, r.aEv = r.gap[:0], rec, math.MaxUint64
 	if st.openOff >= 0 {
-		open, err := sf.openCalls(st, &r.w)
+		info := frames
+		if lazy && !sorted { // the end ticks of the frames that may close open calls
+			info = slices.Clone(frames)
+			p, err := frameAtWith(&r.w, st.openOff)
+			if err != nil || len(p) < 16 {
+				return false, errChanged
+			}
+			tick := leUint64(p[8:])
+			for i := len(info) - 1; i >= 0; i-- {
+				if err := r.frameInfo(&info[i], lazy); err != nil {
+					return false, err
+				}
+				if info[i].first < tick {
+					break
+				}
+			}
+		}
+		open, err := sf.openCalls(st, &r.w, info)
 		if err != nil {
-			return err
+			return false, err
+		}
+		end := sf.maxTick
+		if lazy {
+			end = sf.endEst
 		}
 		for i := range open { // as if their records came after every event, innermost first
 			c := &open[i]
-			r.call(c.id, c.start, max(sf.maxTick, c.start), uint32(c.depth), FlagOpen, rec+uint64(len(open)-1-i))
+			r.call(c.id, c.start, max(end, c.start), uint32(c.depth), FlagOpen, rec+uint64(len(open)-1-i))
 		}
 	}
+	minFirst := uint64(math.MaxUint64) // of the frames read (the later ones)
 	for f := len(frames) - 1; f >= 0; f-- {
 		p, err := frameAtWith(&r.w, frames[f].off)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if len(p) < 16 {
-			return errChanged
+			return false, errChanged
 		}
 		it := eventIter{b: p[16:], prev: leUint64(p[8:])}
 		n := int(frames[f].n)
@@ -364,7 +535,7 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error
 			var e StreamEvent
 			for k := 1; k < n; k++ {
 				if ok, err := it.next(&e); err != nil || !ok {
-					return errChanged
+					return false, bad
 				}
 				if k%aggChunk == 0 {
 					r.checks = append(r.checks, it)
@@ -380,27 +551,40 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error
 			evs := r.evs[:m]
 			for k := range evs {
 				if ok, err := it.next(&evs[k]); err != nil || !ok {
-					return errChanged
+					return false, bad
 				}
+			}
+			if c == len(r.checks)-1 {
+				var e StreamEvent
+				if ok, err := it.next(&e); ok || err != nil { // more events than counted
+					return false, bad
+				}
+				if !sorted && m > 0 && evs[m-1].End > minFirst { // out of order: pass 1 sorts them
+					return true, nil
+				}
+			}
+			if c == 0 && m > 0 {
+				minFirst = min(minFirst, evs[0].End)
 			}
 			for k := m - 1; k >= 0; k-- {
 				e := &evs[k]
 				if events == 0 {
-					return errChanged
+					return false, bad
 				}
 				events--
+				learnt.lo, learnt.hi = min(learnt.lo, e.Start), max(learnt.hi, e.End)
 				if e.Type == EventMark {
-					if marks == 0 {
-						return errChanged
-					}
 					marks--
+					switch MarkKind(e.ID) {
+					case MarkLost:
+						learnt.dropped += e.Count
+					case MarkOverflow:
+						learnt.overflow += e.Count
+					}
 					start := r.ns(e.Start)
 					r.gap = append(r.gap, aggMark{Mark{Kind: MarkKind(e.ID), StartNanos: start, DurNanos: r.ns(e.End) - start, Count: e.Count},
 						int32(events / uint64(segEvents)), marks})
 					continue
-				}
-				if rec == 0 {
-					return errChanged
 				}
 				rec--
 				fl := int32(0)
@@ -421,11 +605,13 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread) error
 	for k := len(r.stack) - 1; k >= 0; k-- {
 		r.pop(k)
 	}
-	if rec != 0 || events != 0 || marks != 0 {
-		return errChanged
+	if events != 0 {
+		return false, bad
 	}
-	t.marks = st.marks
-	return nil
+	t.marks = aggRecs - marks
+	learnt.events = len(frames) > 0
+	st.lazy = learnt
+	return false, nil
 }
 
 // leUint64 is binary.LittleEndian.Uint64.
@@ -702,7 +888,7 @@ func (r *aggReader) grow() {
 
 // mergeInto appends the thread's stacks to tr, whose current thread's root is the thread's, in
 // the order the generic walk makes them.
-func (t *aggThread) mergeInto(tr *stackTrie) {
+func (t *aggThread) mergeInto(tr *stackTrie, shift uint64) {
 	order := make([]int32, 0, len(t.nodes)-1)
 	for i := 1; i < len(t.nodes); i++ {
 		order = append(order, int32(i))
@@ -724,7 +910,7 @@ func (t *aggThread) mergeInto(tr *stackTrie) {
 	}
 	tr.threads[len(tr.threads)-1].total += t.total
 	if t.any {
-		tr.span(t.start, 0)
-		tr.end = max(tr.end, t.end)
+		tr.span(t.start-min(t.start, shift), 0)
+		tr.end = max(tr.end, t.end-min(t.end, shift))
 	}
 }

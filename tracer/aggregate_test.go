@@ -36,7 +36,15 @@ func aggConvert(t *testing.T, ins [][]byte, format string, opt Options, generic 
 func aggSame(t *testing.T, name string, ins [][]byte, opt Options) (fast, generic int) {
 	t.Helper()
 	defer func() { aggTestHook = nil }()
-	aggTestHook = func(f, g int) { fast, generic = f, g }
+	lazy := false
+	aggTestHook = func(f, g int, l bool) { fast, generic, lazy = f, g, l }
+	defer func() {
+		// pass 1 leaves events undecoded unless a thread is left to the generic path or
+		// threads are selected
+		if want := generic == 0 && opt.Threads == ""; lazy != want {
+			t.Errorf("%s: pass 1 lazy %v, want %v", name, lazy, want)
+		}
+	}()
 	for _, format := range []string{"pprof", "folded", "svg"} {
 		want, wtot := aggConvert(t, ins, format, opt, true)
 		got, gtot := aggConvert(t, ins, format, opt, false)

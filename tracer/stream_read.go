@@ -38,7 +38,7 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 	if tr := aggregateTrie(sink, opt); tr != nil {
 		return processAggregate(ins, opt, sink, tr)
 	}
-	files, tot, err := indexStreams(ins, opt, false)
+	files, tot, err := indexStreams(ins, opt, p1Shapes)
 	if err != nil {
 		return tot, err
 	}
@@ -63,13 +63,14 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 	return tot, sink.Close(tot)
 }
 
-// indexStreams is pass 1 of every stream (noShape: see indexStream), their times put on one
-// timeline, and the streams ordered by their first event.
-func indexStreams(ins []Input, opt Options, noShape bool) ([]*streamFile, Totals, error) {
+// indexStreams is pass 1 of every stream (mode: see pass1Mode), their times put on one
+// timeline, and the streams ordered by their first event (p1Lazy: left to the caller, see
+// settleStreams).
+func indexStreams(ins []Input, opt Options, mode pass1Mode) ([]*streamFile, Totals, error) {
 	var tot Totals
 	files := make([]*streamFile, 0, len(ins))
 	for i, in := range ins {
-		sf, err := indexStream(in, noShape)
+		sf, err := indexStream(in, mode)
 		if err != nil {
 			name := in.Name
 			if name == "" {
@@ -86,6 +87,15 @@ func indexStreams(ins []Input, opt Options, noShape bool) ([]*streamFile, Totals
 			tot.Unended++
 		}
 	}
+	if mode == p1Lazy {
+		return files, tot, nil
+	}
+	return settleStreams(files, opt), tot, nil
+}
+
+// settleStreams puts the streams' times on one timeline (ns since the earliest event or
+// instant of all) and orders them by their first event.
+func settleStreams(files []*streamFile, opt Options) []*streamFile {
 	base := uint64(math.MaxUint64)
 	for _, sf := range files {
 		if sf.haveTicks {
@@ -101,7 +111,7 @@ func indexStreams(ins []Input, opt Options, noShape bool) ([]*streamFile, Totals
 		sf.hdr.Instants = sf.resolveInstants(opt)
 	}
 	sort.SliceStable(files, func(i, j int) bool { return files[i].first < files[j].first })
-	return files, tot, nil
+	return files
 }
 
 // replayStreams is pass 2: each selected thread's events, in pre-order, to the emitter.
@@ -197,6 +207,15 @@ type streamThread struct {
 	evReg     int64      // its first valid events frame with events (-1: none; the analyser's)
 	worker    int        // the analyser of its events frames
 	marks     uint64     // mark events in its valid frames
+	suspect   bool       // p1Lazy: a frame whose events could not be counted
+	lazy      lazyLearnt // p1Lazy: what pass 1 did not learn of its events, from pass 2
+}
+
+// lazyLearnt is what p1Lazy's pass 2 learns of a thread's events that pass 1 otherwise does.
+type lazyLearnt struct {
+	events            bool
+	lo, hi            uint64 // tick span
+	dropped, overflow uint64 // calls lost and past the shadow stack, by its marks
 }
 
 // frameRef is an events frame of a thread: where it is, and what pass 1 learnt of it.
@@ -229,6 +248,7 @@ type streamFile struct {
 	tornBytes        uint64
 	resyncBudget     int64
 	clockMax         uint64
+	endEst           uint64 // p1Lazy: maxTick as estimated for pass 2 (see estimateEnd)
 	instants         []StreamInstant          // as written (instant frames)
 	durs             durHist                  // its calls by duration, in ticks (timeline budgets)
 	met              map[uint64]*streamThread // every thread met, registered or not yet
@@ -241,9 +261,9 @@ type openEntry struct {
 }
 
 // indexStream is pass 1.
-// With noShape (the aggregates' fast path), no pending stacks are run and no spans found:
-// finishThreads is left to the caller, for the threads that need it.
-func indexStream(in Input, noShape bool) (*streamFile, error) {
+// Unless mode is p1Shapes (the aggregates' path), no pending stacks are run and no spans
+// found: finishThreads is left to the caller, for the threads that need it.
+func indexStream(in Input, mode pass1Mode) (*streamFile, error) {
 	sf := &streamFile{
 		w:            window{r: in.R, size: in.Size, ahead: 1 << 20},
 		methods:      map[uint64]streamMethod{},
@@ -251,7 +271,7 @@ func indexStream(in Input, noShape bool) (*streamFile, error) {
 		met:          map[uint64]*streamThread{},
 		resyncBudget: 8*in.Size + 64<<20,
 	}
-	sf.startAnalysers(in.Size, noShape)
+	sf.startAnalysers(in.Size, mode)
 	defer sf.stopAnalysers() // on an error: the analysers' goroutines end
 	sf.hdr.TickNum, sf.hdr.TickDen = 1, 1
 	head, err := sf.w.at(0, int(min(in.Size, int64(len(StreamMagic)))))
@@ -293,7 +313,7 @@ func indexStream(in Input, noShape bool) (*streamFile, error) {
 			sf.dense[id] = m
 		}
 	}
-	if !noShape {
+	if mode == p1Shapes {
 		if err := sf.finishThreads(); err != nil {
 			return nil, err
 		}

@@ -609,7 +609,7 @@ func eventsWith(w *window, off int64) (eventIter, error) {
 // deeper; so does the record of an open call itself) and makes them spans, innermost first,
 // as if their records came after every event of the thread.
 func (sf *streamFile) openSpans(st *streamThread) error {
-	open, err := sf.openCalls(st, &sf.w)
+	open, err := sf.openCalls(st, &sf.w, st.frames)
 	if err != nil {
 		return err
 	}
@@ -624,8 +624,8 @@ func (sf *streamFile) openSpans(st *streamThread) error {
 }
 
 // openCalls returns the calls of the thread's latest open frame that no later record closed,
-// outermost first, reading through w.
-func (sf *streamFile) openCalls(st *streamThread, w *window) ([]openEntry, error) {
+// outermost first, reading through w, the thread's events frames being frames.
+func (sf *streamFile) openCalls(st *streamThread, w *window, frames []frameRef) ([]openEntry, error) {
 	p, err := frameAtWith(w, st.openOff)
 	if err != nil {
 		return nil, err
@@ -646,7 +646,7 @@ func (sf *streamFile) openCalls(st *streamThread, w *window) ([]openEntry, error
 		k = min(k, sort.Search(k, func(x int) bool { return open[x].depth >= depth }))
 	}
 	var e StreamEvent
-	for _, fr := range st.frames {
+	for _, fr := range frames {
 		if fr.last < tick {
 			continue
 		}
