@@ -2,7 +2,9 @@ package tracer
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand"
+	"strings"
 	"testing"
 )
 
@@ -39,9 +41,9 @@ func aggSame(t *testing.T, name string, ins [][]byte, opt Options) (fast, generi
 	lazy := false
 	aggTestHook = func(f, g int, l bool) { fast, generic, lazy = f, g, l }
 	defer func() {
-		// pass 1 leaves events undecoded unless a thread is left to the generic path or
-		// threads are selected
-		if want := generic == 0 && opt.Threads == ""; lazy != want {
+		// pass 1 leaves events undecoded unless a thread is left to the generic path,
+		// threads are selected or a frame does not decode
+		if want := generic == 0 && opt.Threads == "" && !strings.HasPrefix(name, "malformed"); lazy != want {
 			t.Errorf("%s: pass 1 lazy %v, want %v", name, lazy, want)
 		}
 	}()
@@ -138,6 +140,22 @@ func aggSameStreams(t *testing.T) {
 		if f, gn := aggSame(t, "losses", [][]byte{b}, opt); f != 1 || gn != 1 {
 			t.Errorf("losses (marks %v): %d threads read backwards, %d generic", withMarks, f, gn)
 		}
+	}
+
+	// frames whose checksum holds and whose events do not decode (a bad event type; a varint
+	// cut short), as a thread's first events frame: pass 1 leaves them out, and so does the
+	// conversion made again when pass 2 finds them
+	for _, bad := range [][]byte{{3, 0, 0, 0}, {2, 0, 0x80}} {
+		g := gen(t, genOpts{seed: 24, pid: 1, threads: 3, perTh: 5_000, frameEvents: 200, line: line24MHz, marks: true, openAfterFrame: 4})
+		var buf bytes.Buffer
+		w := NewStreamWriter(&buf)
+		pl := binary.LittleEndian.AppendUint64(nil, 1007)
+		pl = binary.LittleEndian.AppendUint64(pl, 0)
+		w.Thread(StreamThread{TID: 1007, Name: "late"})
+		w.Frame(FrameEvents, append(pl, bad...))
+		w.Events(1007, 0, []StreamEvent{{Type: EventCall, ID: 1, Start: line24MHz.tick0 + 1<<32, End: line24MHz.tick0 + 1<<32 + 4}})
+		b := append(bytes.Clone(g.b), buf.Bytes()...)
+		aggSame(t, "malformed", [][]byte{b}, opt)
 	}
 
 	// frames bigger than the decoding chunk
