@@ -53,10 +53,10 @@ func aggregateTrie(s Sink, opt Options) *stackTrie {
 
 // aggJob is one selected thread of the aggregates' path and what reading it gave.
 type aggJob struct {
-	sf   *streamFile
-	st   *streamThread
-	res  aggThread
-	err  error
+	sf  *streamFile
+	st  *streamThread
+	res aggThread
+	err error
 }
 
 // processAggregate is ProcessStreams for an aggregate sink whose trie is tr. Pass 1 first

@@ -248,7 +248,7 @@ type streamFile struct {
 	tornBytes        uint64
 	resyncBudget     int64
 	clockMax         uint64
-	endEst           uint64 // p1Lazy: maxTick as estimated for pass 2 (see estimateEnd)
+	endEst           uint64                   // p1Lazy: maxTick as estimated for pass 2 (see estimateEnd)
 	instants         []StreamInstant          // as written (instant frames)
 	durs             durHist                  // its calls by duration, in ticks (timeline budgets)
 	met              map[uint64]*streamThread // every thread met, registered or not yet
