@@ -258,8 +258,15 @@ func (s *ChromeSink) hold(kind byte, depth int, c *Call, m *Mark, ts uint64) err
 		}
 	}
 	s.groupTs = ts
-	s.group = append(s.group, chromeItem{kind: kind, depth: depth})
-	if it := &s.group[len(s.group)-1]; c != nil {
+	n := len(s.group)
+	if n < cap(s.group) { // in place: no item made and copied
+		s.group = s.group[:n+1]
+	} else {
+		s.group = append(s.group, chromeItem{})
+	}
+	it := &s.group[n]
+	it.kind, it.depth = kind, depth
+	if c != nil {
 		it.c = *c
 	} else {
 		it.m = *m
