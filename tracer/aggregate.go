@@ -107,7 +107,7 @@ func aggregateWith(ins []Input, opt Options, sink Sink, tr *stackTrie, mode pass
 	order := slices.Clone(jobs)
 	sort.SliceStable(order, func(a, b int) bool { return order[a].st.t.Records > order[b].st.t.Records })
 	workers := min(runtime.GOMAXPROCS(0), 2, len(order))
-	if size < pipeMin {
+	if size < aggParallelMin {
 		workers = min(workers, 1)
 	}
 	var next atomic.Int64
@@ -412,6 +412,10 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread, lazy 
 		sorted = true
 	}
 }
+
+// aggParallelMin is the number of events from which threads are read on two goroutines (a
+// variable for the tests).
+var aggParallelMin uint64 = pipeMin
 
 // aggRecs is where records and marks are counted from, down (their places only count
 // relative to each other's).

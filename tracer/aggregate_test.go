@@ -70,6 +70,8 @@ func aggSame(t *testing.T, name string, ins [][]byte, opt Options) (fast, generi
 // at once. Threads with orphans are left to the generic path, the others are read backwards
 // (checked: both kinds occur).
 func TestAggregateSameOutput(t *testing.T) {
+	defer func(v uint64) { aggParallelMin = v }(aggParallelMin)
+	aggParallelMin = 0 // threads read on two goroutines, whatever their size
 	// the generic path places marks segment by segment: small segments, and the default
 	for _, seg := range []uint32{50, segEvents} {
 		func() {
