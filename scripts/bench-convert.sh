@@ -31,8 +31,10 @@ mkdir -p "$dir"
 export HOME="$PWD/$dir/home" # GNUstep's defaults database: not the user's
 mkdir -p "$HOME"
 
+# compiled in $dir: gnustep-config's flags put "." on the include path, and the repository's
+# objc/runtime.h is not the runtime's
 # shellcheck disable=SC2046
-gcc -std=gnu11 $(gnustep-config --objc-flags) -o "$dir/oneloop" testdata/gnustep/oneloop.m $(gnustep-config --base-libs) 2>"$dir/gcc.log" ||
+(cd "$dir" && gcc -std=gnu11 $(gnustep-config --objc-flags) -o oneloop "$MSGTRACE_ROOT/testdata/gnustep/oneloop.m" $(gnustep-config --base-libs)) 2>"$dir/gcc.log" ||
 	{ cat "$dir/gcc.log" >&2; exit 1; }
 # shellcheck disable=SC2086
 rm -f $dir/*.d

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // ChromeSink writes Chrome trace event JSON as a stream, built to read the same in Perfetto,
@@ -53,6 +54,11 @@ type ChromeSink struct {
 	pids    map[uint64]bool // processes named so far (a merged trace has several)
 	fold    FoldReport
 	inst    instantQueue // the thread's instants not written yet
+	names   *jsonNames   // events' names as JSON strings
+	pt      []byte       // `,"pid":P,"tid":T` for ptPid and ptTid
+	ptPid   uint64
+	ptTid   uint64
+	ptOK    bool
 }
 
 // chromeItem is an event held in a ChromeSink's group: a begin ('B'), an end ('E'), a call of
@@ -66,7 +72,7 @@ type chromeItem struct {
 
 // NewChromeSink writes to w.
 func NewChromeSink(w io.Writer) *ChromeSink {
-	s := &ChromeSink{w: bufio.NewWriterSize(w, 1<<16), first: true}
+	s := &ChromeSink{w: bufio.NewWriterSize(w, 1<<16), first: true, names: new(jsonNames)}
 	s.pre = PreOrder(chromeTree{s})
 	return s
 }
@@ -122,13 +128,37 @@ func (s *ChromeSink) head(b []byte, ph byte, name string, ns uint64) []byte {
 	b = append(b, `{"ph":"`...)
 	b = append(b, ph)
 	b = append(b, `","name":`...)
-	b = appendJSONString(b, name)
+	b = s.names.append(b, name)
 	b = append(b, `,"ts":`...)
 	b = appendMicros(b, ns)
-	b = append(b, `,"pid":`...)
-	b = strconv.AppendUint(b, s.pid, 10)
-	b = append(b, `,"tid":`...)
-	return strconv.AppendUint(b, s.tid, 10)
+	if !s.ptOK || s.ptPid != s.pid || s.ptTid != s.tid {
+		s.pt = append(s.pt[:0], `,"pid":`...)
+		s.pt = strconv.AppendUint(s.pt, s.pid, 10)
+		s.pt = append(s.pt, `,"tid":`...)
+		s.pt = strconv.AppendUint(s.pt, s.tid, 10)
+		s.ptPid, s.ptTid, s.ptOK = s.pid, s.tid, true
+	}
+	return append(b, s.pt...)
+}
+
+// jsonNames caches names as JSON strings, direct-mapped by where a name's bytes are (the
+// stream reader hands out one string per method); an entry holds its string, so that memory
+// is never another string's.
+type jsonNames [1 << 10]struct {
+	s string
+	q []byte
+}
+
+// append appends name as a JSON string (appendJSONString).
+func (c *jsonNames) append(b []byte, name string) []byte {
+	if len(name) == 0 {
+		return append(b, `""`...)
+	}
+	e := &c[uintptr(unsafe.Pointer(unsafe.StringData(name)))>>3%uintptr(len(c))]
+	if len(e.s) != len(name) || unsafe.StringData(e.s) != unsafe.StringData(name) {
+		e.s, e.q = name, appendJSONString(e.q[:0], name)
+	}
+	return append(b, e.q...)
 }
 
 // BeginThread writes the thread's (and, the first time, the process's) name.
@@ -228,8 +258,15 @@ func (s *ChromeSink) hold(kind byte, depth int, c *Call, m *Mark, ts uint64) err
 		}
 	}
 	s.groupTs = ts
-	s.group = append(s.group, chromeItem{kind: kind, depth: depth})
-	if it := &s.group[len(s.group)-1]; c != nil {
+	n := len(s.group)
+	if n < cap(s.group) { // in place: no item made and copied
+		s.group = s.group[:n+1]
+	} else {
+		s.group = append(s.group, chromeItem{})
+	}
+	it := &s.group[n]
+	it.kind, it.depth = kind, depth
+	if c != nil {
 		it.c = *c
 	} else {
 		it.m = *m

@@ -8,6 +8,8 @@
 // records arrive in the order its calls ended (children before their parent): what a recorder
 // can write without holding anything. Streams are read in two passes in memory bounded by
 // stack depth (stream_read.go, stream_tree.go), and sinks are told each thread's calls in
-// pre-order (TreeSink); aggregates keep one node per distinct stack, timelines keep a budget
-// of the longest calls (budget.go).
+// pre-order (TreeSink); timelines keep a budget of the longest calls (budget.go). The
+// aggregates (pprof, folded, SVG: one node per distinct stack) need no time order: with no
+// filter on calls, each thread is read backwards into a trie instead (aggregate.go), with the
+// same output.
 package tracer

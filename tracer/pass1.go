@@ -21,6 +21,40 @@ var parallelPass1Min int64 = 1 << 20
 
 const p1BatchBytes = 128 << 10
 
+// pass1Mode is what pass 1 does with events frames.
+type pass1Mode uint8
+
+const (
+	p1Shapes pass1Mode = iota // decoded; pending stacks, spans and durations (the generic path)
+	p1Decode                  // decoded (the aggregates' path, when p1Lazy would not do)
+	p1Lazy                    // not decoded: their events counted (the aggregates' path, which
+	// decodes them and checks what was taken for granted; see aggregate.go)
+)
+
+// lazyEvents is p1Lazy's pass 1 of an events frame of st at off: its events are counted (each
+// is four varints: bytes below 0x80 end them), and the frame is taken as valid (the
+// aggregates' pass 2 finds out; a frame that cannot be counted makes the thread suspect).
+func lazyEvents(st *streamThread, off int64, b []byte) {
+	ends := 0
+	for _, c := range b {
+		ends += int(^c >> 7)
+	}
+	if ends%4 != 0 || len(b) > 0 && b[len(b)-1] >= 0x80 {
+		st.suspect = true
+		return
+	}
+	n := ends / 4
+	if n == 0 {
+		return
+	}
+	if st.evReg < 0 {
+		st.evReg = off
+	}
+	st.frames = append(st.frames, frameRef{off: off, minDepth: maxStreamDepth + 1, n: uint32(n)})
+	st.events = true
+	st.t.Records += uint64(n)
+}
+
 // analyser analyses events frames: on the reading goroutine (inline), or on its own.
 type analyser struct {
 	undo     shape   // a thread's pending stack before the frame being analysed
@@ -29,6 +63,7 @@ type analyser struct {
 	haveTick bool
 	bad      uint64 // malformed frames (goroutine analysers: the reader counts the inline one's)
 	badBytes uint64
+	mode     pass1Mode
 
 	in   chan *p1Batch // nil: inline
 	free chan *p1Batch
@@ -54,14 +89,14 @@ func newP1Batch() *p1Batch {
 }
 
 // startAnalysers makes one inline analyser, or one goroutine per core for a big stream.
-func (sf *streamFile) startAnalysers(size int64) {
+func (sf *streamFile) startAnalysers(size int64, mode pass1Mode) {
 	n := min(runtime.GOMAXPROCS(0), 2)
-	if n < 2 || size < parallelPass1Min {
-		sf.an = []*analyser{{}}
+	if n < 2 || size < parallelPass1Min || mode == p1Lazy {
+		sf.an = []*analyser{{mode: mode}}
 		return
 	}
 	for i := 0; i < n; i++ {
-		a := &analyser{in: make(chan *p1Batch, 1), free: make(chan *p1Batch, 2), cur: newP1Batch()}
+		a := &analyser{in: make(chan *p1Batch, 1), free: make(chan *p1Batch, 2), cur: newP1Batch(), mode: mode}
 		a.free <- newP1Batch()
 		a.wg.Add(1)
 		go a.run()
@@ -89,6 +124,10 @@ func (a *analyser) run() {
 // b: its events): analysed now (errMalformed when it does not decode), or copied and handed
 // to the analyser's goroutine.
 func (a *analyser) events(st *streamThread, off int64, prev uint64, b []byte) error {
+	if a.mode == p1Lazy {
+		lazyEvents(st, off, b)
+		return nil
+	}
 	if a.in == nil {
 		return a.analyse(st, off, prev, b)
 	}
@@ -165,9 +204,9 @@ func (a *analyser) analyse(st *streamThread, off int64, prev uint64, b []byte) e
 	a.undo.pend, a.undo.epoch = append(a.undo.pend[:0], st.sh.pend...), st.sh.epoch
 	spans, unordered, segs := len(st.spans), st.unordered, st.segs
 	fr := frameRef{off: off, minDepth: maxStreamDepth + 1}
-	var calls, lost, overflow uint64
+	var calls, lost, overflow, marks uint64
 	lo, hi := uint64(math.MaxUint64), uint64(0)
-	analyse := !st.unordered
+	analyse := !st.unordered && a.mode == p1Shapes
 	it := eventIter{b: b, prev: prev}
 	var e StreamEvent
 	for k := uint32(0); ; k++ {
@@ -188,15 +227,24 @@ func (a *analyser) analyse(st *streamThread, off int64, prev uint64, b []byte) e
 			}
 		}
 		lo, hi = min(lo, e.Start), max(hi, e.End)
-		seg, _ := st.segs.next()
+		var seg int32
+		if analyse { // (segments are counted again by reanalyse)
+			seg, _ = st.segs.next()
+		}
 		switch {
 		case e.Type != EventMark:
 			calls++
-			a.durs.add(e.End-e.Start, 1)
+			if a.mode == p1Shapes {
+				a.durs.add(e.End-e.Start, 1)
+			}
 			fr.minDepth = min(fr.minDepth, uint32(e.Depth))
 			if analyse {
 				st.shapeCall(&e, seg)
 			}
+			continue
+		}
+		marks++
+		switch {
 		case MarkKind(e.ID) == MarkLost:
 			lost += e.Count
 			if analyse {
@@ -218,6 +266,7 @@ func (a *analyser) analyse(st *streamThread, off int64, prev uint64, b []byte) e
 	st.t.Records += calls
 	st.t.Dropped += lost
 	st.t.Overflow += overflow
+	st.marks += marks
 	if hi >= lo {
 		if !a.haveTick {
 			a.lo, a.hi, a.haveTick = lo, hi, true

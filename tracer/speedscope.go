@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"strconv"
+	"unsafe"
 )
 
 // SpeedscopeSink writes speedscope's own file format (https://www.speedscope.app/file-format-schema.json,
@@ -34,11 +35,20 @@ type SpeedscopeSink struct {
 	open    []bool // per depth: is the call open at that depth still running at the end
 	err     error
 	fold    FoldReport
+	cache   *frameCache
+}
+
+// frameCache holds, per name, `","frame":ID,"at":`, direct-mapped by where a name's bytes
+// are (the stream reader hands out one string per method); an entry holds its string, so
+// that memory is never another string's.
+type frameCache [1 << 10]struct {
+	s string
+	q []byte
 }
 
 // NewSpeedscopeSink writes to w.
 func NewSpeedscopeSink(w io.Writer, m Meta) *SpeedscopeSink {
-	s := &SpeedscopeSink{w: bufio.NewWriterSize(w, 1<<16), meta: m, frames: map[string]int{}}
+	s := &SpeedscopeSink{w: bufio.NewWriterSize(w, 1<<16), meta: m, frames: map[string]int{}, cache: new(frameCache)}
 	s.Sink = PreOrder(speedscopeTree{s})
 	return s
 }
@@ -86,9 +96,20 @@ func (s *SpeedscopeSink) event(typ byte, name string, at uint64) {
 	s.first = false
 	b = append(b, `{"type":"`...)
 	b = append(b, typ)
-	b = append(b, `","frame":`...)
-	b = strconv.AppendInt(b, int64(s.frame(name)), 10)
-	b = append(b, `,"at":`...)
+	if len(name) == 0 {
+		b = append(b, `","frame":`...)
+		b = strconv.AppendInt(b, int64(s.frame(name)), 10)
+		b = append(b, `,"at":`...)
+	} else {
+		e := &s.cache[uintptr(unsafe.Pointer(unsafe.StringData(name)))>>3%uintptr(len(s.cache))]
+		if len(e.s) != len(name) || unsafe.StringData(e.s) != unsafe.StringData(name) {
+			e.s = name
+			e.q = append(e.q[:0], `","frame":`...)
+			e.q = strconv.AppendInt(e.q, int64(s.frame(name)), 10)
+			e.q = append(e.q, `,"at":`...)
+		}
+		b = append(b, e.q...)
+	}
 	b = strconv.AppendUint(b, at, 10)
 	b = append(b, '}')
 	s.buf = b

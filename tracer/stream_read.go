@@ -35,16 +35,48 @@ const maxStreamDepth = 1 << 16
 // and, for the thread being read, its latest open frame's calls (at most one per depth): none
 // of it grows with the number of calls.
 func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
+	if tr := aggregateTrie(sink, opt); tr != nil {
+		return processAggregate(ins, opt, sink, tr)
+	}
+	files, tot, err := indexStreams(ins, opt, p1Shapes)
+	if err != nil {
+		return tot, err
+	}
+	var durs durHist
+	var calls uint64
+	for _, sf := range files {
+		sf.addDurations(&durs)
+		for _, st := range sf.threads {
+			calls += st.t.Records
+		}
+	}
+	a := &applier{sink: sink, ts: asTreeWith(sink, &durs), flt: newTreeFilter(opt)}
+	em := newEmitter(a, calls)
+	err = replayStreams(files, opt, em, &tot)
+	if serr := em.stop(); err == nil { // the applier's goroutine ends, on an error too
+		err = serr
+	}
+	tot.Calls, tot.Open, tot.Kept = a.calls, a.open, a.kept
+	if err != nil {
+		return tot, err
+	}
+	return tot, sink.Close(tot)
+}
+
+// indexStreams is pass 1 of every stream (mode: see pass1Mode), their times put on one
+// timeline, and the streams ordered by their first event (p1Lazy: left to the caller, see
+// settleStreams).
+func indexStreams(ins []Input, opt Options, mode pass1Mode) ([]*streamFile, Totals, error) {
 	var tot Totals
 	files := make([]*streamFile, 0, len(ins))
 	for i, in := range ins {
-		sf, err := indexStream(in)
+		sf, err := indexStream(in, mode)
 		if err != nil {
 			name := in.Name
 			if name == "" {
 				name = "stream " + strconv.Itoa(i+1)
 			}
-			return tot, fmt.Errorf("%s: %w", name, err)
+			return nil, tot, fmt.Errorf("%s: %w", name, err)
 		}
 		files = append(files, sf)
 		tot.BadFrames += sf.badFrames
@@ -55,6 +87,15 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 			tot.Unended++
 		}
 	}
+	if mode == p1Lazy {
+		return files, tot, nil
+	}
+	return settleStreams(files, opt), tot, nil
+}
+
+// settleStreams puts the streams' times on one timeline (ns since the earliest event or
+// instant of all) and orders them by their first event.
+func settleStreams(files []*streamFile, opt Options) []*streamFile {
 	base := uint64(math.MaxUint64)
 	for _, sf := range files {
 		if sf.haveTicks {
@@ -70,25 +111,7 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 		sf.hdr.Instants = sf.resolveInstants(opt)
 	}
 	sort.SliceStable(files, func(i, j int) bool { return files[i].first < files[j].first })
-	var durs durHist
-	var calls uint64
-	for _, sf := range files {
-		sf.addDurations(&durs)
-		for _, st := range sf.threads {
-			calls += st.t.Records
-		}
-	}
-	a := &applier{sink: sink, ts: asTreeWith(sink, &durs), flt: newTreeFilter(opt)}
-	em := newEmitter(a, calls)
-	err := replayStreams(files, opt, em, &tot)
-	if serr := em.stop(); err == nil { // the applier's goroutine ends, on an error too
-		err = serr
-	}
-	tot.Calls, tot.Open, tot.Kept = a.calls, a.open, a.kept
-	if err != nil {
-		return tot, err
-	}
-	return tot, sink.Close(tot)
+	return files
 }
 
 // replayStreams is pass 2: each selected thread's events, in pre-order, to the emitter.
@@ -125,6 +148,7 @@ type window struct {
 	r     io.ReaderAt
 	size  int64
 	ahead int
+	back  bool // reading backwards: a refill ends where the bytes asked for end
 	buf   []byte
 	start int64
 }
@@ -138,14 +162,18 @@ func (w *window) at(off int64, n int) ([]byte, error) {
 		return w.buf[off-w.start:][:n], nil
 	}
 	m := max(n, w.ahead)
-	if int64(m) > w.size-off {
-		m = int(w.size - off)
+	from := off
+	if w.back {
+		from = max(0, off+int64(n)-int64(m))
+	}
+	if int64(m) > w.size-from {
+		m = int(w.size - from)
 	}
 	if cap(w.buf) < m {
 		w.buf = make([]byte, m)
 	}
 	w.buf = w.buf[:m]
-	k, err := w.r.ReadAt(w.buf, off)
+	k, err := w.r.ReadAt(w.buf, from)
 	if k < m {
 		w.buf = w.buf[:0]
 		if err == nil || err == io.EOF {
@@ -153,8 +181,8 @@ func (w *window) at(off int64, n int) ([]byte, error) {
 		}
 		return nil, err
 	}
-	w.start = off
-	return w.buf[:n], nil
+	w.start = from
+	return w.buf[off-from:][:n], nil
 }
 
 // streamMethod is a method's name and call flags.
@@ -178,6 +206,16 @@ type streamThread struct {
 	reg       int64      // offset of the frame that made it a thread of the stream (-1: none yet)
 	evReg     int64      // its first valid events frame with events (-1: none; the analyser's)
 	worker    int        // the analyser of its events frames
+	marks     uint64     // mark events in its valid frames
+	suspect   bool       // p1Lazy: a frame whose events could not be counted
+	lazy      lazyLearnt // p1Lazy: what pass 1 did not learn of its events, from pass 2
+}
+
+// lazyLearnt is what p1Lazy's pass 2 learns of a thread's events that pass 1 otherwise does.
+type lazyLearnt struct {
+	events            bool
+	lo, hi            uint64 // tick span
+	dropped, overflow uint64 // calls lost and past the shadow stack, by its marks
 }
 
 // frameRef is an events frame of a thread: where it is, and what pass 1 learnt of it.
@@ -210,6 +248,7 @@ type streamFile struct {
 	tornBytes        uint64
 	resyncBudget     int64
 	clockMax         uint64
+	endEst           uint64                   // p1Lazy: maxTick as estimated for pass 2 (see estimateEnd)
 	instants         []StreamInstant          // as written (instant frames)
 	durs             durHist                  // its calls by duration, in ticks (timeline budgets)
 	met              map[uint64]*streamThread // every thread met, registered or not yet
@@ -222,7 +261,9 @@ type openEntry struct {
 }
 
 // indexStream is pass 1.
-func indexStream(in Input) (*streamFile, error) {
+// Unless mode is p1Shapes (the aggregates' path), no pending stacks are run and no spans
+// found: finishThreads is left to the caller, for the threads that need it.
+func indexStream(in Input, mode pass1Mode) (*streamFile, error) {
 	sf := &streamFile{
 		w:            window{r: in.R, size: in.Size, ahead: 1 << 20},
 		methods:      map[uint64]streamMethod{},
@@ -230,7 +271,7 @@ func indexStream(in Input) (*streamFile, error) {
 		met:          map[uint64]*streamThread{},
 		resyncBudget: 8*in.Size + 64<<20,
 	}
-	sf.startAnalysers(in.Size)
+	sf.startAnalysers(in.Size, mode)
 	defer sf.stopAnalysers() // on an error: the analysers' goroutines end
 	sf.hdr.TickNum, sf.hdr.TickDen = 1, 1
 	head, err := sf.w.at(0, int(min(in.Size, int64(len(StreamMagic)))))
@@ -272,8 +313,10 @@ func indexStream(in Input) (*streamFile, error) {
 			sf.dense[id] = m
 		}
 	}
-	if err := sf.finishThreads(); err != nil {
-		return nil, err
+	if mode == p1Shapes {
+		if err := sf.finishThreads(); err != nil {
+			return nil, err
+		}
 	}
 	sf.w.ahead = 64 << 10 // pass 2 jumps from thread to thread
 	sf.w.buf = nil        // several streams: one buffer at a time
@@ -632,25 +675,33 @@ func (it *eventIter) next(e *StreamEvent) (bool, error) {
 	if i >= len(b) {
 		return false, nil
 	}
-	// each field: its one byte here, or uvarintSlow (which fails, once i < 0, to the end)
+	// each field: its one or two bytes here, or uvarintSlow (which fails, once i < 0, to the end)
 	var code, zz, dur, arg uint64
-	if c := b[i]; c < 0x80 {
-		code, i = uint64(c), i+1
+	if uint(i) < uint(len(b)) && b[i] < 0x80 {
+		code, i = uint64(b[i]), i+1
+	} else if i >= 0 && i+1 < len(b) && b[i+1] < 0x80 {
+		code, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
 	} else {
 		code, i = uvarintSlow(b, i)
 	}
 	if uint(i) < uint(len(b)) && b[i] < 0x80 {
 		zz, i = uint64(b[i]), i+1
+	} else if i >= 0 && i+1 < len(b) && b[i+1] < 0x80 {
+		zz, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
 	} else {
 		zz, i = uvarintSlow(b, i)
 	}
 	if uint(i) < uint(len(b)) && b[i] < 0x80 {
 		dur, i = uint64(b[i]), i+1
+	} else if i >= 0 && i+1 < len(b) && b[i+1] < 0x80 {
+		dur, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
 	} else {
 		dur, i = uvarintSlow(b, i)
 	}
 	if uint(i) < uint(len(b)) && b[i] < 0x80 {
 		arg, i = uint64(b[i]), i+1
+	} else if i >= 0 && i+1 < len(b) && b[i+1] < 0x80 {
+		arg, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
 	} else {
 		arg, i = uvarintSlow(b, i)
 	}
@@ -682,7 +733,7 @@ func (it *eventIter) next(e *StreamEvent) (bool, error) {
 	return true, nil
 }
 
-// uvarintSlow decodes the uvarint at b[i:] (of two bytes or more: one-byte ones are decoded
+// uvarintSlow decodes the uvarint at b[i:] (of three bytes or more: shorter ones are decoded
 // in line) and returns it and the index after it; a negative index when i is negative (an
 // earlier failure) or the bytes there are not a uvarint.
 func uvarintSlow(b []byte, i int) (uint64, int) {
@@ -727,8 +778,11 @@ func (sf *streamFile) methodSlow(id uint64) (string, int) {
 }
 
 // frameAt reads the payload of a frame pass 1 indexed.
-func (sf *streamFile) frameAt(off int64) ([]byte, error) {
-	h, err := sf.w.at(off, frameHeader)
+func (sf *streamFile) frameAt(off int64) ([]byte, error) { return frameAtWith(&sf.w, off) }
+
+// frameAtWith is frameAt reading through w.
+func frameAtWith(w *window, off int64) ([]byte, error) {
+	h, err := w.at(off, frameHeader)
 	if err != nil {
 		return nil, err
 	}
@@ -736,7 +790,7 @@ func (sf *streamFile) frameAt(off int64) ([]byte, error) {
 	if n > MaxFramePayload {
 		return nil, errors.New("stream changed while being read")
 	}
-	b, err := sf.w.at(off+frameHeader, int(n))
+	b, err := w.at(off+frameHeader, int(n))
 	return b, err
 }
 
@@ -775,6 +829,19 @@ func scale(x, m, d uint64) uint64 {
 	}
 	q, _ := bits.Div64(hi, lo, d)
 	return q
+}
+
+// monoFast is mono for a tick on the line of the last conversion (false: another, see slow).
+func (c *clockMap) monoFast(t uint64) (uint64, bool) {
+	if t < c.fLo || t >= c.fHi {
+		return 0, false
+	}
+	n := (t - c.fLo) * c.fMul
+	q, _ := bits.Mul64(n, c.fInv)
+	for n-q*c.fDiv >= c.fDiv {
+		q++
+	}
+	return c.fMono + q, true
 }
 
 func (c *clockMap) mono(t uint64) uint64 {

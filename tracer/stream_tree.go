@@ -590,8 +590,11 @@ func (sf *streamFile) reanalyse(st *streamThread) error {
 var errChanged = errors.New("stream changed while being read")
 
 // events returns an iterator over the events of the events frame at off.
-func (sf *streamFile) events(off int64) (eventIter, error) {
-	p, err := sf.frameAt(off)
+func (sf *streamFile) events(off int64) (eventIter, error) { return eventsWith(&sf.w, off) }
+
+// eventsWith is events reading through w.
+func eventsWith(w *window, off int64) (eventIter, error) {
+	p, err := frameAtWith(w, off)
 	if err != nil {
 		return eventIter{}, err
 	}
@@ -606,9 +609,26 @@ func (sf *streamFile) events(off int64) (eventIter, error) {
 // deeper; so does the record of an open call itself) and makes them spans, innermost first,
 // as if their records came after every event of the thread.
 func (sf *streamFile) openSpans(st *streamThread) error {
-	p, err := sf.frameAt(st.openOff)
+	open, err := sf.openCalls(st, &sf.w, st.frames)
 	if err != nil {
 		return err
+	}
+	for i := len(open) - 1; i >= 0; i-- {
+		c := open[i]
+		depth := uint32(c.depth)
+		a, b, minSeg := st.sh.claim(depth, c.start, st.segs.count())
+		st.sh.commit(depth, c.start, a, b, minSeg)
+		st.spans = append(st.spans, spanCall{seg: minSeg, depth: depth, flags: FlagOpen, id: c.id, start: c.start})
+	}
+	return nil
+}
+
+// openCalls returns the calls of the thread's latest open frame that no later record closed,
+// outermost first, reading through w, the thread's events frames being frames.
+func (sf *streamFile) openCalls(st *streamThread, w *window, frames []frameRef) ([]openEntry, error) {
+	p, err := frameAtWith(w, st.openOff)
+	if err != nil {
+		return nil, err
 	}
 	d := dec{b: p}
 	d.u64()
@@ -619,14 +639,14 @@ func (sf *streamFile) openSpans(st *streamThread) error {
 		open = append(open, openEntry{id, tick - age, depth})
 	}
 	if d.bad {
-		return errChanged
+		return nil, errChanged
 	}
 	k := len(open)
 	closeAt := func(depth uint64) {
 		k = min(k, sort.Search(k, func(x int) bool { return open[x].depth >= depth }))
 	}
 	var e StreamEvent
-	for _, fr := range st.frames {
+	for _, fr := range frames {
 		if fr.last < tick {
 			continue
 		}
@@ -636,13 +656,13 @@ func (sf *streamFile) openSpans(st *streamThread) error {
 			}
 			continue
 		}
-		it, err := sf.events(fr.off)
+		it, err := eventsWith(w, fr.off)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for {
 			if ok, err := it.next(&e); err != nil {
-				return errChanged
+				return nil, errChanged
 			} else if !ok {
 				break
 			}
@@ -655,14 +675,7 @@ func (sf *streamFile) openSpans(st *streamThread) error {
 			}
 		}
 	}
-	for i := k - 1; i >= 0; i-- {
-		c := open[i]
-		depth := uint32(c.depth)
-		a, b, minSeg := st.sh.claim(depth, c.start, st.segs.count())
-		st.sh.commit(depth, c.start, a, b, minSeg)
-		st.spans = append(st.spans, spanCall{seg: minSeg, depth: depth, flags: FlagOpen, id: c.id, start: c.start})
-	}
-	return nil
+	return open[:k], nil
 }
 
 // replayThread is pass 2 for one thread: its segments in order, then what is still open.
