@@ -1,0 +1,28 @@
+/*
+ * Inside method capture, shared by methods.c (the trampolines, installs and restores),
+ * methods_modules.c (gcc's runtime, module by module) and methods_images.c (Apple's, image by
+ * image). Hidden: none of it is in the library's dynamic symbol table.
+ */
+#ifndef MSGTRACE_METHODS_INTERNAL_H
+#define MSGTRACE_METHODS_INTERNAL_H
+#include <stddef.h>
+
+#include "methods.h"
+#include "trampoline.h"
+
+#pragma GCC visibility push(hidden)
+extern size_t mt_tramps_used;       /* trampolines handed out (never freed), under the caller's lock */
+extern unsigned char mt_kept[];     /* per trampoline: never given back (a +load's) */
+int mt_is_trampoline(const void *imp);
+/* The trampoline for method m of cls, its data published: the one m had before if it had one,
+ * else a new one; NULL when the pool is used up. The caller writes it into the method. */
+struct mt_tramp_data *mt_take_trampoline(void *cls, void *m, void *sel, void *imp, struct mt_methods_stats *st);
+int mt_instrument_method(void *cls, void *m, struct mt_methods_stats *st); /* 1: its IMP changed */
+int mt_instrument_class(void *cls, struct mt_methods_stats *st);
+void mt_class_arrived(void *cls, void *creator); /* a class registered or given a method at run time */
+#if MT_APPLE_API
+int mt_is_apple_load(void *cls, void *m);
+int mt_instrument_load(void *cls, void *m, struct mt_methods_stats *st);
+#endif
+#pragma GCC visibility pop
+#endif

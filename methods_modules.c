@@ -1,0 +1,346 @@
+/*
+ * Method capture on gcc's GNU runtime, module by module: what the compiler hands
+ * __objc_exec_class (a module's classes and categories, their compiled method lists), methods
+ * given trampolines before the runtime registers a module and sends its +load, the SELs fixed
+ * up after, the early modules of MSGTRACE_METHODS=all (before the Go side is up), and the
+ * __objc_exec_class this library defines where it is preloaded.
+ * The trampolines themselves are methods.c's (methods_internal.h).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "methods.h"
+#include "methods_internal.h"
+#include "rt.h"
+#include "rt_launch.h"
+#include "trampoline.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* GNU modules: what the compiler hands __objc_exec_class (objc/runtime.h has the layouts).
+ * Once a module is registered, its categories' lists are linked into their classes, names
+ * turned into selectors: these are the methods dispatch finds. */
+size_t msgtrace_module_classes(void *module, void **out, size_t max) {
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t))
+		return 0;
+	size_t k = 0;
+	for (unsigned i = 0; i < t.ncls && k < max; i++)
+		out[k++] = t.defs[i];
+	for (unsigned i = 0; i < t.ncat && k < max; i++) {
+		const char *cname = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
+		void *c = cname ? mt_objc_look_up_class(cname) : NULL;
+		if (c)
+			out[k++] = c;
+	}
+	return k;
+}
+
+size_t msgtrace_module_categories(void *module, const char **classes, size_t max) {
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t))
+		return 0;
+	size_t k = 0;
+	for (unsigned i = 0; i < t.ncat && k < max; i++)
+		classes[k++] = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
+	return k;
+}
+
+void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_stats *st) {
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t) || i >= t.ncat)
+		return;
+	void *cat = t.defs[t.ncls + i];
+	void *cls = MT_GNU_CATEGORY_CLASS(cat) ? mt_objc_look_up_class(MT_GNU_CATEGORY_CLASS(cat)) : NULL;
+	if (!cls)
+		return;
+	mt_objc_lock();
+	void *changed[2];
+	size_t nc = 0;
+	for (int meta = 0; meta < 2; meta++) {
+		void *c = meta ? mt_objc_metaclass(cls) : cls; /* class methods: the metaclass */
+		struct mt_gnu_method_list *l = MT_GNU_CATEGORY_METHODS(cat, meta); /* one list per category */
+		int any = 0;
+		for (int j = 0; l && j < l->count; j++)
+			any |= mt_instrument_method(c, &l->m[j], st);
+		if (any)
+			changed[nc++] = c;
+	}
+	mt_objc_methods_changed(changed, nc);
+	st->pool_used = mt_tramps_used;
+	mt_objc_unlock();
+}
+
+/* Gives the methods of one compiled list (a module not registered yet: each method's name still
+ * the selector's name, its IMP the compiled function) a trampoline each (before registration,
+ * nothing else reads the list: no dispatch table to refresh). The selector is registered here,
+ * with the method's types, so the trampoline has the SEL the runtime will put in the method (it
+ * returns the one registered first for a name and matching types); a +load gets one too, kept. */
+static void install_static_list(void *cls, int meta, struct mt_gnu_method_list *l, struct mt_methods_stats *st) {
+	for (; l; l = l->next)
+		for (int j = 0; j < l->count; j++) {
+			const char *name = l->m[j].sel; /* a name: not registered yet */
+			void *imp = l->m[j].imp;
+			if (!name || !imp || mt_is_trampoline(imp))
+				continue;
+			int load = strcmp(name, "load") == 0;
+			if (!load && msgtrace_never_instrument(name)) {
+				st->never++;
+				continue;
+			}
+			void *sel = mt_objc_sel_register_typed(name, l->m[j].types);
+			if (!sel)
+				sel = (void *)name; /* named by its string until msgtrace_module_fixup */
+			mt_objc_remember_sel_name(sel, sel == name ? name : mt_objc_sel_name(sel));
+			struct mt_tramp_data *d = mt_take_trampoline(cls, &l->m[j], sel, imp, st);
+			if (!d)
+				continue;
+			mt_kept[d - msgtrace_tramp_data] |= (unsigned char)(load && meta);
+			__atomic_store_n(&l->m[j].imp, msgtrace_tramp_text + (size_t)(d - msgtrace_tramp_data) * MT_STRIDE, __ATOMIC_RELEASE);
+			st->instrumented++;
+		}
+}
+
+size_t msgtrace_module_defs(void *module, const char **names, size_t max, size_t *nclasses) {
+	*nclasses = 0;
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t))
+		return 0;
+	*nclasses = t.ncls;
+	size_t k = 0;
+	for (unsigned i = 0; i < t.ncls && k < max; i++)
+		names[k++] = MT_GNU_CLASS_NAME(t.defs[i]);
+	for (unsigned i = 0; i < t.ncat && k < max; i++)
+		names[k++] = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
+	return (size_t)t.ncls + t.ncat;
+}
+
+void msgtrace_module_install_static(void *module, const unsigned char *selected, size_t n, struct mt_methods_stats *st) {
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t))
+		return;
+	mt_objc_lock();
+	for (size_t i = 0; i < t.ncls && i < n; i++) {
+		if (!selected[i])
+			continue;
+		void *cls = t.defs[i], *meta = mt_objc_metaclass(cls); /* the compiled metaclass */
+		st->classes++;
+		install_static_list(cls, 0, MT_GNU_CLASS_METHODS(cls), st);
+		if (meta)
+			install_static_list(meta, 1, MT_GNU_CLASS_METHODS(meta), st);
+	}
+	/* a category on a class registered before: its lists are added to that class's */
+	for (size_t i = 0; i < t.ncat && t.ncls + i < n; i++) {
+		void *cat = t.defs[t.ncls + i];
+		void *cls = selected[t.ncls + i] && MT_GNU_CATEGORY_CLASS(cat) ? mt_objc_look_up_class(MT_GNU_CATEGORY_CLASS(cat)) : NULL;
+		if (!cls)
+			continue; /* not selected, or its class comes later: instrumented when both are in */
+		install_static_list(cls, 0, MT_GNU_CATEGORY_METHODS(cat, 0), st);
+		install_static_list(mt_objc_metaclass(cls), 1, MT_GNU_CATEGORY_METHODS(cat, 1), st);
+	}
+	st->pool_used = mt_tramps_used;
+	mt_objc_unlock();
+}
+
+#if !MT_APPLE_API
+/* After registration: each trampoline given before it gets the SEL the runtime put in its method
+ * (the one registered before it, unless the runtime chose another). */
+static void fixup_list(struct mt_gnu_method_list *l) {
+	for (; l; l = l->next)
+		for (int j = 0; j < l->count; j++) {
+			void *imp = l->m[j].imp;
+			if (!mt_is_trampoline(imp))
+				continue;
+			struct mt_tramp_data *d = &msgtrace_tramp_data[((char *)imp - msgtrace_tramp_text) / MT_STRIDE];
+			void *sel = l->m[j].sel;
+			if (d->method == &l->m[j] && sel && d->sel != sel) {
+				mt_objc_remember_sel_name(sel, mt_objc_sel_name(sel));
+				__atomic_store_n(&d->sel, sel, __ATOMIC_RELEASE);
+			}
+		}
+}
+
+static void module_fixup(void *module) {
+	struct mt_gnu_symtab t;
+	if (!mt_gnu_module_symtab(module, &t))
+		return;
+	mt_objc_lock();
+	for (unsigned i = 0; i < t.ncls; i++) {
+		fixup_list(MT_GNU_CLASS_METHODS(t.defs[i]));
+		fixup_list(MT_GNU_CLASS_METHODS(mt_objc_metaclass(t.defs[i])));
+	}
+	for (unsigned i = 0; i < t.ncat; i++) {
+		void *cat = t.defs[t.ncls + i];
+		fixup_list(MT_GNU_CATEGORY_METHODS(cat, 0));
+		fixup_list(MT_GNU_CATEGORY_METHODS(cat, 1));
+	}
+	mt_objc_unlock();
+}
+#endif
+
+/* Set by the Go side once its module callbacks are in place: until then (the Go runtime may
+ * not even be started: objects initialized before ours register their modules through the
+ * interposer below) a module only goes to the runtime. */
+static int modules_watched;
+
+void msgtrace_watch_modules(int on) { __atomic_store_n(&modules_watched, on, __ATOMIC_RELEASE); }
+
+/* Early modules (MSGTRACE_METHODS=all through the preload loader): from the first module a
+ * library registers (gnustep-base's, long before the loader's constructor, the Go runtime and
+ * the drain) until the Go side has its selection (msgtrace_early_methods_end), every module is
+ * instrumented here, in C, with the selection `all` needs no Go for: every class and category
+ * of the module. Its methods get trampolines before the runtime registers it and sends its
+ * +load, as the Go side's would. Recording runs meanwhile (msgtrace_launch_record_early):
+ * records wait in the pool's chunks for the drain. */
+static int early_modules;
+static struct mt_methods_stats early_stats; /* under the runtime's lock */
+
+int msgtrace_early_methods(void) {
+#if MT_APPLE_API
+	return 0;
+#else
+	if (mt_objc_kind() != MT_RT_GNU || !msgtrace_launch_record_early())
+		return 0;
+	__atomic_store_n(&early_modules, 1, __ATOMIC_RELEASE);
+	return 1;
+#endif
+}
+
+void msgtrace_early_methods_end(struct mt_methods_stats *st) {
+	mt_objc_lock();
+	__atomic_store_n(&early_modules, 0, __ATOMIC_RELEASE);
+	msgtrace_launch_record_early_end();
+	*st = early_stats;
+	memset(&early_stats, 0, sizeof early_stats);
+	mt_objc_unlock();
+}
+
+#if !MT_APPLE_API
+/* gcc's runtime copies a root class's instance methods into its metaclass as it registers the
+ * class or a category of it, IMP and all: a copy of an instance method given a trampoline before
+ * registration leads to that trampoline, which names the call -[Root x] where a class was sent
+ * x. Each such copy of cls's gets its original IMP back and a trampoline of its own (+[Root x]).
+ * Lock held. */
+static void root_copies(void *cls, struct mt_methods_stats *st) {
+	void *meta = cls ? mt_objc_metaclass(cls) : NULL;
+	if (!meta || MT_GNU_CLASS_SUPER(cls))
+		return;
+	int any = 0;
+	for (struct mt_gnu_method_list *l = MT_GNU_CLASS_METHODS(meta); l; l = l->next)
+		for (int j = 0; j < l->count; j++) {
+			void *imp = l->m[j].imp;
+			if (!mt_is_trampoline(imp))
+				continue;
+			struct mt_tramp_data *d = &msgtrace_tramp_data[((char *)imp - msgtrace_tramp_text) / MT_STRIDE];
+			if (d->method == &l->m[j] || d->cls == meta)
+				continue;
+			__atomic_store_n(&l->m[j].imp, d->orig, __ATOMIC_RELEASE);
+			mt_instrument_method(meta, &l->m[j], st);
+			any = 1;
+		}
+	if (any) {
+		void *changed[1] = {meta};
+		mt_objc_methods_changed(changed, 1);
+	}
+	st->pool_used = mt_tramps_used;
+}
+
+/* One module, early: every class and category selected before it registers; a category on a
+ * class not registered before (say, one of the same module) instrumented once it is (its +load
+ * was sent untraced then; one on a class of a later module is left to the Go side's install). */
+static void early_module(void *module, void (*real)(void *)) {
+	struct mt_gnu_symtab t;
+	if (!mt_gnu_module_symtab(module, &t)) {
+		real(module);
+		return;
+	}
+	size_t n = (size_t)t.ncls + t.ncat;
+	unsigned char buf[512], *selected = n <= sizeof buf ? buf : malloc(n);
+	if (selected) {
+		memset(selected, 1, n);
+		msgtrace_module_install_static(module, selected, n, &early_stats);
+		/* which categories' classes were not there: those the install left */
+		for (size_t i = 0; i < t.ncat; i++) {
+			const char *c = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
+			selected[t.ncls + i] = c && !mt_objc_look_up_class(c);
+		}
+	}
+	real(module); /* registers, sends +load (its lock held) */
+	module_fixup(module);
+	for (size_t i = 0; selected && i < t.ncat; i++)
+		if (selected[t.ncls + i])
+			msgtrace_module_category_install(module, i, &early_stats);
+	if (selected != buf)
+		free(selected);
+	/* root classes the module defines or extends: their metaclass's copies */
+	mt_objc_lock();
+	for (size_t i = 0; i < n; i++) {
+		void *cls = i < t.ncls ? t.defs[i] : NULL;
+		const char *c = i >= t.ncls ? MT_GNU_CATEGORY_CLASS(t.defs[i]) : NULL;
+		if (c)
+			cls = mt_objc_look_up_class(c);
+		root_copies(cls, &early_stats);
+	}
+	mt_objc_unlock();
+}
+#endif
+
+void msgtrace_exec_class(void *module, void (*real)(void *)) {
+#if MT_APPLE_API
+	real(module); /* Apple's runtime has no modules: never called there */
+#else
+	if (__atomic_load_n(&early_modules, __ATOMIC_ACQUIRE) && module) {
+		early_module(module, real);
+		return;
+	}
+	int watched = __atomic_load_n(&modules_watched, __ATOMIC_ACQUIRE) && module && mt_objc_kind() == MT_RT_GNU;
+	if (watched)
+		msgtraceModuleArriving(module); /* the selected methods get trampolines: +load too */
+	real(module);                       /* registers, sends +load (its lock held) */
+	if (watched) {
+		module_fixup(module);
+		msgtraceModuleLoaded(module);
+	}
+#endif
+}
+
+void (*msgtrace_orig___objc_exec_class)(void *);
+
+void msgtrace___objc_exec_class(void *module) { msgtrace_exec_class(module, msgtrace_orig___objc_exec_class); }
+
+#if !MT_APPLE_API && defined(__linux__)
+/* __objc_exec_class as every object binds it where this library is preloaded: the preloaded
+ * objects come first in the global scope, so module constructors of the main program, of the
+ * libraries and of objects dlopened later (whose slots no rebinding reaches before their
+ * constructors run) call this. The runtime's own is the next definition. Where the preload
+ * loader (libmsgtrace-preload.so) loaded this library, the loader's definition is the one bound
+ * and it calls msgtrace_exec_class. */
+static void (*next_exec_class)(void *);
+
+static void exec_class_entry(void *module) {
+	void (*next)(void *) = __atomic_load_n(&next_exec_class, __ATOMIC_ACQUIRE);
+	if (!next) {
+		*(void **)&next = mt_objc_exec_class_next();
+		if (!next || next == exec_class_entry) { /* libobjc comes before us: not how we are loaded */
+			static const char msg[] = "msgtrace: __objc_exec_class: the Objective-C runtime's is not found after ours\n";
+			if (write(2, msg, sizeof msg - 1) < 0)
+				abort();
+			abort();
+		}
+		__atomic_store_n(&next_exec_class, next, __ATOMIC_RELEASE);
+	}
+	msgtrace_exec_class(module, next);
+}
+
+void __objc_exec_class(void *module) __attribute__((alias("exec_class_entry"), visibility("default")));
+
+int msgtrace_exec_class_interposed(void) {
+	void *bound = mt_objc_exec_class_bound();
+	return bound && (bound == (void *)exec_class_entry || bound == dlsym(RTLD_DEFAULT, "msgtrace_loader_exec_class"));
+}
+#else
+int msgtrace_exec_class_interposed(void) { return 0; }
+#endif
