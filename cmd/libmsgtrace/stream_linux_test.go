@@ -261,8 +261,10 @@ func testStream(t *testing.T, b built) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < 200; i++ { // the program is sending once its stream exists (qemu starts slowly)
-			if _, err := os.Stat(busy); err == nil {
+		// the program is sending once its stream holds calls (qemu starts slowly; the file is
+		// created, its prologue written, before the first chunk's calls are encoded)
+		for i := 0; i < 200; i++ {
+			if calls, _, ok := peekStream(busy); ok && len(calls) > 0 {
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
