@@ -20,6 +20,27 @@ import (
 	"github.com/msgtrace/msgtrace/internal/testfiles"
 )
 
+// launchKit skips where Debian's GNUstep is not installed, and builds the library and the
+// preload loader into a directory of the test's: the launch tests' programs go there too (src
+// names their sources).
+func launchKit(t *testing.T) (g gnustep, lib, loader string, src func(name string) string) {
+	t.Helper()
+	if runtime.GOARCH != "amd64" {
+		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
+	}
+	if _, err := exec.LookPath("gnustep-config"); err != nil {
+		t.Fatal("gnustep-config missing: run make setup (gnustep-base-runtime, libgnustep-base-dev, gobjc)")
+	}
+	root := testfiles.Root(t)
+	src = func(name string) string { return filepath.Join(root, "testdata", "gnustep", name) }
+	g = gnustep{dir: t.TempDir()}
+	lib = filepath.Join(g.dir, "libmsgtrace.so")
+	loader = filepath.Join(g.dir, "libmsgtrace-preload.so")
+	buildLib(t, "c-shared", lib, "amd64", "gcc")
+	buildLoader(t, "gcc", loader)
+	return g, lib, loader, src
+}
+
 // TestGNUstepLaunch traces what a gcc + gnustep-base program does before main
 // (testdata/gnustep/launch.m): +load methods and what they send (the runtime sends them while
 // it registers the program's module, its lock held), a C constructor sending messages, a slow
@@ -29,19 +50,7 @@ import (
 // itself), with the default selection and with MSGTRACE_METHODS=all: each call traced once,
 // under its caller, the program's output that of its untraced run.
 func TestGNUstepLaunch(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
-	}
-	if _, err := exec.LookPath("gnustep-config"); err != nil {
-		t.Fatal("gnustep-config missing: run make setup (gnustep-base-runtime, libgnustep-base-dev, gobjc)")
-	}
-	root := testfiles.Root(t)
-	src := func(name string) string { return filepath.Join(root, "testdata", "gnustep", name) }
-	g := gnustep{dir: t.TempDir()}
-	lib := filepath.Join(g.dir, "libmsgtrace.so")
-	loader := filepath.Join(g.dir, "libmsgtrace-preload.so")
-	buildLib(t, "c-shared", lib, "amd64", "gcc")
-	buildLoader(t, "gcc", loader)
+	g, lib, loader, src := launchKit(t)
 	gcc := func(out string, args ...string) {
 		t.Helper()
 		mustGNUstepCC(t, g.dir, out, args...)
@@ -238,19 +247,7 @@ func (g gnustep) runEnv(t *testing.T, env map[string]string, prog string, args .
 // the early start is what it was. A library's +load that sends more messages than a 1 MiB pool
 // holds loses none.
 func TestGNUstepLibraryLoads(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
-	}
-	if _, err := exec.LookPath("gnustep-config"); err != nil {
-		t.Fatal("gnustep-config missing: run make setup (gnustep-base-runtime, libgnustep-base-dev, gobjc)")
-	}
-	root := testfiles.Root(t)
-	src := func(name string) string { return filepath.Join(root, "testdata", "gnustep", name) }
-	g := gnustep{dir: t.TempDir()}
-	lib := filepath.Join(g.dir, "libmsgtrace.so")
-	loader := filepath.Join(g.dir, "libmsgtrace-preload.so")
-	buildLib(t, "c-shared", lib, "amd64", "gcc")
-	buildLoader(t, "gcc", loader)
+	g, _, loader, src := launchKit(t)
 	mustGNUstepCC(t, g.dir, "libbaseloadslib.so", "-shared", "-fPIC", src("baseloadslib.m"))
 	mustGNUstepCC(t, g.dir, "baseloads", src("baseloads.m"), "-L"+g.dir, "-lbaseloadslib", "-Wl,-rpath,"+g.dir)
 	app := filepath.Join(g.dir, "baseloads")
