@@ -51,10 +51,9 @@ static int find_object_one(struct dl_phdr_info *info, size_t size, void *data) {
 	return 0;
 }
 
-static const char *object_path(const void *p) {
-	struct find_object f = {(uintptr_t)p, NULL};
-	dl_iterate_phdr(find_object_one, &f);
-	if (f.name && !f.name[0]) { /* the main program */
+/* An object's name as dl_iterate_phdr gives it: the main program's is "", its path instead. */
+static const char *object_name(const char *name) {
+	if (name && !name[0]) {
 		static char exe[4096];
 		if (!exe[0]) {
 			ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -62,7 +61,13 @@ static const char *object_path(const void *p) {
 		}
 		return exe;
 	}
-	return f.name;
+	return name;
+}
+
+static const char *object_path(const void *p) {
+	struct find_object f = {(uintptr_t)p, NULL};
+	dl_iterate_phdr(find_object_one, &f);
+	return object_name(f.name);
 }
 #else
 static const char *object_path(const void *p) {
@@ -76,17 +81,23 @@ const char *msgtrace_image_of(const void *p) {
 	return n ? n : "";
 }
 
-const char *msgtrace_class_image(void *cls) {
+struct segments; /* Linux: the loaded objects' segments, read once (below) */
+static const char *segment_path(const struct segments *s, const void *p);
+
+/* The image of cls, looked up in segs where given (else by object_path): a class created at
+ * run time lives in the heap, and its superclasses say where it belongs. */
+static const char *class_image_in(const struct segments *segs, void *cls) {
 	if (mt_objc_kind() == MT_RT_NONE)
 		return "";
-	/* a class created at run time lives in the heap: its superclasses say where it belongs */
 	for (void *c = cls; c; c = mt_objc_superclass(c)) {
-		const char *n = object_path(c);
+		const char *n = segs ? segment_path(segs, c) : object_path(c);
 		if (n)
 			return n;
 	}
 	return "";
 }
+
+const char *msgtrace_class_image(void *cls) { return class_image_in(NULL, cls); }
 
 #if defined(__linux__)
 /* The loaded objects' segments, read once (dl_iterate_phdr) for many lookups. */
@@ -139,39 +150,36 @@ static const struct segment *segment_of(const struct segments *s, uintptr_t p) {
 	}
 	return lo > 0 && p < s->v[lo - 1].hi ? &s->v[lo - 1] : NULL;
 }
+
+/* object_path's answer, from the segments. */
+static const char *segment_path(const struct segments *s, const void *p) {
+	const struct segment *g = segment_of(s, (uintptr_t)p);
+	return g ? object_name(g->name) : NULL;
+}
+#else
+static const char *segment_path(const struct segments *s, const void *p) { return (void)s, object_path(p); }
 #endif
 
 void msgtrace_class_images(void **classes, size_t n, const char **out) {
+	struct segments *segs = NULL;
 #if defined(__linux__)
 	/* msgtrace_class_image for each, the segments read once: a dl_iterate_phdr walk of every
-	 * object per class was most of the default selection's pick (a few hundred classes) */
+	 * object per class was most of the default selection's pick (a few hundred classes); for a
+	 * class or a few (one registered, or given a method) a walk each costs less than the table,
+	 * and without memory for the table it is a walk each too */
 	struct segments s = {0};
-	/* a class or a few (one registered, or given a method): a walk each costs less than the
-	 * table; no memory for the table: a walk each too */
-	int each = n < 16 || mt_objc_kind() == MT_RT_NONE;
-	if (!each) {
+	if (n >= 16 && mt_objc_kind() != MT_RT_NONE) {
 		dl_iterate_phdr(collect_segment, &s);
-		if (!(each = s.failed))
+		if (!s.failed) {
 			qsort(s.v, s.n, sizeof *s.v, segment_cmp);
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (each) {
-			out[i] = msgtrace_class_image(classes[i]);
-			continue;
-		}
-		out[i] = "";
-		for (void *c = classes[i]; c && s.n; c = mt_objc_superclass(c)) {
-			const struct segment *g = segment_of(&s, (uintptr_t)c);
-			if (g) {
-				out[i] = g->name[0] ? g->name : object_path(c); /* the main program: its path */
-				break;
-			}
+			segs = &s;
 		}
 	}
-	free(s.v);
-#else
+#endif
 	for (size_t i = 0; i < n; i++)
-		out[i] = msgtrace_class_image(classes[i]);
+		out[i] = class_image_in(segs, classes[i]);
+#if defined(__linux__)
+	free(s.v);
 #endif
 }
 
