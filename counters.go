@@ -7,6 +7,13 @@ import "C"
 
 import "fmt"
 
+// The chunk pool's size in MiB (MSGTRACE_BUFFER_MB): its default (32) and its largest value (4096), the
+// same constants the early recording reads the variable with (rt.h).
+const (
+	DefaultBufferMB = C.MT_DEFAULT_BUFFER_MB
+	MaxBufferMB     = C.MT_MAX_BUFFER_MB
+)
+
 // Counters are the totals over every thread that made a traced call.
 type Counters struct {
 	Threads   uint64 // threads that registered

@@ -133,6 +133,10 @@ void msgtrace_objc_msgSendSuper2_stret(void);
 void msgtrace_register_thread(void);
 void msgtrace_chunk_full(void);
 
+/* MSGTRACE_BUFFER_MB, the pool's cap in MiB: its default and its largest value (the Go side's
+ * configuration and the early recording before it, rt_launch.c, read the variable alike). */
+#define MT_DEFAULT_BUFFER_MB 32
+#define MT_MAX_BUFFER_MB 4096
 /* Sizes: shadow stack entries per thread, the pool's cap in bytes, the chunk size in bytes
  * (power of two, 4 KiB to 16 MiB). Takes effect for chunks and threads made afterwards. */
 int msgtrace_configure(uint32_t stack_depth, uint64_t pool_bytes, uint32_t chunk_bytes);

@@ -218,14 +218,14 @@ int msgtrace_launch_record_early(void) {
 	if (!env_word("MSGTRACE_FULL", w, sizeof w) || (strcmp(w, "") != 0 && strcmp(w, "wait") != 0 && strcmp(w, "drop") != 0))
 		return 0;
 	int drop = strcmp(w, "drop") == 0; /* a full pool drops, even before the drain */
-	uint64_t mb = 32; /* DefaultBufferMB */
+	uint64_t mb = MT_DEFAULT_BUFFER_MB;
 	if (!env_word("MSGTRACE_BUFFER_MB", w, sizeof w))
 		return 0;
 	if (w[0]) {
 		const char *d = w[0] == '+' ? w + 1 : w; /* what strconv.Atoi takes */
 		char *end;
 		long v = *d >= '0' && *d <= '9' ? strtol(d, &end, 10) : 0;
-		if (v < 1 || v > 4096 || *end) /* MaxBufferMB */
+		if (v < 1 || v > MT_MAX_BUFFER_MB || *end)
 			return 0;
 		mb = (uint64_t)v;
 	}

@@ -38,10 +38,10 @@ type Config struct {
 	Capture    string   // MSGTRACE_CAPTURE: sends, methods or both; "" = both where objc_msgSend exists, else methods
 }
 
-// Default values.
+// Default values (the recorder's, which its early start reads the variable with too).
 const (
-	DefaultBufferMB = 32
-	MaxBufferMB     = 4096
+	DefaultBufferMB = msgtrace.DefaultBufferMB
+	MaxBufferMB     = msgtrace.MaxBufferMB
 )
 
 // ConfigError names the variable and the value that is wrong.
