@@ -51,6 +51,22 @@ func (s *MethodStats) add(c C.struct_mt_methods_stats) {
 	s.PoolUsed = int(c.pool_used)
 }
 
+// statsOf runs a C function that fills a struct mt_methods_stats and returns what it counted.
+func statsOf(f func(*C.struct_mt_methods_stats)) MethodStats {
+	var c C.struct_mt_methods_stats
+	f(&c)
+	var st MethodStats
+	st.add(c)
+	return st
+}
+
+// cPointers copies ps into memory of C's (the C side keeps no Go pointer); the caller frees it.
+func cPointers(ps []uintptr) unsafe.Pointer {
+	buf := C.malloc(C.size_t(len(ps)+1) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	copy(unsafe.Slice((*uintptr)(buf), len(ps)), ps)
+	return buf
+}
+
 // methodsMu serializes installs, restores and module callbacks.
 var methodsMu sync.Mutex
 
@@ -105,14 +121,14 @@ func ClassImages(classes []uintptr) []string {
 	if len(missing) == 0 {
 		return out
 	}
-	buf := C.malloc(C.size_t(len(missing)) * C.size_t(unsafe.Sizeof(uintptr(0))))
-	defer C.free(buf)
-	names := C.malloc(C.size_t(len(missing)) * C.size_t(unsafe.Sizeof(uintptr(0))))
-	defer C.free(names)
-	cs := unsafe.Slice((*uintptr)(buf), len(missing))
+	cs := make([]uintptr, len(missing))
 	for k, i := range missing {
 		cs[k] = classes[i]
 	}
+	buf := cPointers(cs)
+	defer C.free(buf)
+	names := C.malloc(C.size_t(len(cs)) * C.size_t(unsafe.Sizeof(uintptr(0)))) // each class's image's name
+	defer C.free(names)
 	C.msgtrace_class_images((*unsafe.Pointer)(buf), C.size_t(len(missing)), (**C.char)(names))
 	ns := unsafe.Slice((**C.char)(names), len(missing))
 	seen := map[*C.char]string{} // a few objects' paths for hundreds of classes
@@ -158,21 +174,11 @@ func InstallMethods(classes []uintptr) MethodStats {
 }
 
 func installMethods(classes []uintptr) MethodStats {
-	var st MethodStats
-	if len(classes) == 0 {
-		var c C.struct_mt_methods_stats
-		C.msgtrace_methods_install(nil, 0, &c)
-		st.add(c)
-		return st
-	}
-	buf := C.malloc(C.size_t(len(classes)) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	buf := cPointers(classes)
 	defer C.free(buf)
-	cs := unsafe.Slice((*uintptr)(buf), len(classes))
-	copy(cs, classes)
-	var c C.struct_mt_methods_stats
-	C.msgtrace_methods_install((*unsafe.Pointer)(buf), C.size_t(len(classes)), &c)
-	st.add(c)
-	return st
+	return statsOf(func(c *C.struct_mt_methods_stats) {
+		C.msgtrace_methods_install((*unsafe.Pointer)(buf), C.size_t(len(classes)), c)
+	})
 }
 
 // InstallImageCategories instruments the methods the categories of a loaded image (header: its
@@ -183,11 +189,9 @@ func installMethods(classes []uintptr) MethodStats {
 func InstallImageCategories(header uintptr) MethodStats {
 	methodsMu.Lock()
 	defer methodsMu.Unlock()
-	var c C.struct_mt_methods_stats
-	C.msgtrace_image_categories_install(*(*unsafe.Pointer)(unsafe.Pointer(&header)), &c)
-	var st MethodStats
-	st.add(c)
-	return st
+	return statsOf(func(c *C.struct_mt_methods_stats) {
+		C.msgtrace_image_categories_install(*(*unsafe.Pointer)(unsafe.Pointer(&header)), c)
+	})
 }
 
 // EndEarlyMethods ends the early modules' instrumenting (gcc's runtime, MSGTRACE_METHODS=all
@@ -196,11 +200,7 @@ func InstallImageCategories(header uintptr) MethodStats {
 // instrumented. Modules arriving later go to WatchArrivingModules' callback. Called once the
 // selection is chosen, or when tracing gives up.
 func EndEarlyMethods() MethodStats {
-	var c C.struct_mt_methods_stats
-	C.msgtrace_early_methods_end(&c)
-	var st MethodStats
-	st.add(c)
-	return st
+	return statsOf(func(c *C.struct_mt_methods_stats) { C.msgtrace_early_methods_end(c) })
 }
 
 // UnseenClasses keeps, of classes, those it has not been given before and those given methods
@@ -213,12 +213,10 @@ func UnseenClasses(classes []uintptr) []uintptr {
 	if len(classes) == 0 {
 		return classes
 	}
-	buf := C.malloc(C.size_t(len(classes)) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	buf := cPointers(classes)
 	defer C.free(buf)
-	cs := unsafe.Slice((*uintptr)(buf), len(classes))
-	copy(cs, classes)
 	n := int(C.msgtrace_classes_unseen((*unsafe.Pointer)(buf), C.size_t(len(classes))))
-	return append([]uintptr(nil), cs[:n]...)
+	return append([]uintptr(nil), unsafe.Slice((*uintptr)(buf), n)...)
 }
 
 // RestoreMethods gives every instrumented method its original IMP back where the IMP is still
@@ -227,11 +225,7 @@ func UnseenClasses(classes []uintptr) []uintptr {
 func RestoreMethods() MethodStats {
 	methodsMu.Lock()
 	defer methodsMu.Unlock()
-	var c C.struct_mt_methods_stats
-	C.msgtrace_methods_restore(&c)
-	var st MethodStats
-	st.add(c)
-	return st
+	return statsOf(func(c *C.struct_mt_methods_stats) { C.msgtrace_methods_restore(c) })
 }
 
 // moduleHook is called with the classes of each module the GNU runtime registers later;
@@ -254,11 +248,7 @@ type Module struct {
 func (m Module) InstallCategory(i int) MethodStats {
 	methodsMu.Lock()
 	defer methodsMu.Unlock()
-	var c C.struct_mt_methods_stats
-	C.msgtrace_module_category_install(m.ptr, C.size_t(i), &c)
-	var st MethodStats
-	st.add(c)
-	return st
+	return statsOf(func(c *C.struct_mt_methods_stats) { C.msgtrace_module_category_install(m.ptr, C.size_t(i), c) })
 }
 
 // WatchModules calls fn with each module gcc's runtime registers later, after the classes
@@ -358,9 +348,8 @@ type ArrivingModule struct {
 func (m ArrivingModule) InstallStatic(selected []bool) MethodStats {
 	methodsMu.Lock()
 	defer methodsMu.Unlock()
-	var st MethodStats
 	if len(selected) == 0 {
-		return st
+		return MethodStats{}
 	}
 	mask := C.malloc(C.size_t(len(selected)))
 	defer C.free(mask)
@@ -371,10 +360,9 @@ func (m ArrivingModule) InstallStatic(selected []bool) MethodStats {
 			b[i] = 1
 		}
 	}
-	var c C.struct_mt_methods_stats
-	C.msgtrace_module_install_static(m.ptr, (*C.uchar)(mask), C.size_t(len(selected)), &c)
-	st.add(c)
-	return st
+	return statsOf(func(c *C.struct_mt_methods_stats) {
+		C.msgtrace_module_install_static(m.ptr, (*C.uchar)(mask), C.size_t(len(selected)), c)
+	})
 }
 
 // arrivingHook is called with each module before gcc's runtime registers it.
