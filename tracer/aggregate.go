@@ -374,14 +374,9 @@ type aggReader struct {
 	bigIDs map[uint64]int32
 	byName map[string]int32
 	marks  map[markKey]int32 // marks' labels' name ids
-	table  []aggSlot         // (parent, name) -> node + 1, open addressing
+	kids   kidIndex          // (parent, name) -> node
 	t      *aggThread
 	sf     *streamFile
-}
-
-type aggSlot struct {
-	key  uint64
-	node int32
 }
 
 // aggChunk is the number of events of a frame decoded at once: a bigger frame is decoded
@@ -464,11 +459,7 @@ func (r *aggReader) read(sf *streamFile, st *streamThread, t *aggThread, frames 
 	if r.byName == nil {
 		r.byName, r.bigIDs, r.marks = map[string]int32{}, map[uint64]int32{}, map[markKey]int32{}
 	}
-	if len(r.table) == 0 {
-		r.table = make([]aggSlot, 1<<12)
-	} else {
-		clear(r.table)
-	}
+	r.kids.reset()
 	r.stack = r.stack[:0]
 	bad := errChanged
 	if lazy {
@@ -853,41 +844,15 @@ func (r *aggReader) kid(parent, nm int32) int32 {
 		return m
 	}
 	key := uint64(uint32(parent))<<32 | uint64(uint32(nm))
-	mask := uint64(len(r.table) - 1)
-	for h := (key * 0x9e3779b97f4a7c15) >> 32; ; h++ {
-		s := &r.table[h&mask]
-		if s.node == 0 {
-			n := int32(len(nodes))
-			r.t.nodes = append(nodes, aggNode{parent: parent, name: nm, pos: aggPos{math.MaxUint64, math.MaxUint64}})
-			r.t.nodes[parent].memo = n
-			s.key, s.node = key, n+1
-			if 2*len(r.t.nodes) > len(r.table) {
-				r.grow()
-			}
-			return n
-		}
-		if s.key == key {
-			nodes[parent].memo = s.node - 1
-			return s.node - 1
-		}
+	s := r.kids.slot(key)
+	n := s.node
+	if n == 0 { // node 0 is the thread's root, never a child
+		n = int32(len(nodes))
+		r.t.nodes = append(nodes, aggNode{parent: parent, name: nm, pos: aggPos{math.MaxUint64, math.MaxUint64}})
+		r.kids.add(s, key, n)
 	}
-}
-
-// grow doubles the table.
-func (r *aggReader) grow() {
-	old := r.table
-	r.table = make([]aggSlot, 2*len(old))
-	mask := uint64(len(r.table) - 1)
-	for _, s := range old {
-		if s.node == 0 {
-			continue
-		}
-		h := (s.key * 0x9e3779b97f4a7c15) >> 32
-		for r.table[h&mask].node != 0 {
-			h++
-		}
-		r.table[h&mask] = s
-	}
+	r.t.nodes[parent].memo = n
+	return n
 }
 
 // mergeInto appends the thread's stacks to tr, whose current thread's root is the thread's, in

@@ -21,14 +21,13 @@ type stackTrie struct {
 	names   []string
 	nameID  map[string]int32
 	nodes   []trieNode
-	kids    map[uint64]int32 // parent node << 32 | name -> node
-	last    string           // the name looked up last, and its id
+	kids    kidIndex // parent node << 32 | name -> node
+	last    string   // the name looked up last, and its id
 	lastID  int32
 	markIDs map[markKey]int32 // marks' labels' name ids
 
-	// direct-mapped caches in front of nameID and kids
+	// a direct-mapped cache in front of nameID
 	nameCache [1 << 12]nameEntry
-	kidCache  [1 << 14]kidEntry
 	threads   []trieThread
 	labels    map[string]bool
 	path      []int32  // the current thread's root, then the open calls
@@ -53,7 +52,7 @@ type trieThread struct {
 }
 
 func newStackTrie() *stackTrie {
-	return &stackTrie{nameID: map[string]int32{}, kids: map[uint64]int32{}, labels: map[string]bool{}}
+	return &stackTrie{nameID: map[string]int32{}, labels: map[string]bool{}}
 }
 
 func (a *stackTrie) name(s string) int32 {
@@ -98,6 +97,47 @@ type kidEntry struct {
 	node int32  // 0: empty (node 0 is a thread's root, never a child)
 }
 
+// kidIndex finds a trie's node by its parent and name (the key: parent << 32 | name), for the
+// stack trie and the aggregates' per-thread tries: open addressing from a Fibonacci hash,
+// doubled when half full.
+type kidIndex struct {
+	slots []kidEntry
+	n     int
+}
+
+// slot is key's slot: the one holding it, or the empty one where it goes (filled by add).
+func (x *kidIndex) slot(key uint64) *kidEntry {
+	if len(x.slots) == 0 {
+		x.slots = make([]kidEntry, 1<<12)
+	}
+	mask := uint64(len(x.slots) - 1)
+	for h := (key * 0x9e3779b97f4a7c15) >> 32; ; h++ {
+		if s := &x.slots[h&mask]; s.node == 0 || s.key == key {
+			return s
+		}
+	}
+}
+
+// add puts node for key into s, the empty slot slot gave for it.
+func (x *kidIndex) add(s *kidEntry, key uint64, node int32) {
+	s.key, s.node = key, node
+	if x.n++; 2*x.n > len(x.slots) {
+		old := x.slots
+		x.slots = make([]kidEntry, 2*len(old))
+		for _, e := range old {
+			if e.node != 0 {
+				*x.slot(e.key) = e
+			}
+		}
+	}
+}
+
+// reset empties the index, keeping its memory.
+func (x *kidIndex) reset() {
+	clear(x.slots)
+	x.n = 0
+}
+
 // markKey is what a mark's label says.
 type markKey struct {
 	kind  MarkKind
@@ -133,22 +173,16 @@ func (a *stackTrie) kidID(parent, nm int32) int32 {
 	return a.kidSlow(parent, nm)
 }
 
-// kidSlow is kidID when the callee is not the one looked up last: through a direct-mapped
-// cache, then the map.
+// kidSlow is kidID when the callee is not the one looked up last.
 func (a *stackTrie) kidSlow(parent, nm int32) int32 {
 	k := uint64(uint32(parent))<<32 | uint64(uint32(nm))
-	c := &a.kidCache[(k*0x9e3779b97f4a7c15)>>(64-14)]
-	if c.node > 0 && c.key == k {
-		a.nodes[parent].memo = c.node
-		return c.node
-	}
-	n, ok := a.kids[k]
-	if !ok {
+	s := a.kids.slot(k)
+	n := s.node
+	if n == 0 {
 		n = int32(len(a.nodes))
 		a.nodes = append(a.nodes, trieNode{parent: parent, name: nm})
-		a.kids[k] = n
+		a.kids.add(s, k, n)
 	}
-	c.key, c.node = k, n
 	a.nodes[parent].memo = n
 	return n
 }
