@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #endif
 #include "rt_internal.h"
+#include "rt_env.h"
 #include "rt_launch.h"
 
 #include <fcntl.h>
@@ -184,57 +185,57 @@ void msgtrace_launch_loaded(uint64_t loaded_mono_ns) {
 
 /* ---- early recording ---- */
 
-/* A variable's value without the white space around it, lower-cased, in out (n bytes); 0 when
- * it does not fit. */
-static int env_word(const char *name, char *out, size_t n) {
-	const char *v = getenv(name);
-	if (!v)
-		v = "";
-	while (*v == ' ' || (*v >= '\t' && *v <= '\r'))
-		v++;
-	size_t k = strlen(v);
-	while (k && (v[k - 1] == ' ' || (v[k - 1] >= '\t' && v[k - 1] <= '\r')))
-		k--;
-	if (k >= n)
+/* The values the Go side accepts (internal/agent/config.go): anything else turns tracing off
+ * there, and leaves recording off here. */
+int msgtrace_launch_early_config(struct mt_early_config *c) {
+	char w[32];
+	memset(c, 0, sizeof *c);
+	c->methods_all = mt_env_methods_all();
+	if (!mt_env_word("MSGTRACE_START", w, sizeof w) || (strcmp(w, "") != 0 && strcmp(w, "on") != 0))
+		return 0; /* paused: recording starts with msgtrace_resume, after install */
+	if (!mt_env_word("MSGTRACE_CAPTURE", w, sizeof w) ||
+	    (strcmp(w, "") != 0 && strcmp(w, "methods") != 0 && strcmp(w, "both") != 0))
+		return 0; /* sends only: no method is instrumented */
+	if (!mt_env_word("MSGTRACE_MODE", w, sizeof w) || (strcmp(w, "") != 0 && strcmp(w, "stream") != 0 && strcmp(w, "ring") != 0))
 		return 0;
-	for (size_t i = 0; i < k; i++)
-		out[i] = v[i] >= 'A' && v[i] <= 'Z' ? (char)(v[i] - 'A' + 'a') : v[i];
-	out[k] = 0;
+	c->ring = strcmp(w, "ring") == 0;
+	if (!mt_env_word("MSGTRACE_FULL", w, sizeof w) || (strcmp(w, "") != 0 && strcmp(w, "wait") != 0 && strcmp(w, "drop") != 0))
+		return 0;
+	c->drop = strcmp(w, "drop") == 0;
+	c->buffer_mb = MT_DEFAULT_BUFFER_MB;
+	const char *raw = getenv("MSGTRACE_BUFFER_MB");
+	if (raw && *raw) { /* Go: strconv.Atoi(strings.TrimSpace(v)) of a set, non-empty value */
+		char n[256]; /* longer: refused here (Go may take a number padded with that many zeros) */
+		if (!mt_env_word("MSGTRACE_BUFFER_MB", n, sizeof n))
+			return 0;
+		const char *d = n[0] == '+' ? n + 1 : n; /* a sign, as strconv.Atoi takes; "-" is below 1 */
+		if (!*d)
+			return 0;
+		uint64_t v = 0;
+		for (; *d; d++) {
+			if (*d < '0' || *d > '9')
+				return 0;
+			if (v <= MT_MAX_BUFFER_MB) /* past the bound it stays past it */
+				v = v * 10 + (uint64_t)(*d - '0');
+		}
+		if (v < 1 || v > MT_MAX_BUFFER_MB)
+			return 0;
+		c->buffer_mb = v;
+	}
 	return 1;
 }
 
-/* The values the Go side accepts (internal/agent/config.go): anything else turns tracing off
- * there, and leaves recording off here. */
 int msgtrace_launch_record_early(void) {
-	char w[32];
-	if (!env_word("MSGTRACE_START", w, sizeof w) || (strcmp(w, "") != 0 && strcmp(w, "on") != 0))
-		return 0; /* paused: recording starts with msgtrace_resume, after install */
-	if (!env_word("MSGTRACE_CAPTURE", w, sizeof w) ||
-	    (strcmp(w, "") != 0 && strcmp(w, "methods") != 0 && strcmp(w, "both") != 0))
-		return 0; /* sends only: no method is instrumented */
-	if (!env_word("MSGTRACE_MODE", w, sizeof w) || (strcmp(w, "") != 0 && strcmp(w, "stream") != 0 && strcmp(w, "ring") != 0))
+	struct mt_early_config c;
+	if (!msgtrace_launch_early_config(&c))
 		return 0;
-	int ring = strcmp(w, "ring") == 0;
-	if (!env_word("MSGTRACE_FULL", w, sizeof w) || (strcmp(w, "") != 0 && strcmp(w, "wait") != 0 && strcmp(w, "drop") != 0))
-		return 0;
-	int drop = strcmp(w, "drop") == 0; /* a full pool drops, even before the drain */
-	uint64_t mb = MT_DEFAULT_BUFFER_MB;
-	if (!env_word("MSGTRACE_BUFFER_MB", w, sizeof w))
-		return 0;
-	if (w[0]) {
-		const char *d = w[0] == '+' ? w + 1 : w; /* what strconv.Atoi takes */
-		char *end;
-		long v = *d >= '0' && *d <= '9' ? strtol(d, &end, 10) : 0;
-		if (v < 1 || v > MT_MAX_BUFFER_MB || *end)
-			return 0;
-		mb = (uint64_t)v;
-	}
 	/* the sizes the Go side asks for later are these: the region, once reserved, keeps them */
-	if (msgtrace_pool_bytes(mb << 20) != 0 || msgtrace_pool_reserve() != 0)
+	if (msgtrace_pool_bytes(c.buffer_mb << 20) != 0 || msgtrace_pool_reserve() != 0)
 		return 0;
-	if (ring) /* the drain sets it again as it starts: a thread's chunks go to its ring from the first */
+	if (c.ring) /* the drain sets it again as it starts: a thread's chunks go to its ring from the first */
 		__atomic_store_n(&msgtrace_ring_mode, 1, __ATOMIC_RELEASE);
-	__atomic_store_n(&msgtrace_drain_expected, !drop, __ATOMIC_RELEASE);
+	/* a full pool waits for the drain on its way, unless MSGTRACE_FULL=drop */
+	__atomic_store_n(&msgtrace_drain_expected, !c.drop, __ATOMIC_RELEASE);
 	__atomic_store_n(&msgtrace_active, 1, __ATOMIC_RELEASE);
 	return 1;
 }

@@ -25,6 +25,14 @@ void msgtrace_launch_loaded(uint64_t loaded_mono_ns);
  * on. 1 when recording is on; 0 (nothing changed) when the variables say not to record now, or
  * say something the Go side will reject. */
 int msgtrace_launch_record_early(void);
+/* What msgtrace_launch_record_early reads of the variables, without acting on it: 1 when they
+ * let recording start early (ring, drop and buffer_mb then set), 0 when not; methods_all either
+ * way (MSGTRACE_METHODS is all, as the preload loader reads it). */
+struct mt_early_config {
+	int methods_all, ring, drop;
+	uint64_t buffer_mb;
+};
+int msgtrace_launch_early_config(struct mt_early_config *c);
 /* The Go side has its selection, or gave up: a thread whose pool is full waits for the drain
  * only if it runs (the wait for a drain expected to start ends). */
 void msgtrace_launch_record_early_end(void);

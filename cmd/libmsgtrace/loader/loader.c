@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../../rt_env.h"
 #include "../objc_imports.h"
 
 /* Tells libmsgtrace.so's constructor that this loader starts it. */
@@ -165,21 +166,6 @@ static void *early_main(void *arg) {
 	return NULL;
 }
 
-/* MSGTRACE_METHODS is all (as the Go side reads it: white space around it, any case). */
-static int methods_all(void) {
-	const char *v = getenv("MSGTRACE_METHODS");
-	if (!v)
-		return 0;
-	while (*v == ' ' || (*v >= '\t' && *v <= '\r'))
-		v++;
-	if ((v[0] | 0x20) != 'a' || (v[1] | 0x20) != 'l' || (v[2] | 0x20) != 'l')
-		return 0;
-	for (v += 3; *v; v++)
-		if (*v != ' ' && (*v < '\t' || *v > '\r'))
-			return 0;
-	return 1;
-}
-
 static void start_early(void) {
 	if (__atomic_load_n(&early_state, __ATOMIC_ACQUIRE) != EARLY_NONE)
 		return;
@@ -187,7 +173,7 @@ static void start_early(void) {
 	if (!__atomic_compare_exchange_n(&early_state, &none, EARLY_STARTED, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &early_ts);
-	if (methods_all()) {
+	if (mt_env_methods_all()) {
 		early_status = open_library(&early_ts);
 		early_opened = 1;
 		if (early_status != 0)

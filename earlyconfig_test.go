@@ -1,0 +1,88 @@
+package msgtrace_test
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/msgtrace/msgtrace"
+	"github.com/msgtrace/msgtrace/internal/agent"
+)
+
+// TestEarlyConfigAgrees: the C that reads the variables before Go runs (the early recording of
+// MSGTRACE_METHODS=all, and the preload loader's MSGTRACE_METHODS test, rt_env.h) reads each
+// value as internal/agent's FromEnv does: it records early exactly when Go will trace methods
+// with recording on, with the same pool size and modes, and it calls MSGTRACE_METHODS all
+// exactly when Go does. A value the two read differently would start recording that Go then
+// refuses, or leave a launch untraced that Go traces.
+func TestEarlyConfigAgrees(t *testing.T) {
+	vars := []string{"MSGTRACE_START", "MSGTRACE_CAPTURE", "MSGTRACE_MODE", "MSGTRACE_FULL", "MSGTRACE_BUFFER_MB", "MSGTRACE_METHODS"}
+	// white space Go's strings.TrimSpace removes, ASCII and not; U+200B is not white space
+	spaces := []string{" ", "\t", "\n", "\v\f\r", "\u0085", "\u00a0", "\u1680", "\u2000", "\u200a", "\u2028", "\u2029", "\u202f", "\u205f", "\u3000"}
+	words := map[string][]string{
+		"MSGTRACE_START":   {"on", "paused", "ON", "Paused", "off", "o n", "on\u200b", "onn", "pause"},
+		"MSGTRACE_CAPTURE": {"methods", "both", "sends", "BOTH", "Methods", "all", "method", "sends,methods"},
+		"MSGTRACE_MODE":    {"stream", "ring", "RING", "Stream", "flight", "rings"},
+		"MSGTRACE_FULL":    {"wait", "drop", "DROP", "Wait", "never", "dro p"},
+		"MSGTRACE_BUFFER_MB": {"1", "+1", "-1", "0", "32", "64", "4096", "4097", "+4096", "0004096", "000000000000000000000000000000000000000007",
+			"99999999999999999999999", "0x10", "1e3", "5MB", "++5", "+-5", "+", "-", "٣", "1 2", "1_000"},
+		"MSGTRACE_METHODS": {"all", "ALL", "All", "app", "al", "alll", "all,app", "a ll", "*"},
+	}
+	type setting struct{ name, value string }
+	var cases [][]setting
+	for _, v := range vars {
+		cases = append(cases, []setting{{v, ""}})
+		for _, s := range spaces {
+			cases = append(cases, []setting{{v, s}})
+		}
+		for _, w := range words[v] {
+			cases = append(cases, []setting{{v, w}}, []setting{{v, " " + w + "\t"}})
+			for _, s := range spaces {
+				cases = append(cases, []setting{{v, s + w + s}}, []setting{{v, w + s}})
+			}
+		}
+	}
+	// together: every early setting at once
+	cases = append(cases,
+		[]setting{{"MSGTRACE_METHODS", "all"}, {"MSGTRACE_MODE", "ring"}, {"MSGTRACE_FULL", "drop"}, {"MSGTRACE_BUFFER_MB", "7"}},
+		[]setting{{"MSGTRACE_METHODS", " all "}, {"MSGTRACE_START", "paused"}, {"MSGTRACE_MODE", "ring"}},
+		[]setting{{"MSGTRACE_METHODS", "all"}, {"MSGTRACE_CAPTURE", "sends"}, {"MSGTRACE_BUFFER_MB", "7"}},
+		[]setting{{"MSGTRACE_METHODS", "all"}, {"MSGTRACE_MODE", "ring"}, {"MSGTRACE_FULL", "never"}},
+	)
+	for _, v := range vars {
+		t.Setenv(v, "") // restored after the test
+	}
+	for _, c := range cases {
+		for _, v := range vars {
+			os.Unsetenv(v)
+		}
+		var desc []string
+		for _, s := range c {
+			os.Setenv(s.name, s.value)
+			desc = append(desc, s.name+"="+strings.ReplaceAll(s.value, "\n", `\n`))
+		}
+		record, all, ring, drop, mb := msgtrace.EarlyConfig()
+		g, err := agent.FromEnv(os.Getenv, 1)
+		goAll := err == nil && slices.Equal(g.Methods, []string{"all"})
+		if methodsOnly := len(c) == 1 && c[0].name == "MSGTRACE_METHODS"; methodsOnly && all != goAll {
+			t.Errorf("%q: C reads MSGTRACE_METHODS all=%v, Go %v (%v)", desc, all, goAll, err)
+		}
+		goRecord := err == nil && !g.Paused && g.Capture != "sends"
+		if record != goRecord {
+			t.Errorf("%q: C records early=%v, Go records methods from the start=%v (%v)", desc, record, goRecord, err)
+			continue
+		}
+		if !record {
+			continue
+		}
+		wantMB := g.BufferMB
+		if wantMB == 0 {
+			wantMB = agent.DefaultBufferMB
+		}
+		if ring != g.Ring || drop != g.Drop || mb != wantMB {
+			t.Errorf("%q: C ring=%v drop=%v buffer=%d MiB, Go ring=%v drop=%v buffer=%d MiB", desc, ring, drop, mb, g.Ring, g.Drop, wantMB)
+		}
+	}
+	t.Logf("%d settings read alike", len(cases))
+}

@@ -1,0 +1,4 @@
+package msgtrace
+
+// EarlyConfig is earlyConfig, for the external tests.
+var EarlyConfig = earlyConfig
