@@ -1,7 +1,6 @@
 package tracer
 
 import (
-	"bufio"
 	"io"
 	"strconv"
 	"unicode/utf8"
@@ -39,7 +38,7 @@ import (
 //
 // Memory is what PreOrder holds: one outermost call tree at a time.
 type ChromeSink struct {
-	w       *bufio.Writer
+	w       *outWriter
 	buf     []byte
 	pid     uint64
 	tid     uint64
@@ -72,7 +71,7 @@ type chromeItem struct {
 
 // NewChromeSink writes to w.
 func NewChromeSink(w io.Writer) *ChromeSink {
-	s := &ChromeSink{w: bufio.NewWriterSize(w, 1<<16), first: true, names: new(jsonNames)}
+	s := &ChromeSink{w: newOutWriter(w), first: true, names: new(jsonNames)}
 	s.pre = PreOrder(chromeTree{s})
 	return s
 }
@@ -98,12 +97,13 @@ func (s *ChromeSink) event(b []byte) error {
 	if err := s.start(); err != nil {
 		return err
 	}
+	o := s.w.tail()
 	if !s.first {
-		s.w.WriteString(",\n")
+		o = append(o, ",\n"...)
 	}
 	s.first = false
-	_, err := s.w.Write(b)
-	return err
+	s.w.commit(append(o, b...))
+	return s.w.err
 }
 
 func (s *ChromeSink) meta(name string, tid uint64, key string, value []byte) error {
