@@ -93,6 +93,23 @@ func (s *ChromeSink) start() error {
 	return err
 }
 
+// evBegin starts an event in place, at the end of the output: its separator, and the file's
+// head before the first. evEnd ends it.
+func (s *ChromeSink) evBegin() []byte {
+	s.start() // (an error stays in s.w)
+	b := s.w.tail()
+	if !s.first {
+		b = append(b, ",\n"...)
+	}
+	s.first = false
+	return b
+}
+
+func (s *ChromeSink) evEnd(b []byte) error {
+	s.w.commit(b)
+	return s.w.err
+}
+
 func (s *ChromeSink) event(b []byte) error {
 	if err := s.start(); err != nil {
 		return err
@@ -324,26 +341,24 @@ func (s *ChromeSink) flushGroup() error {
 }
 
 func (s *ChromeSink) writeInstant(call *Call, depth int) error {
-	b := s.head(s.buf[:0], 'i', call.Name, call.StartNanos)
+	b := s.head(s.evBegin(), 'i', call.Name, call.StartNanos)
 	b = append(b, `,"s":"t","cat":"objc","args":{"dur_ns":0,"depth":`...)
 	b = strconv.AppendInt(b, int64(depth), 10)
 	if call.Flags&FlagUnwound != 0 {
 		b = append(b, `,"unwound":true`...)
 	}
 	b = append(b, `}}`...)
-	s.buf = b
-	return s.event(b)
+	return s.evEnd(b)
 }
 
 func (s *ChromeSink) writeBegin(call *Call) error {
-	b := s.head(s.buf[:0], 'B', call.Name, call.StartNanos)
+	b := s.head(s.evBegin(), 'B', call.Name, call.StartNanos)
 	b = append(b, `,"cat":"objc"}`...)
-	s.buf = b
-	return s.event(b)
+	return s.evEnd(b)
 }
 
 func (s *ChromeSink) writeEnd(call *Call, times bool) error {
-	b := s.head(s.buf[:0], 'E', call.Name, call.StartNanos+call.DurNanos)
+	b := s.head(s.evBegin(), 'E', call.Name, call.StartNanos+call.DurNanos)
 	unwound := call.Flags&FlagUnwound != 0
 	if call.Folded > 0 {
 		b = append(b, `,"args":{"folded_calls":`...)
@@ -375,12 +390,11 @@ func (s *ChromeSink) writeEnd(call *Call, times bool) error {
 		b = append(b, '}')
 	}
 	b = append(b, '}')
-	s.buf = b
-	return s.event(b)
+	return s.evEnd(b)
 }
 
 func (s *ChromeSink) writeMark(m *Mark) error {
-	b := s.head(s.buf[:0], 'i', markLabel(m), m.StartNanos)
+	b := s.head(s.evBegin(), 'i', markLabel(m), m.StartNanos)
 	b = append(b, `,"s":"t","cat":"msgtrace","args":{"kind":"`...)
 	b = append(b, m.Kind.String()...)
 	b = append(b, `","count":`...)
@@ -388,22 +402,20 @@ func (s *ChromeSink) writeMark(m *Mark) error {
 	b = append(b, `,"dur_ns":`...)
 	b = strconv.AppendUint(b, m.DurNanos, 10)
 	b = append(b, `}}`...)
-	s.buf = b
-	if err := s.event(b); err != nil {
+	if err := s.evEnd(b); err != nil {
 		return err
 	}
 	if m.Count == 0 {
 		return nil
 	}
 	s.lost += m.Count
-	b = s.head(s.buf[:0], 'C', "lost calls", m.StartNanos)
+	b = s.head(s.evBegin(), 'C', "lost calls", m.StartNanos)
 	b = append(b, `,"args":{`...)
 	b = appendJSONString(b, s.label)
 	b = append(b, ':')
 	b = strconv.AppendUint(b, s.lost, 10)
 	b = append(b, `}}`...)
-	s.buf = b
-	return s.event(b)
+	return s.evEnd(b)
 }
 
 func (c chromeTree) Enter(call *Call, d int) error {
@@ -441,7 +453,7 @@ func (c chromeTree) EndThread() error {
 // current thread, or process-wide ("s":"p", thread 0) when it is not a thread's, in category
 // msgtrace with its kind and precision.
 func (s *ChromeSink) writeTimeInstant(in *Instant) error {
-	b := s.head(s.buf[:0], 'i', in.Name, in.Nanos)
+	b := s.head(s.evBegin(), 'i', in.Name, in.Nanos)
 	if in.TID == 0 {
 		b = append(b, `,"s":"p"`...)
 	} else {
@@ -452,8 +464,7 @@ func (s *ChromeSink) writeTimeInstant(in *Instant) error {
 	b = append(b, `,"precision_ns":`...)
 	b = strconv.AppendUint(b, in.PrecisionNanos, 10)
 	b = append(b, `}}`...)
-	s.buf = b
-	return s.event(b)
+	return s.evEnd(b)
 }
 func (c chromeTree) Close(t Totals) error { return nil }
 
