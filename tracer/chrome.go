@@ -79,7 +79,7 @@ func NewChromeSink(w io.Writer) *ChromeSink {
 // appendMicros writes integer nanoseconds as microseconds with three decimals, exactly, so
 // that events nest in the output exactly as they do in ticks.
 func appendMicros(b []byte, ns uint64) []byte {
-	b = strconv.AppendUint(b, ns/1000, 10)
+	b = appendDec(b, ns/1000)
 	f := ns % 1000
 	return append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
 }
@@ -128,9 +128,9 @@ func (s *ChromeSink) meta(name string, tid uint64, key string, value []byte) err
 	b = append(b, `{"ph":"M","name":"`...)
 	b = append(b, name...)
 	b = append(b, `","pid":`...)
-	b = strconv.AppendUint(b, s.pid, 10)
+	b = appendDec(b, s.pid)
 	b = append(b, `,"tid":`...)
-	b = strconv.AppendUint(b, tid, 10)
+	b = appendDec(b, tid)
 	b = append(b, `,"args":{"`...)
 	b = append(b, key...)
 	b = append(b, `":`...)
@@ -150,9 +150,9 @@ func (s *ChromeSink) head(b []byte, ph byte, name string, ns uint64) []byte {
 	b = appendMicros(b, ns)
 	if !s.ptOK || s.ptPid != s.pid || s.ptTid != s.tid {
 		s.pt = append(s.pt[:0], `,"pid":`...)
-		s.pt = strconv.AppendUint(s.pt, s.pid, 10)
+		s.pt = appendDec(s.pt, s.pid)
 		s.pt = append(s.pt, `,"tid":`...)
-		s.pt = strconv.AppendUint(s.pt, s.tid, 10)
+		s.pt = appendDec(s.pt, s.tid)
 		s.ptPid, s.ptTid, s.ptOK = s.pid, s.tid, true
 	}
 	return append(b, s.pt...)
@@ -200,22 +200,22 @@ func (s *ChromeSink) Close(t Totals) error {
 	}
 	b := s.buf[:0]
 	b = append(b, "\n],\"otherData\":{\"calls\":"...)
-	b = strconv.AppendUint(b, t.Calls, 10)
+	b = appendDec(b, t.Calls)
 	b = append(b, `,"kept":`...)
-	b = strconv.AppendUint(b, t.Kept, 10)
+	b = appendDec(b, t.Kept)
 	b = append(b, `,"dropped_buffer_full":`...)
-	b = strconv.AppendUint(b, t.Dropped, 10)
+	b = appendDec(b, t.Dropped)
 	b = append(b, `,"untraced_stack_full":`...)
-	b = strconv.AppendUint(b, t.Overflow, 10)
+	b = appendDec(b, t.Overflow)
 	if s.fold.FoldNanos > 0 {
 		b = append(b, `,"timeline_budget":`...)
-		b = strconv.AppendUint(b, s.fold.Budget, 10)
+		b = appendDec(b, s.fold.Budget)
 		b = append(b, `,"timeline_kept":`...)
-		b = strconv.AppendUint(b, s.fold.Kept, 10)
+		b = appendDec(b, s.fold.Kept)
 		b = append(b, `,"folded_calls":`...)
-		b = strconv.AppendUint(b, s.fold.Folded, 10)
+		b = appendDec(b, s.fold.Folded)
 		b = append(b, `,"folded_under_ns":`...)
-		b = strconv.AppendUint(b, s.fold.FoldNanos, 10)
+		b = appendDec(b, s.fold.FoldNanos)
 	}
 	b = append(b, "}}\n"...)
 	if _, err := s.w.Write(b); err != nil {
@@ -362,12 +362,12 @@ func (s *ChromeSink) writeEnd(call *Call, times bool) error {
 	unwound := call.Flags&FlagUnwound != 0
 	if call.Folded > 0 {
 		b = append(b, `,"args":{"folded_calls":`...)
-		b = strconv.AppendUint(b, call.Folded, 10)
+		b = appendDec(b, call.Folded)
 		if times {
 			b = append(b, `,"self_ns":`...)
-			b = strconv.AppendUint(b, call.SelfNanos, 10)
+			b = appendDec(b, call.SelfNanos)
 			b = append(b, `,"dur_ns":`...)
-			b = strconv.AppendUint(b, call.DurNanos, 10)
+			b = appendDec(b, call.DurNanos)
 		}
 		if unwound {
 			b = append(b, `,"unwound":true`...)
@@ -377,9 +377,9 @@ func (s *ChromeSink) writeEnd(call *Call, times bool) error {
 		b = append(b, `,"args":{`...)
 		if times {
 			b = append(b, `"self_ns":`...)
-			b = strconv.AppendUint(b, call.SelfNanos, 10)
+			b = appendDec(b, call.SelfNanos)
 			b = append(b, `,"dur_ns":`...)
-			b = strconv.AppendUint(b, call.DurNanos, 10)
+			b = appendDec(b, call.DurNanos)
 		}
 		if times && unwound {
 			b = append(b, ',')
@@ -398,9 +398,9 @@ func (s *ChromeSink) writeMark(m *Mark) error {
 	b = append(b, `,"s":"t","cat":"msgtrace","args":{"kind":"`...)
 	b = append(b, m.Kind.String()...)
 	b = append(b, `","count":`...)
-	b = strconv.AppendUint(b, m.Count, 10)
+	b = appendDec(b, m.Count)
 	b = append(b, `,"dur_ns":`...)
-	b = strconv.AppendUint(b, m.DurNanos, 10)
+	b = appendDec(b, m.DurNanos)
 	b = append(b, `}}`...)
 	if err := s.evEnd(b); err != nil {
 		return err
@@ -413,7 +413,7 @@ func (s *ChromeSink) writeMark(m *Mark) error {
 	b = append(b, `,"args":{`...)
 	b = appendJSONString(b, s.label)
 	b = append(b, ':')
-	b = strconv.AppendUint(b, s.lost, 10)
+	b = appendDec(b, s.lost)
 	b = append(b, `}}`...)
 	return s.evEnd(b)
 }
@@ -462,7 +462,7 @@ func (s *ChromeSink) writeTimeInstant(in *Instant) error {
 	b = append(b, `,"cat":"msgtrace","args":{"kind":`...)
 	b = appendJSONString(b, in.Kind.String())
 	b = append(b, `,"precision_ns":`...)
-	b = strconv.AppendUint(b, in.PrecisionNanos, 10)
+	b = appendDec(b, in.PrecisionNanos)
 	b = append(b, `}}`...)
 	return s.evEnd(b)
 }

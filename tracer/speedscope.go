@@ -109,7 +109,7 @@ func (s *SpeedscopeSink) event(typ byte, name string, at uint64) {
 		}
 		b = append(b, e.q...)
 	}
-	b = strconv.AppendUint(b, at, 10)
+	b = appendDec(b, at)
 	b = append(b, '}')
 	s.w.commit(b)
 	s.err = s.w.err
@@ -173,9 +173,9 @@ func (t speedscopeTree) EndThread() error {
 	}
 	s.inProf = false
 	b := append(s.buf[:0], `],"startValue":`...)
-	b = strconv.AppendUint(b, s.startAt, 10)
+	b = appendDec(b, s.startAt)
 	b = append(b, `,"endValue":`...)
-	b = strconv.AppendUint(b, s.lastAt, 10)
+	b = appendDec(b, s.lastAt)
 	b = append(b, '}')
 	s.buf = b
 	_, err := s.w.Write(b)
