@@ -79,9 +79,11 @@ func NewChromeSink(w io.Writer) *ChromeSink {
 // appendMicros writes integer nanoseconds as microseconds with three decimals, exactly, so
 // that events nest in the output exactly as they do in ticks.
 func appendMicros(b []byte, ns uint64) []byte {
-	b = appendDec(b, ns/1000)
-	f := ns % 1000
-	return append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
+	q := ns / 1000
+	b = appendDec(b, q)
+	f := ns - q*1000
+	h := uint8(f / 10 * 2) // the first two decimals, as a pair
+	return append(b, '.', digitPairs[h], digitPairs[h+1], byte('0'+f%10))
 }
 
 func (s *ChromeSink) start() error {

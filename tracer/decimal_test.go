@@ -33,3 +33,13 @@ func TestAppendDec(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendMicros: µs with three decimals, exactly the ns.
+func TestAppendMicros(t *testing.T) {
+	for _, ns := range []uint64{0, 1, 9, 10, 99, 100, 999, 1000, 1001, 1010, 1100, 123456789, math.MaxUint64} {
+		want := strconv.FormatUint(ns/1000, 10) + "." + strconv.FormatUint(1000+ns%1000, 10)[1:]
+		if got := string(appendMicros(nil, ns)); got != want {
+			t.Errorf("%d ns: %q, want %q", ns, got, want)
+		}
+	}
+}
