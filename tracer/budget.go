@@ -96,7 +96,7 @@ func (sf *streamFile) addDurations(h *durHist) {
 	sf.setDurRate()
 	for b, c := range sf.durs.n {
 		if c > 0 {
-			h.add(scale(bucketFloor(b), sf.durNum, sf.durDen), c)
+			h.add(sf.durKeys[b], c)
 		}
 	}
 }
@@ -108,11 +108,11 @@ func (sf *streamFile) addDurations(h *durHist) {
 // it (oneloop's 11.9 M calls: 2,130,321 kept for a speedscope budget of 2,000,000). durKey
 // grows with ticks, so a caller's is never below its callee's.
 func (sf *streamFile) durKey(ticks uint64) uint64 {
-	return scale(bucketFloor(durBucket(ticks)), sf.durNum, sf.durDen)
+	return sf.durKeys[durBucket(ticks)]
 }
 
-// setDurRate sets the stream's average rate, ns per tick (durNum/durDen), once its clock and
-// ticks are known.
+// setDurRate sets each tick bucket's durKey, at the stream's average rate (ns per tick), once
+// its clock and ticks are known.
 func (sf *streamFile) setDurRate() {
 	num, den := uint64(1), uint64(1)
 	if sf.haveTicks && sf.maxTick > sf.minTick {
@@ -123,7 +123,14 @@ func (sf *streamFile) setDurRate() {
 	} else if sf.clock.num != 0 && sf.clock.den != 0 {
 		num, den = sf.clock.num, sf.clock.den
 	}
-	sf.durNum, sf.durDen = num, den
+	sf.durKeys = new([len(durHist{}.n)]uint64)
+	for b := range sf.durKeys {
+		if b >= 16 && b < 64 { // no such bucket (durBucket: 0-15, then 64 on)
+			sf.durKeys[b] = sf.durKeys[b-1]
+			continue
+		}
+		sf.durKeys[b] = scale(bucketFloor(b), num, den)
+	}
 }
 
 // budgeted is a timeline sink: the number of calls it keeps (0: every call).

@@ -257,7 +257,7 @@ type streamFile struct {
 	endEst           uint64                   // p1Lazy: maxTick as estimated for pass 2 (see estimateEnd)
 	instants         []StreamInstant          // as written (instant frames)
 	durs             durHist                  // its calls by duration, in ticks (timeline budgets)
-	durNum, durDen   uint64                   // its average rate, ns per tick (durKey)
+	durKeys          *[64 * 16]uint64         // per tick bucket, its durKey
 	met              map[uint64]*streamThread // every thread met, registered or not yet
 	metOrder         []*streamThread
 	an               []*analyser // pass 1's events analysers (one inline, or one goroutine per core)
