@@ -58,3 +58,23 @@ func TestOutWriter(t *testing.T) {
 		t.Fatalf("Flush: %v, %d bytes written", err, f.got.Len())
 	}
 }
+
+// TestTimelineWriteErrorStopsConversion: a write error of a text timeline's writer goroutine
+// (a disk that fills up mid-file) ends a big conversion with that error, and its goroutines
+// (the test would hang otherwise).
+func TestTimelineWriteErrorStopsConversion(t *testing.T) {
+	g := gen(t, genOpts{seed: 5, pid: 1, threads: 2, perTh: pipeMin, frameEvents: 2046, line: line24MHz, marks: true})
+	for _, format := range []string{"json", "speedscope"} {
+		for _, n := range []int{100, 3 * outBlock} {
+			f := &failAfter{n: n}
+			s, err := NewSink(format, f, Meta{Budget: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = ProcessStreams([]Input{{R: bytes.NewReader(g.b), Size: int64(len(g.b))}}, Options{MaxDepth: -1}, s)
+			if err == nil || err.Error() != "disk full" {
+				t.Errorf("%s, failing after %d bytes: %v", format, n, err)
+			}
+		}
+	}
+}
