@@ -83,9 +83,10 @@ echo
 printf '%-22s %8s %8s %12s %14s %14s %10s\n' "machobind trace" "wall s" "cpu s" "M calls/s" "peak RSS MiB" "output bytes" "bytes/call"
 # the timelines keep a budget of calls by default (the longest; the rest folded into their
 # callers): "all" rows convert every call (--max-calls all), as before budgets existed
+# (Perfetto's budget, 20 M, is above this run's calls: its "all" row checks that it is the same)
 convs=(pftrace json speedscope.json pb.gz folded svg)
 if bin/machobind trace -h 2>&1 | grep -q -- -max-calls; then
-	convs+=("json all" "speedscope.json all")
+	convs+=("pftrace all" "json all" "speedscope.json all")
 fi
 for conv in "${convs[@]}"; do
 	read -r ext every <<<"$conv"

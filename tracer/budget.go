@@ -91,8 +91,29 @@ func (h *durHist) threshold(budget uint64) uint64 {
 }
 
 // addDurations converts a stream's tick histogram to ns (each bucket at its floor, through the
-// stream's average rate) and adds it to h.
+// stream's average rate: see durKey) and adds it to h.
 func (sf *streamFile) addDurations(h *durHist) {
+	sf.setDurRate()
+	for b, c := range sf.durs.n {
+		if c > 0 {
+			h.add(sf.durKeys[b], c)
+		}
+	}
+}
+
+// durKey is what a budget compares for a call of the stream that lasted ticks: its tick
+// bucket's floor in ns at the stream's average rate, the very number addDurations counted it
+// under. A call's own DurNanos cannot be compared: it goes through the clock's segments and
+// is any number of its tick bucket's, so calls counted below a threshold would be kept past
+// it (oneloop's 11.9 M calls: 2,130,321 kept for a speedscope budget of 2,000,000). durKey
+// grows with ticks, so a caller's is never below its callee's.
+func (sf *streamFile) durKey(ticks uint64) uint64 {
+	return sf.durKeys[durBucket(ticks)]
+}
+
+// setDurRate sets each tick bucket's durKey, at the stream's average rate (ns per tick), once
+// its clock and ticks are known.
+func (sf *streamFile) setDurRate() {
 	num, den := uint64(1), uint64(1)
 	if sf.haveTicks && sf.maxTick > sf.minTick {
 		a, b := sf.clock.mono(sf.minTick), sf.clock.mono(sf.maxTick)
@@ -102,10 +123,13 @@ func (sf *streamFile) addDurations(h *durHist) {
 	} else if sf.clock.num != 0 && sf.clock.den != 0 {
 		num, den = sf.clock.num, sf.clock.den
 	}
-	for b, c := range sf.durs.n {
-		if c > 0 {
-			h.add(scale(bucketFloor(b), num, den), c)
+	sf.durKeys = new([len(durHist{}.n)]uint64)
+	for b := range sf.durKeys {
+		if b >= 16 && b < 64 { // no such bucket (durBucket: 0-15, then 64 on)
+			sf.durKeys[b] = sf.durKeys[b-1]
+			continue
 		}
+		sf.durKeys[b] = scale(bucketFloor(b), num, den)
 	}
 }
 
@@ -156,7 +180,7 @@ func (f *foldTree) Enter(c *Call, d int) error {
 		}
 		return nil
 	}
-	if c.DurNanos < f.fold && c.Flags&FlagOpen == 0 {
+	if c.foldKey < f.fold && c.Flags&FlagOpen == 0 {
 		f.folding = d
 		f.rep.Folded++
 		if d > 0 && d-1 < len(f.folded) {
@@ -203,23 +227,32 @@ func (f *foldTree) EndThread() error     { return f.ts.EndThread() }
 func (f *foldTree) Close(t Totals) error { return f.ts.Close(t) }
 
 // asTreeWith returns the TreeSink the stream reader drives for a sink, timelines wrapped in
-// their budget given the durations of the trace's calls.
-func asTreeWith(s Sink, h *durHist) TreeSink {
+// their budget given the durations of the trace's calls (h) and the number of calls open at
+// its end (open: not in h, and never folded); folds says whether a budget folds calls (the
+// reader must then set each Call's foldKey).
+func asTreeWith(s Sink, h *durHist, open uint64) (ts TreeSink, folds bool) {
 	if t, ok := s.(tee); ok {
-		ts := make(teeTree, len(t))
+		tt := make(teeTree, len(t))
 		for i, s := range t {
-			ts[i] = asTreeWith(s, h)
+			var f bool
+			tt[i], f = asTreeWith(s, h, open)
+			folds = folds || f
 		}
-		return ts
+		return tt, folds
 	}
-	ts := asTree(s)
+	ts = asTree(s)
 	if b, ok := s.(budgeted); ok {
 		rep := Folded(s)
 		*rep = FoldReport{Budget: b.timelineBudget()}
-		if fold := h.threshold(rep.Budget); fold > 0 {
+		// the open calls are kept whatever their length: the others share what is left
+		budget := rep.Budget
+		if budget > 0 {
+			budget = max(budget-min(budget, open), 1)
+		}
+		if fold := h.threshold(budget); fold > 0 {
 			rep.FoldNanos = fold
-			return &foldTree{ts: ts, fold: fold, rep: rep, folding: -1}
+			return &foldTree{ts: ts, fold: fold, rep: rep, folding: -1}, true
 		}
 	}
-	return ts
+	return ts, false
 }

@@ -1,7 +1,6 @@
 package tracer
 
 import (
-	"bufio"
 	"io"
 	"strconv"
 	"unicode/utf8"
@@ -39,7 +38,7 @@ import (
 //
 // Memory is what PreOrder holds: one outermost call tree at a time.
 type ChromeSink struct {
-	w       *bufio.Writer
+	w       *outWriter
 	buf     []byte
 	pid     uint64
 	tid     uint64
@@ -72,7 +71,7 @@ type chromeItem struct {
 
 // NewChromeSink writes to w.
 func NewChromeSink(w io.Writer) *ChromeSink {
-	s := &ChromeSink{w: bufio.NewWriterSize(w, 1<<16), first: true, names: new(jsonNames)}
+	s := &ChromeSink{w: newOutWriter(w), first: true, names: new(jsonNames)}
 	s.pre = PreOrder(chromeTree{s})
 	return s
 }
@@ -80,9 +79,11 @@ func NewChromeSink(w io.Writer) *ChromeSink {
 // appendMicros writes integer nanoseconds as microseconds with three decimals, exactly, so
 // that events nest in the output exactly as they do in ticks.
 func appendMicros(b []byte, ns uint64) []byte {
-	b = strconv.AppendUint(b, ns/1000, 10)
-	f := ns % 1000
-	return append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
+	q := ns / 1000
+	b = appendDec(b, q)
+	f := ns - q*1000
+	h := uint8(f / 10 * 2) // the first two decimals, as a pair
+	return append(b, '.', digitPairs[h], digitPairs[h+1], byte('0'+f%10))
 }
 
 func (s *ChromeSink) start() error {
@@ -94,16 +95,34 @@ func (s *ChromeSink) start() error {
 	return err
 }
 
+// evBegin starts an event in place, at the end of the output: its separator, and the file's
+// head before the first. evEnd ends it.
+func (s *ChromeSink) evBegin() []byte {
+	s.start() // (an error stays in s.w)
+	b := s.w.tail()
+	if !s.first {
+		b = append(b, ",\n"...)
+	}
+	s.first = false
+	return b
+}
+
+func (s *ChromeSink) evEnd(b []byte) error {
+	s.w.commit(b)
+	return s.w.err
+}
+
 func (s *ChromeSink) event(b []byte) error {
 	if err := s.start(); err != nil {
 		return err
 	}
+	o := s.w.tail()
 	if !s.first {
-		s.w.WriteString(",\n")
+		o = append(o, ",\n"...)
 	}
 	s.first = false
-	_, err := s.w.Write(b)
-	return err
+	s.w.commit(append(o, b...))
+	return s.w.err
 }
 
 func (s *ChromeSink) meta(name string, tid uint64, key string, value []byte) error {
@@ -111,9 +130,9 @@ func (s *ChromeSink) meta(name string, tid uint64, key string, value []byte) err
 	b = append(b, `{"ph":"M","name":"`...)
 	b = append(b, name...)
 	b = append(b, `","pid":`...)
-	b = strconv.AppendUint(b, s.pid, 10)
+	b = appendDec(b, s.pid)
 	b = append(b, `,"tid":`...)
-	b = strconv.AppendUint(b, tid, 10)
+	b = appendDec(b, tid)
 	b = append(b, `,"args":{"`...)
 	b = append(b, key...)
 	b = append(b, `":`...)
@@ -133,9 +152,9 @@ func (s *ChromeSink) head(b []byte, ph byte, name string, ns uint64) []byte {
 	b = appendMicros(b, ns)
 	if !s.ptOK || s.ptPid != s.pid || s.ptTid != s.tid {
 		s.pt = append(s.pt[:0], `,"pid":`...)
-		s.pt = strconv.AppendUint(s.pt, s.pid, 10)
+		s.pt = appendDec(s.pt, s.pid)
 		s.pt = append(s.pt, `,"tid":`...)
-		s.pt = strconv.AppendUint(s.pt, s.tid, 10)
+		s.pt = appendDec(s.pt, s.tid)
 		s.ptPid, s.ptTid, s.ptOK = s.pid, s.tid, true
 	}
 	return append(b, s.pt...)
@@ -183,22 +202,22 @@ func (s *ChromeSink) Close(t Totals) error {
 	}
 	b := s.buf[:0]
 	b = append(b, "\n],\"otherData\":{\"calls\":"...)
-	b = strconv.AppendUint(b, t.Calls, 10)
+	b = appendDec(b, t.Calls)
 	b = append(b, `,"kept":`...)
-	b = strconv.AppendUint(b, t.Kept, 10)
+	b = appendDec(b, t.Kept)
 	b = append(b, `,"dropped_buffer_full":`...)
-	b = strconv.AppendUint(b, t.Dropped, 10)
+	b = appendDec(b, t.Dropped)
 	b = append(b, `,"untraced_stack_full":`...)
-	b = strconv.AppendUint(b, t.Overflow, 10)
+	b = appendDec(b, t.Overflow)
 	if s.fold.FoldNanos > 0 {
 		b = append(b, `,"timeline_budget":`...)
-		b = strconv.AppendUint(b, s.fold.Budget, 10)
+		b = appendDec(b, s.fold.Budget)
 		b = append(b, `,"timeline_kept":`...)
-		b = strconv.AppendUint(b, s.fold.Kept, 10)
+		b = appendDec(b, s.fold.Kept)
 		b = append(b, `,"folded_calls":`...)
-		b = strconv.AppendUint(b, s.fold.Folded, 10)
+		b = appendDec(b, s.fold.Folded)
 		b = append(b, `,"folded_under_ns":`...)
-		b = strconv.AppendUint(b, s.fold.FoldNanos, 10)
+		b = appendDec(b, s.fold.FoldNanos)
 	}
 	b = append(b, "}}\n"...)
 	if _, err := s.w.Write(b); err != nil {
@@ -324,35 +343,33 @@ func (s *ChromeSink) flushGroup() error {
 }
 
 func (s *ChromeSink) writeInstant(call *Call, depth int) error {
-	b := s.head(s.buf[:0], 'i', call.Name, call.StartNanos)
+	b := s.head(s.evBegin(), 'i', call.Name, call.StartNanos)
 	b = append(b, `,"s":"t","cat":"objc","args":{"dur_ns":0,"depth":`...)
 	b = strconv.AppendInt(b, int64(depth), 10)
 	if call.Flags&FlagUnwound != 0 {
 		b = append(b, `,"unwound":true`...)
 	}
 	b = append(b, `}}`...)
-	s.buf = b
-	return s.event(b)
+	return s.evEnd(b)
 }
 
 func (s *ChromeSink) writeBegin(call *Call) error {
-	b := s.head(s.buf[:0], 'B', call.Name, call.StartNanos)
+	b := s.head(s.evBegin(), 'B', call.Name, call.StartNanos)
 	b = append(b, `,"cat":"objc"}`...)
-	s.buf = b
-	return s.event(b)
+	return s.evEnd(b)
 }
 
 func (s *ChromeSink) writeEnd(call *Call, times bool) error {
-	b := s.head(s.buf[:0], 'E', call.Name, call.StartNanos+call.DurNanos)
+	b := s.head(s.evBegin(), 'E', call.Name, call.StartNanos+call.DurNanos)
 	unwound := call.Flags&FlagUnwound != 0
 	if call.Folded > 0 {
 		b = append(b, `,"args":{"folded_calls":`...)
-		b = strconv.AppendUint(b, call.Folded, 10)
+		b = appendDec(b, call.Folded)
 		if times {
 			b = append(b, `,"self_ns":`...)
-			b = strconv.AppendUint(b, call.SelfNanos, 10)
+			b = appendDec(b, call.SelfNanos)
 			b = append(b, `,"dur_ns":`...)
-			b = strconv.AppendUint(b, call.DurNanos, 10)
+			b = appendDec(b, call.DurNanos)
 		}
 		if unwound {
 			b = append(b, `,"unwound":true`...)
@@ -362,9 +379,9 @@ func (s *ChromeSink) writeEnd(call *Call, times bool) error {
 		b = append(b, `,"args":{`...)
 		if times {
 			b = append(b, `"self_ns":`...)
-			b = strconv.AppendUint(b, call.SelfNanos, 10)
+			b = appendDec(b, call.SelfNanos)
 			b = append(b, `,"dur_ns":`...)
-			b = strconv.AppendUint(b, call.DurNanos, 10)
+			b = appendDec(b, call.DurNanos)
 		}
 		if times && unwound {
 			b = append(b, ',')
@@ -375,35 +392,32 @@ func (s *ChromeSink) writeEnd(call *Call, times bool) error {
 		b = append(b, '}')
 	}
 	b = append(b, '}')
-	s.buf = b
-	return s.event(b)
+	return s.evEnd(b)
 }
 
 func (s *ChromeSink) writeMark(m *Mark) error {
-	b := s.head(s.buf[:0], 'i', markLabel(m), m.StartNanos)
+	b := s.head(s.evBegin(), 'i', markLabel(m), m.StartNanos)
 	b = append(b, `,"s":"t","cat":"msgtrace","args":{"kind":"`...)
 	b = append(b, m.Kind.String()...)
 	b = append(b, `","count":`...)
-	b = strconv.AppendUint(b, m.Count, 10)
+	b = appendDec(b, m.Count)
 	b = append(b, `,"dur_ns":`...)
-	b = strconv.AppendUint(b, m.DurNanos, 10)
+	b = appendDec(b, m.DurNanos)
 	b = append(b, `}}`...)
-	s.buf = b
-	if err := s.event(b); err != nil {
+	if err := s.evEnd(b); err != nil {
 		return err
 	}
 	if m.Count == 0 {
 		return nil
 	}
 	s.lost += m.Count
-	b = s.head(s.buf[:0], 'C', "lost calls", m.StartNanos)
+	b = s.head(s.evBegin(), 'C', "lost calls", m.StartNanos)
 	b = append(b, `,"args":{`...)
 	b = appendJSONString(b, s.label)
 	b = append(b, ':')
-	b = strconv.AppendUint(b, s.lost, 10)
+	b = appendDec(b, s.lost)
 	b = append(b, `}}`...)
-	s.buf = b
-	return s.event(b)
+	return s.evEnd(b)
 }
 
 func (c chromeTree) Enter(call *Call, d int) error {
@@ -441,7 +455,7 @@ func (c chromeTree) EndThread() error {
 // current thread, or process-wide ("s":"p", thread 0) when it is not a thread's, in category
 // msgtrace with its kind and precision.
 func (s *ChromeSink) writeTimeInstant(in *Instant) error {
-	b := s.head(s.buf[:0], 'i', in.Name, in.Nanos)
+	b := s.head(s.evBegin(), 'i', in.Name, in.Nanos)
 	if in.TID == 0 {
 		b = append(b, `,"s":"p"`...)
 	} else {
@@ -450,10 +464,9 @@ func (s *ChromeSink) writeTimeInstant(in *Instant) error {
 	b = append(b, `,"cat":"msgtrace","args":{"kind":`...)
 	b = appendJSONString(b, in.Kind.String())
 	b = append(b, `,"precision_ns":`...)
-	b = strconv.AppendUint(b, in.PrecisionNanos, 10)
+	b = appendDec(b, in.PrecisionNanos)
 	b = append(b, `}}`...)
-	s.buf = b
-	return s.event(b)
+	return s.evEnd(b)
 }
 func (c chromeTree) Close(t Totals) error { return nil }
 

@@ -191,6 +191,8 @@ type applier struct {
 	calls  uint64 // counted here: added to the trace's Totals at the end
 	open   uint64
 	kept   uint64
+
+	foldKeys bool // a budget folds calls: each entered Call gets its foldKey
 }
 
 // outEntry is a call entered and not yet exited, on the output stack: what its Call is made
@@ -276,6 +278,9 @@ func (a *applier) enter(o *rawOp) error {
 	c := &a.call
 	c.Name, c.Thread, c.Depth, c.Flags = name, a.thread, int(o.depth), flags
 	c.StartNanos, c.DurNanos, c.SelfNanos, c.Folded = start, dur, 0, 0
+	if a.foldKeys {
+		c.foldKey = a.sf.durKey(o.end - min(o.end, o.start))
+	}
 	return a.ts.Enter(c, int(kd))
 }
 

@@ -29,6 +29,8 @@ type Call struct {
 	Flags      int    // FlagSuper, FlagTagged, FlagUnwound, FlagOpen
 	Thread     *Thread
 	Folded     uint64 // timelines: calls inside it folded into its self time by the budget (at Exit)
+
+	foldKey uint64 // at Enter, what a budget compares (streamFile.durKey), when one folds calls
 }
 
 // Sink receives a processed trace.

@@ -1,7 +1,6 @@
 package tracer
 
 import (
-	"bufio"
 	"io"
 	"strconv"
 	"unsafe"
@@ -20,7 +19,7 @@ import (
 // where it happened (speedscope shows no instants).
 type SpeedscopeSink struct {
 	Sink
-	w       *bufio.Writer
+	w       *outWriter
 	buf     []byte
 	meta    Meta
 	frames  map[string]int
@@ -48,7 +47,7 @@ type frameCache [1 << 10]struct {
 
 // NewSpeedscopeSink writes to w.
 func NewSpeedscopeSink(w io.Writer, m Meta) *SpeedscopeSink {
-	s := &SpeedscopeSink{w: bufio.NewWriterSize(w, 1<<16), meta: m, frames: map[string]int{}, cache: new(frameCache)}
+	s := &SpeedscopeSink{w: newOutWriter(w), meta: m, frames: map[string]int{}, cache: new(frameCache)}
 	s.Sink = PreOrder(speedscopeTree{s})
 	return s
 }
@@ -77,7 +76,7 @@ func (s *SpeedscopeSink) head(h *Header) {
 
 // event writes one open or close event at time at (clamped so that time never goes back).
 func (s *SpeedscopeSink) event(typ byte, name string, at uint64) {
-	b := s.buf[:0]
+	b := s.w.tail() // in place
 	if !s.inProf {
 		s.inProf, s.first, s.startAt, s.lastAt = true, true, at, at
 		if s.nprof > 0 {
@@ -110,10 +109,10 @@ func (s *SpeedscopeSink) event(typ byte, name string, at uint64) {
 		}
 		b = append(b, e.q...)
 	}
-	b = strconv.AppendUint(b, at, 10)
+	b = appendDec(b, at)
 	b = append(b, '}')
-	s.buf = b
-	_, s.err = s.w.Write(b)
+	s.w.commit(b)
+	s.err = s.w.err
 }
 
 type speedscopeTree struct{ s *SpeedscopeSink }
@@ -174,9 +173,9 @@ func (t speedscopeTree) EndThread() error {
 	}
 	s.inProf = false
 	b := append(s.buf[:0], `],"startValue":`...)
-	b = strconv.AppendUint(b, s.startAt, 10)
+	b = appendDec(b, s.startAt)
 	b = append(b, `,"endValue":`...)
-	b = strconv.AppendUint(b, s.lastAt, 10)
+	b = appendDec(b, s.lastAt)
 	b = append(b, '}')
 	s.buf = b
 	_, err := s.w.Write(b)

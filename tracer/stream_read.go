@@ -43,14 +43,20 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
 		return tot, err
 	}
 	var durs durHist
-	var calls uint64
+	var calls, open uint64
 	for _, sf := range files {
 		sf.addDurations(&durs)
 		for _, st := range sf.threads {
 			calls += st.t.Records
+			for k := range st.spans {
+				if st.spans[k].flags&FlagOpen != 0 {
+					open++
+				}
+			}
 		}
 	}
-	a := &applier{sink: sink, ts: asTreeWith(sink, &durs), flt: newTreeFilter(opt)}
+	a := &applier{sink: sink, flt: newTreeFilter(opt)}
+	a.ts, a.foldKeys = asTreeWith(sink, &durs, open)
 	em := newEmitter(a, calls)
 	err = replayStreams(files, opt, em, &tot)
 	if serr := em.stop(); err == nil { // the applier's goroutine ends, on an error too
@@ -251,6 +257,7 @@ type streamFile struct {
 	endEst           uint64                   // p1Lazy: maxTick as estimated for pass 2 (see estimateEnd)
 	instants         []StreamInstant          // as written (instant frames)
 	durs             durHist                  // its calls by duration, in ticks (timeline budgets)
+	durKeys          *[64 * 16]uint64         // per tick bucket, its durKey
 	met              map[uint64]*streamThread // every thread met, registered or not yet
 	metOrder         []*streamThread
 	an               []*analyser // pass 1's events analysers (one inline, or one goroutine per core)

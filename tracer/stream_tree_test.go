@@ -3,6 +3,8 @@ package tracer
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"math"
 	"math/rand"
 	"runtime"
 	"slices"
@@ -527,5 +529,87 @@ func TestTimelineBudgetFormats(t *testing.T) {
 	}
 	if Folded(NewFoldedSink(&bytes.Buffer{})) != nil {
 		t.Error("folded stacks have no budget")
+	}
+}
+
+// TestTimelineBudgetHolds: a budget holds on a stream whose ticks are not ns and whose clock
+// is not one line (a 2.1 GHz counter, its rate drifting between clock samples), where a call's
+// duration in ns and the histogram that chose the threshold disagree near it, and with calls
+// open at the end (always kept): each timeline keeps at most its budget, counts folded and
+// kept calls as it wrote them, and keeps the longest.
+func TestTimelineBudgetHolds(t *testing.T) {
+	r := rand.New(rand.NewSource(17))
+	var buf bytes.Buffer
+	w := NewStreamWriter(&buf)
+	w.Process(StreamProcess{PID: 7, Name: "loop"})
+	w.Clock(ClockSample{Tick: 0, MonoNanos: 1_000_000, RateNum: 10, RateDen: 21})
+	var ms []StreamMethod
+	for id := uint64(1); id <= 16; id++ {
+		ms = append(ms, StreamMethod{ID: id, Class: "C", Selector: fmt.Sprintf("s%d", id)})
+	}
+	w.Methods(ms...)
+	var evs [][]StreamEvent
+	var end uint64
+	for th := uint64(0); th < 2; th++ {
+		w.Thread(StreamThread{TID: 100 + th})
+		// an open root at depth 0 and an open child at depth 1; under it calls of 1 to 4,000
+		// ticks, log-uniform, each with up to three callees
+		tick := uint64(10 + th)
+		var e []StreamEvent
+		for n := 0; n < 60_000; n++ {
+			start := tick
+			tick++
+			for k := r.Intn(4); k > 0; k-- {
+				d := uint64(math.Exp(r.Float64() * math.Log(1000)))
+				e = append(e, StreamEvent{Type: EventCall, ID: uint64(3 + r.Intn(13)), Start: tick, End: tick + d, Depth: 3})
+				tick += d + uint64(r.Intn(3))
+			}
+			tick += uint64(math.Exp(r.Float64() * math.Log(3000)))
+			e = append(e, StreamEvent{Type: EventCall, ID: uint64(3 + r.Intn(13)), Start: start, End: tick, Depth: 2})
+			tick++
+		}
+		evs = append(evs, e)
+		end = max(end, tick)
+	}
+	// the rate drifts: two more clock samples, 0.2 % apart in slope
+	w.Clock(ClockSample{Tick: end / 2, MonoNanos: 1_000_000 + end/2*10/21, RateNum: 10, RateDen: 21})
+	for th, e := range evs {
+		tid := uint64(100 + th)
+		prev := uint64(0)
+		for len(e) > 0 {
+			k := min(len(e), 1+r.Intn(3000))
+			prev, _ = w.Events(tid, prev, e[:k])
+			e = e[k:]
+		}
+		w.Open(tid, end, []OpenCall{{ID: 1, Start: 5, Depth: 0}, {ID: 2, Start: 8, Depth: 1}})
+	}
+	w.Clock(ClockSample{Tick: end, MonoNanos: 1_000_000 + end/2*10/21 + end/2*1002/2100, RateNum: 10, RateDen: 21})
+	w.End(StreamCounters{})
+	b := buf.Bytes()
+	for _, format := range []string{"json", "perfetto", "speedscope"} {
+		for _, budget := range []int{3, 1000, 20_000, 77_777, 150_000} {
+			s, err := NewSink(format, io.Discard, Meta{Budget: budget})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := Folded(s)
+			if tot.Open != 4 || tot.Calls < 200_000 {
+				t.Fatalf("%d calls, %d open", tot.Calls, tot.Open)
+			}
+			if rep.FoldNanos == 0 || rep.Kept+rep.Folded != tot.Calls {
+				t.Fatalf("%s budget %d: %+v, totals %+v", format, budget, rep, tot)
+			}
+			// the longest calls (a bucket of them) are kept whatever the budget
+			if rep.Kept > uint64(budget) && budget > 4 {
+				t.Errorf("%s: kept %d calls for a budget of %d", format, rep.Kept, budget)
+			}
+			if budget >= 1000 && rep.Kept < uint64(budget)/2 {
+				t.Errorf("%s: kept only %d calls for a budget of %d", format, rep.Kept, budget)
+			}
+		}
 	}
 }
