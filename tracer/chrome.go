@@ -505,3 +505,6 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// abort ends the output's writer goroutine: the conversion failed before Close.
+func (s *ChromeSink) abort() { s.w.abort() }

@@ -1,6 +1,9 @@
 package tracer
 
-import "io"
+import (
+	"errors"
+	"io"
+)
 
 // outWriter is the buffered output of the text timelines (Chrome JSON, speedscope): blocks of
 // outBlock bytes, each written by a goroutine of its own once full, so that the copy into the
@@ -114,3 +117,19 @@ func (o *outWriter) Flush() error {
 	o.b = o.b[:0]
 	return o.err
 }
+
+// abort ends the writer goroutine, if one runs, without writing what is left: the conversion
+// failed. Later writes fail with errAborted.
+func (o *outWriter) abort() {
+	if o.full != nil {
+		close(o.full)
+		<-o.done
+		o.full, o.free, o.errc = nil, nil, nil
+	}
+	if o.err == nil {
+		o.err = errAborted
+	}
+	o.b = o.b[:0]
+}
+
+var errAborted = errors.New("the conversion was aborted")

@@ -3,8 +3,11 @@ package tracer
 import (
 	"bytes"
 	"errors"
+	"io"
+	"runtime"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // failAfter is a writer that fails once n bytes have been written.
@@ -76,5 +79,52 @@ func TestTimelineWriteErrorStopsConversion(t *testing.T) {
 				t.Errorf("%s, failing after %d bytes: %v", format, n, err)
 			}
 		}
+	}
+}
+
+// failingReaderAt reads r until it has handed out n bytes in all, then fails.
+type failingReaderAt struct {
+	r    io.ReaderAt
+	n    int64
+	read int64
+}
+
+func (f *failingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if f.read+int64(len(p)) > f.n {
+		return 0, errors.New("input error")
+	}
+	n, err := f.r.ReadAt(p, off)
+	f.read += int64(n)
+	return n, err
+}
+
+// TestTimelineInputErrorEndsWriter: a conversion whose input fails after the output's writer
+// goroutine started (the sink's Close is then never called) ends that goroutine: a process
+// that flushes again and again (msgtrace_flush) does not collect parked writers.
+func TestTimelineInputErrorEndsWriter(t *testing.T) {
+	g := gen(t, genOpts{seed: 7, pid: 1, threads: 2, perTh: pipeMin, frameEvents: 2046, line: line24MHz})
+	before := runtime.NumGoroutine()
+	for _, format := range []string{"json", "speedscope"} {
+		for range 5 {
+			var out bytes.Buffer
+			s, err := NewSink(format, &out, Meta{Budget: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// pass 1 reads the stream once; the failure comes well into pass 2
+			in := &failingReaderAt{r: bytes.NewReader(g.b), n: int64(len(g.b)) * 19 / 10}
+			if _, err = ProcessStreams([]Input{{R: in, Size: int64(len(g.b))}}, Options{MaxDepth: -1}, s); err == nil {
+				t.Fatalf("%s: the failing input converted", format)
+			}
+			if out.Len() < outBlock {
+				t.Fatalf("%s: %d bytes written before the failure: the writer goroutine never started", format, out.Len())
+			}
+		}
+	}
+	for i := 0; i < 100 && runtime.NumGoroutine() > before; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after 10 failed conversions, %d before", n, before)
 	}
 }

@@ -43,6 +43,17 @@ type Sink interface {
 	Close(t Totals) error
 }
 
+// aborter is a sink holding something that only its Close ends (a writer goroutine): a
+// conversion that fails before Close calls abort instead, which ends it and writes nothing more.
+type aborter interface{ abort() }
+
+// abortOnError aborts the sink when the conversion failed (*err set).
+func abortOnError(sink Sink, err *error) {
+	if a, ok := sink.(aborter); ok && *err != nil {
+		a.abort()
+	}
+}
+
 // Totals are the counters of the whole trace.
 type Totals struct {
 	Threads, Calls, Kept, Dropped, Overflow uint64
@@ -132,7 +143,8 @@ func (f *callFilter) call(name string, start, dur uint64, depth, flags int) erro
 }
 
 // processRaw reads a raw dump.
-func processRaw(r io.Reader, opt Options, sink Sink) (Totals, error) {
+func processRaw(r io.Reader, opt Options, sink Sink) (t Totals, err error) {
+	defer abortOnError(sink, &err)
 	rd, err := NewReader(r)
 	if err != nil {
 		return Totals{}, err

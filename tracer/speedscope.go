@@ -205,3 +205,6 @@ func (t speedscopeTree) Close(Totals) error {
 	}
 	return s.w.Flush()
 }
+
+// abort ends the output's writer goroutine: the conversion failed before Close.
+func (s *SpeedscopeSink) abort() { s.w.abort() }

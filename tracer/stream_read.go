@@ -34,7 +34,8 @@ const maxStreamDepth = 1 << 16
 // order. Memory is the index, the names and the clock points, the largest frame (≤ 16 MiB),
 // and, for the thread being read, its latest open frame's calls (at most one per depth): none
 // of it grows with the number of calls.
-func ProcessStreams(ins []Input, opt Options, sink Sink) (Totals, error) {
+func ProcessStreams(ins []Input, opt Options, sink Sink) (t Totals, err error) {
+	defer abortOnError(sink, &err)
 	if tr := aggregateTrie(sink, opt); tr != nil {
 		return processAggregate(ins, opt, sink, tr)
 	}
