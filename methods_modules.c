@@ -76,9 +76,12 @@ void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_
 
 /* Gives the methods of one compiled list (a module not registered yet: each method's name still
  * the selector's name, its IMP the compiled function) a trampoline each (before registration,
- * nothing else reads the list: no dispatch table to refresh). The selector is registered here,
- * with the method's types, so the trampoline has the SEL the runtime will put in the method (it
- * returns the one registered first for a name and matching types); a +load gets one too, kept. */
+ * nothing else reads the list: no dispatch table to refresh). No selector is registered here:
+ * the runtime registers every method's name as it registers the module, and writes the SEL into
+ * the method, where the module's fixup reads it into the trampoline (fixup_list). Until then the
+ * trampoline names its calls by the name itself (mt_objc_named_sel): a +load, sent while the
+ * module registers, is recorded so. Per method: a look at its name, a trampoline, no lock, no
+ * table. A +load gets a trampoline too, kept. */
 static void install_static_list(void *cls, int meta, struct mt_gnu_method_list *l, struct mt_methods_stats *st) {
 	for (; l; l = l->next)
 		for (int j = 0; j < l->count; j++) {
@@ -91,11 +94,7 @@ static void install_static_list(void *cls, int meta, struct mt_gnu_method_list *
 				st->never++;
 				continue;
 			}
-			void *sel = mt_objc_sel_register_typed(name, l->m[j].types);
-			if (!sel)
-				sel = (void *)name; /* named by its string until msgtrace_module_fixup */
-			mt_objc_remember_sel_name(sel, sel == name ? name : mt_objc_sel_name(sel));
-			struct mt_tramp_data *d = mt_take_trampoline(cls, &l->m[j], sel, imp, st);
+			struct mt_tramp_data *d = mt_take_trampoline(cls, &l->m[j], mt_objc_named_sel(name), imp, st);
 			if (!d)
 				continue;
 			mt_kept[d - msgtrace_tramp_data] |= (unsigned char)(load && meta);
@@ -147,7 +146,9 @@ void msgtrace_module_install_static(void *module, const unsigned char *selected,
 
 #if !MT_APPLE_API
 /* After registration: each trampoline given before it gets the SEL the runtime put in its method
- * (the one registered before it, unless the runtime chose another). */
+ * in place of the name it was named by (install_static_list), the name remembered for the drain
+ * (the string the trampoline had: no sel_getName, which takes the runtime's lock), or, where it
+ * had a SEL already, the one the runtime chose if another. */
 static void fixup_list(struct mt_gnu_method_list *l) {
 	for (; l; l = l->next)
 		for (int j = 0; j < l->count; j++) {
@@ -156,10 +157,11 @@ static void fixup_list(struct mt_gnu_method_list *l) {
 				continue;
 			struct mt_tramp_data *d = &msgtrace_tramp_data[((char *)imp - msgtrace_tramp_text) / MT_STRIDE];
 			void *sel = l->m[j].sel;
-			if (d->method == &l->m[j] && sel && d->sel != sel) {
-				mt_objc_remember_sel_name(sel, mt_objc_sel_name(sel));
-				__atomic_store_n(&d->sel, sel, __ATOMIC_RELEASE);
-			}
+			if (d->method != &l->m[j] || !sel || d->sel == sel)
+				continue;
+			const char *name = mt_objc_sel_as_name(d->sel);
+			mt_objc_remember_sel_name(sel, name ? name : mt_objc_sel_name(sel));
+			__atomic_store_n(&d->sel, sel, __ATOMIC_RELEASE);
 		}
 }
 

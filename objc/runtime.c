@@ -28,7 +28,6 @@ static struct {
 	void *(*method_getImplementation)(void *);
 	void *(*objc_lookUpClass)(const char *);
 	/* gcc's: public, and the internals its dispatch tables and lock are reached by */
-	void *(*sel_registerTypedName)(const char *, const char *);
 	void **objc_runtime_mutex, **uninstalled_dtable;
 	int (*objc_mutex_lock)(void *), (*objc_mutex_unlock)(void *);
 	void (*update_dispatch_table_for_class)(void *);
@@ -89,7 +88,6 @@ static int found(void) {
 		SYMBOL(rt.msgForward, "_objc_msgForward");
 		SYMBOL(rt.msgForward_stret, "_objc_msgForward_stret");
 #else
-		SYMBOL(rt.sel_registerTypedName, "sel_registerTypedName");
 		SYMBOL(rt.objc_runtime_mutex, "__objc_runtime_mutex");
 		SYMBOL(rt.uninstalled_dtable, "__objc_uninstalled_dtable");
 		SYMBOL(rt.objc_mutex_lock, "objc_mutex_lock");
@@ -139,10 +137,6 @@ void *mt_objc_registered_class(void *c) {
 	return mt_objc_metaclass(base) == c ? base : NULL;
 }
 
-void *mt_objc_sel_register_typed(const char *name, const char *types) {
-	return found() && rt.sel_registerTypedName && tables_ready() ? rt.sel_registerTypedName(name, types) : NULL;
-}
-
 /* Open addressing, lock-free reads, in a table sized to what it holds (ptrmap.h's growmap,
  * from 2^10 slots; a reader in an older table misses what came after: the drain then asks the
  * runtime, as on any miss). A fixed table big enough for the largest apps (2^16 slots, 1 MiB)
@@ -155,7 +149,10 @@ void mt_objc_remember_sel_name(void *sel, const char *name) {
 		mt_growmap_put(&sel_names, sel, (uintptr_t)name, 0);
 }
 
-const char *mt_objc_remembered_sel_name(void *sel) { return (const char *)mt_growmap_get(&sel_names, sel); }
+const char *mt_objc_remembered_sel_name(void *sel) {
+	const char *name = mt_objc_sel_as_name(sel);
+	return name ? name : (const char *)mt_growmap_get(&sel_names, sel);
+}
 
 size_t mt_objc_class_list(void **out, size_t max) {
 	if (!capturable())
