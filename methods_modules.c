@@ -80,25 +80,29 @@ void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_
  * the runtime registers every method's name as it registers the module, and writes the SEL into
  * the method, where the module's fixup reads it into the trampoline (fixup_list). Until then the
  * trampoline names its calls by the name itself (mt_objc_named_sel): a +load, sent while the
- * module registers, is recorded so. Per method: a look at its name, a trampoline, no lock, no
+ * module registers, is recorded so. Per method: a look at its name (the never-instrument list's
+ * hash) and a new trampoline (a method the runtime never had has none to get back), no lock, no
  * table. A +load gets a trampoline too, kept. */
 static void install_static_list(void *cls, int meta, struct mt_gnu_method_list *l, struct mt_methods_stats *st) {
 	for (; l; l = l->next)
 		for (int j = 0; j < l->count; j++) {
-			const char *name = l->m[j].sel; /* a name: not registered yet */
-			void *imp = l->m[j].imp;
+			struct mt_gnu_method *m = &l->m[j];
+			const char *name = m->sel; /* a name: not registered yet */
+			void *imp = m->imp;
 			if (!name || !imp || mt_is_trampoline(imp))
 				continue;
-			int load = strcmp(name, "load") == 0;
-			if (!load && msgtrace_never_instrument(name)) {
+			int never = mt_never_index(name), load = never == MT_NEVER_LOAD;
+			if (never && !load) {
 				st->never++;
 				continue;
 			}
-			struct mt_tramp_data *d = mt_take_trampoline(cls, &l->m[j], mt_objc_named_sel(name), imp, st);
+			struct mt_tramp_data *d = mt_new_trampoline(cls, m, mt_objc_named_sel(name), imp, st);
 			if (!d)
 				continue;
-			mt_kept[d - msgtrace_tramp_data] |= (unsigned char)(load && meta);
-			__atomic_store_n(&l->m[j].imp, msgtrace_tramp_text + (size_t)(d - msgtrace_tramp_data) * MT_STRIDE, __ATOMIC_RELEASE);
+			size_t k = (size_t)(d - msgtrace_tramp_data);
+			if (load && meta)
+				mt_kept[k] = 1;
+			__atomic_store_n(&m->imp, msgtrace_tramp_text + k * MT_STRIDE, __ATOMIC_RELEASE);
 			st->instrumented++;
 		}
 }
@@ -146,21 +150,26 @@ void msgtrace_module_install_static(void *module, const unsigned char *selected,
 
 #if !MT_APPLE_API
 /* After registration: each trampoline given before it gets the SEL the runtime put in its method
- * in place of the name it was named by (install_static_list), the name remembered for the drain
- * (the string the trampoline had: no sel_getName, which takes the runtime's lock), or, where it
- * had a SEL already, the one the runtime chose if another. */
+ * in place of the name it was named by (install_static_list), the name logged for the drain
+ * (the string the trampoline had: no sel_getName, which takes the runtime's lock, and no hash
+ * insert: mt_objc_log_sel_name), or, where it had a SEL already, the one the runtime chose if
+ * another. */
 static void fixup_list(struct mt_gnu_method_list *l) {
 	for (; l; l = l->next)
 		for (int j = 0; j < l->count; j++) {
-			void *imp = l->m[j].imp;
+			struct mt_gnu_method *m = &l->m[j];
+			void *imp = m->imp;
 			if (!mt_is_trampoline(imp))
 				continue;
 			struct mt_tramp_data *d = &msgtrace_tramp_data[((char *)imp - msgtrace_tramp_text) / MT_STRIDE];
-			void *sel = l->m[j].sel;
-			if (d->method != &l->m[j] || !sel || d->sel == sel)
+			void *sel = m->sel;
+			if (d->method != m || !sel || d->sel == sel)
 				continue;
 			const char *name = mt_objc_sel_as_name(d->sel);
-			mt_objc_remember_sel_name(sel, name ? name : mt_objc_sel_name(sel));
+			if (name)
+				mt_objc_log_sel_name(sel, name);
+			else
+				mt_objc_remember_sel_name(sel, mt_objc_sel_name(sel));
 			__atomic_store_n(&d->sel, sel, __ATOMIC_RELEASE);
 		}
 }

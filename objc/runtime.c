@@ -149,9 +149,52 @@ void mt_objc_remember_sel_name(void *sel, const char *name) {
 		mt_growmap_put(&sel_names, sel, (uintptr_t)name, 0);
 }
 
-const char *mt_objc_remembered_sel_name(void *sel) {
+const char *mt_objc_remembered_sel_name(void *sel) { return (const char *)mt_growmap_get(&sel_names, sel); }
+
+/* Names remembered for the drain alone (mt_objc_log_sel_name): a log of (selector, name) pairs
+ * in blocks that never move, the count release-published after each pair; the drain moves what
+ * is new into a table of its own when it misses (mt_objc_drain_sel_name). An append is a few
+ * stores, where a sel_names insert is a hash, a probe and, as the table grows, a copy of it
+ * and a page fault every few inserts: for the thousands of selectors a module's fixup learns at
+ * once (~7,000 before main under MSGTRACE_METHODS=all), on the thread the program starts on.
+ * Past SEL_LOG_BLOCKS blocks, or without memory, names go to sel_names. */
+#define SEL_LOG_BLOCK 1024
+#define SEL_LOG_BLOCKS 1024
+struct sel_log_entry {
+	void *sel;
+	const char *name;
+};
+static struct sel_log_entry *sel_log[SEL_LOG_BLOCKS];
+static size_t sel_log_n; /* entries appended (release-published) */
+
+void mt_objc_log_sel_name(void *sel, const char *name) {
+	if (!sel || !name)
+		return;
+	size_t n = sel_log_n, b = n / SEL_LOG_BLOCK;
+	if (b >= SEL_LOG_BLOCKS || (!sel_log[b] && !(sel_log[b] = malloc(SEL_LOG_BLOCK * sizeof *sel_log[b])))) {
+		mt_objc_remember_sel_name(sel, name);
+		return;
+	}
+	sel_log[b][n % SEL_LOG_BLOCK] = (struct sel_log_entry){sel, name};
+	__atomic_store_n(&sel_log_n, n + 1, __ATOMIC_RELEASE);
+}
+
+/* The drain's table: the log's pairs, moved in as the drain misses; how far it has read. */
+static struct mt_growmap drain_sel_names = {NULL, 0, 10, 20};
+static size_t drain_log_read;
+
+const char *mt_objc_drain_sel_name(void *sel) {
 	const char *name = mt_objc_sel_as_name(sel);
-	return name ? name : (const char *)mt_growmap_get(&sel_names, sel);
+	if (name || (name = mt_objc_remembered_sel_name(sel)) || (name = (const char *)mt_growmap_get(&drain_sel_names, sel)))
+		return name;
+	size_t n = __atomic_load_n(&sel_log_n, __ATOMIC_ACQUIRE);
+	if (drain_log_read == n)
+		return NULL;
+	for (; drain_log_read < n; drain_log_read++) {
+		const struct sel_log_entry *e = &sel_log[drain_log_read / SEL_LOG_BLOCK][drain_log_read % SEL_LOG_BLOCK];
+		mt_growmap_put(&drain_sel_names, e->sel, (uintptr_t)e->name, 0); /* full: asked of the runtime */
+	}
+	return (const char *)mt_growmap_get(&drain_sel_names, sel);
 }
 
 size_t mt_objc_class_list(void **out, size_t max) {

@@ -51,13 +51,19 @@ void *mt_objc_registered_class(void *c);
  * need not take the lock to name them. Remembering is serialised by the caller; reading takes
  * no lock. Never forgotten (selectors outlive a stream). */
 void mt_objc_remember_sel_name(void *sel, const char *name);
-/* The name remembered for sel, or sel's own name where sel is one mt_objc_named_sel made. */
 const char *mt_objc_remembered_sel_name(void *sel);
+/* Remembers sel's name for the drain only, cheaply (a log the drain reads when it misses):
+ * for many selectors at once, where the installer will not ask for them again. Serialised by
+ * the caller, as mt_objc_remember_sel_name. */
+void mt_objc_log_sel_name(void *sel, const char *name);
+/* The drain's name of sel (the drain thread only): sel's own where mt_objc_named_sel made it,
+ * else one remembered or logged; NULL: ask the runtime. */
+const char *mt_objc_drain_sel_name(void *sel);
 
 /* A selector's name standing in for the selector (gcc's runtime: a method of a module not
  * registered yet, whose SEL the runtime has not made): the name's address with a bit no pointer
  * has. A trampoline names its calls by it until the module's fixup puts the SEL in its place; the
- * drain names such a call by the string (mt_objc_remembered_sel_name), never asking the
+ * drain names such a call by the string (mt_objc_drain_sel_name), never asking the
  * runtime. Bit 60: clear of every user address and of the flags the drain folds into bits 61-63
  * of a selector. */
 #define MT_OBJC_SEL_NAME_TAG ((uintptr_t)1 << 60)
