@@ -345,8 +345,11 @@ int mt_instrument_class(void *cls, struct mt_methods_stats *st) {
 	 * allocates (the runtime's lock is held: the lists do not change meanwhile) */
 	int any = 0;
 	for (struct mt_gnu_method_list *l = MT_GNU_CLASS_METHODS(cls); l; l = l->next)
-		for (int j = 0; j < l->count; j++)
-			any |= mt_instrument_method(cls, &l->m[j], st);
+		for (int j = 0; j < l->count; j++) {
+			void *imp = l->m[j].imp;
+			if (imp && !mt_is_trampoline(imp)) /* ours already: nearly all where modules came early */
+				any |= mt_instrument_method(cls, &l->m[j], st);
+		}
 	return any;
 #else
 	unsigned n = 0;

@@ -154,8 +154,8 @@ void msgtrace_module_install_static(void *module, const unsigned char *selected,
  * (the string the trampoline had: no sel_getName, which takes the runtime's lock, and no hash
  * insert: mt_objc_log_sel_name), or, where it had a SEL already, the one the runtime chose if
  * another. */
-static void fixup_list(struct mt_gnu_method_list *l) {
-	for (; l; l = l->next)
+static void fixup_list(struct mt_gnu_method_list *l, int chain) {
+	for (; l; l = chain ? l->next : NULL)
 		for (int j = 0; j < l->count; j++) {
 			struct mt_gnu_method *m = &l->m[j];
 			void *imp = m->imp;
@@ -180,13 +180,15 @@ static void module_fixup(void *module) {
 		return;
 	mt_objc_lock();
 	for (unsigned i = 0; i < t.ncls; i++) {
-		fixup_list(MT_GNU_CLASS_METHODS(t.defs[i]));
-		fixup_list(MT_GNU_CLASS_METHODS(mt_objc_metaclass(t.defs[i])));
+		fixup_list(MT_GNU_CLASS_METHODS(t.defs[i]), 1);
+		fixup_list(MT_GNU_CLASS_METHODS(mt_objc_metaclass(t.defs[i])), 1);
 	}
+	/* a category's one list: once registered, it is linked in front of its class's (of this
+	 * module or an earlier one: fixed up then) */
 	for (unsigned i = 0; i < t.ncat; i++) {
 		void *cat = t.defs[t.ncls + i];
-		fixup_list(MT_GNU_CATEGORY_METHODS(cat, 0));
-		fixup_list(MT_GNU_CATEGORY_METHODS(cat, 1));
+		fixup_list(MT_GNU_CATEGORY_METHODS(cat, 0), 0);
+		fixup_list(MT_GNU_CATEGORY_METHODS(cat, 1), 0);
 	}
 	mt_objc_unlock();
 }

@@ -166,11 +166,17 @@ struct sel_log_entry {
 };
 static struct sel_log_entry *sel_log[SEL_LOG_BLOCKS];
 static size_t sel_log_n; /* entries appended (release-published) */
+/* The first blocks: static (untouched pages cost nothing), no malloc on the thread the program
+ * starts on (glibc's first mallocs of a size there were ~40,000 instructions each). */
+#define SEL_LOG_STATIC 16
+static struct sel_log_entry sel_log_static[SEL_LOG_STATIC][SEL_LOG_BLOCK];
 
 void mt_objc_log_sel_name(void *sel, const char *name) {
 	if (!sel || !name)
 		return;
 	size_t n = sel_log_n, b = n / SEL_LOG_BLOCK;
+	if (b < SEL_LOG_STATIC)
+		sel_log[b] = sel_log_static[b];
 	if (b >= SEL_LOG_BLOCKS || (!sel_log[b] && !(sel_log[b] = malloc(SEL_LOG_BLOCK * sizeof *sel_log[b])))) {
 		mt_objc_remember_sel_name(sel, name);
 		return;
