@@ -49,14 +49,8 @@ size_t msgtrace_module_categories(void *module, const char **classes, size_t max
 	return k;
 }
 
-void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_stats *st) {
-	struct mt_gnu_symtab t;
-	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t) || i >= t.ncat)
-		return;
-	void *cat = t.defs[t.ncls + i];
-	void *cls = MT_GNU_CATEGORY_CLASS(cat) ? mt_objc_look_up_class(MT_GNU_CATEGORY_CLASS(cat)) : NULL;
-	if (!cls)
-		return;
+/* Category cat's methods, on cls (registered). */
+static void category_install(void *cat, void *cls, struct mt_methods_stats *st) {
 	mt_objc_lock();
 	void *changed[2];
 	size_t nc = 0;
@@ -72,6 +66,16 @@ void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_
 	mt_objc_methods_changed(changed, nc);
 	st->pool_used = mt_tramps_used;
 	mt_objc_unlock();
+}
+
+void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_stats *st) {
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t) || i >= t.ncat)
+		return;
+	void *cat = t.defs[t.ncls + i];
+	void *cls = MT_GNU_CATEGORY_CLASS(cat) ? mt_objc_look_up_class(MT_GNU_CATEGORY_CLASS(cat)) : NULL;
+	if (cls)
+		category_install(cat, cls, st);
 }
 
 /* Gives the methods of one compiled list (a module not registered yet: each method's name still
@@ -121,10 +125,11 @@ size_t msgtrace_module_defs(void *module, const char **names, size_t max, size_t
 	return (size_t)t.ncls + t.ncat;
 }
 
-void msgtrace_module_install_static(void *module, const unsigned char *selected, size_t n, struct mt_methods_stats *st) {
-	struct mt_gnu_symtab t;
-	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t))
-		return;
+/* msgtrace_module_install_static's, for module's symtab t; catcls (NULL: looked up here) is the
+ * class of each category, looked up already (NULL: not registered). */
+static void install_static(const struct mt_gnu_symtab *tp, void *const *catcls, const unsigned char *selected, size_t n,
+			   struct mt_methods_stats *st) {
+	struct mt_gnu_symtab t = *tp;
 	mt_objc_lock();
 	for (size_t i = 0; i < t.ncls && i < n; i++) {
 		if (!selected[i])
@@ -137,8 +142,9 @@ void msgtrace_module_install_static(void *module, const unsigned char *selected,
 	}
 	/* a category on a class registered before: its lists are added to that class's */
 	for (size_t i = 0; i < t.ncat && t.ncls + i < n; i++) {
-		void *cat = t.defs[t.ncls + i];
-		void *cls = selected[t.ncls + i] && MT_GNU_CATEGORY_CLASS(cat) ? mt_objc_look_up_class(MT_GNU_CATEGORY_CLASS(cat)) : NULL;
+		void *cat = t.defs[t.ncls + i], *cls = NULL;
+		if (selected[t.ncls + i])
+			cls = catcls ? catcls[i] : MT_GNU_CATEGORY_CLASS(cat) ? mt_objc_look_up_class(MT_GNU_CATEGORY_CLASS(cat)) : NULL;
 		if (!cls)
 			continue; /* not selected, or its class comes later: instrumented when both are in */
 		install_static_list(cls, 0, MT_GNU_CATEGORY_METHODS(cat, 0), st);
@@ -146,6 +152,12 @@ void msgtrace_module_install_static(void *module, const unsigned char *selected,
 	}
 	st->pool_used = mt_tramps_used;
 	mt_objc_unlock();
+}
+
+void msgtrace_module_install_static(void *module, const unsigned char *selected, size_t n, struct mt_methods_stats *st) {
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() == MT_RT_GNU && mt_gnu_module_symtab(module, &t))
+		install_static(&t, NULL, selected, n, st);
 }
 
 #if !MT_APPLE_API
@@ -263,7 +275,9 @@ static void root_copies(void *cls, struct mt_methods_stats *st) {
 
 /* One module, early: every class and category selected before it registers; a category on a
  * class not registered before (say, one of the same module) instrumented once it is (its +load
- * was sent untraced then; one on a class of a later module is left to the Go side's install). */
+ * was sent untraced then; one on a class of a later module is left to the Go side's install).
+ * Each category's class is looked up once before registration and, where it was not there, once
+ * after. */
 static void early_module(void *module, void (*real)(void *)) {
 	struct mt_gnu_symtab t;
 	if (!mt_gnu_module_symtab(module, &t)) {
@@ -271,33 +285,39 @@ static void early_module(void *module, void (*real)(void *)) {
 		return;
 	}
 	size_t n = (size_t)t.ncls + t.ncat;
-	unsigned char buf[512], *selected = n <= sizeof buf ? buf : malloc(n);
-	if (selected) {
-		memset(selected, 1, n);
-		msgtrace_module_install_static(module, selected, n, &early_stats);
-		/* which categories' classes were not there: those the install left */
-		for (size_t i = 0; i < t.ncat; i++) {
-			const char *c = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
-			selected[t.ncls + i] = c && !mt_objc_look_up_class(c);
-		}
+	unsigned char sbuf[256], *selected = n <= sizeof sbuf ? sbuf : malloc(n);
+	void *cbuf[64], **catcls = t.ncat <= 64 ? cbuf : malloc(t.ncat * sizeof *catcls);
+	if (!selected || !catcls) { /* no memory: registered untraced */
+		if (selected != sbuf)
+			free(selected);
+		if (catcls != cbuf)
+			free(catcls);
+		real(module);
+		return;
 	}
+	memset(selected, 1, n);
+	for (size_t i = 0; i < t.ncat; i++) {
+		const char *c = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
+		catcls[i] = c ? mt_objc_look_up_class(c) : NULL;
+	}
+	install_static(&t, catcls, selected, n, &early_stats);
 	real(module); /* registers, sends +load (its lock held) */
 	module_fixup(module);
-	for (size_t i = 0; selected && i < t.ncat; i++)
-		if (selected[t.ncls + i])
-			msgtrace_module_category_install(module, i, &early_stats);
-	if (selected != buf)
-		free(selected);
+	for (size_t i = 0; i < t.ncat; i++) {
+		const char *c = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
+		if (catcls[i] || !c || !(catcls[i] = mt_objc_look_up_class(c)))
+			continue; /* instrumented before, or its class is not here yet */
+		category_install(t.defs[t.ncls + i], catcls[i], &early_stats);
+	}
 	/* root classes the module defines or extends: their metaclass's copies */
 	mt_objc_lock();
-	for (size_t i = 0; i < n; i++) {
-		void *cls = i < t.ncls ? t.defs[i] : NULL;
-		const char *c = i >= t.ncls ? MT_GNU_CATEGORY_CLASS(t.defs[i]) : NULL;
-		if (c)
-			cls = mt_objc_look_up_class(c);
-		root_copies(cls, &early_stats);
-	}
+	for (size_t i = 0; i < n; i++)
+		root_copies(i < t.ncls ? t.defs[i] : catcls[i - t.ncls], &early_stats);
 	mt_objc_unlock();
+	if (selected != sbuf)
+		free(selected);
+	if (catcls != cbuf)
+		free(catcls);
 }
 #endif
 
