@@ -178,6 +178,8 @@ static void fixup_list(struct mt_gnu_method_list *l, int chain) {
 			if (d->method != m || !sel || d->sel == sel)
 				continue;
 			const char *name = mt_objc_sel_as_name(d->sel);
+			if (name && sel == (void *)name)
+				continue; /* not registered (the runtime left the name): named by it still */
 			if (name)
 				mt_objc_log_sel_name(sel, name);
 			else

@@ -175,7 +175,7 @@ void mt_objc_log_sel_name(void *sel, const char *name) {
 	if (!sel || !name)
 		return;
 	size_t n = sel_log_n, b = n / SEL_LOG_BLOCK;
-	if (b < SEL_LOG_STATIC)
+	if (b < SEL_LOG_STATIC && !sel_log[b])
 		sel_log[b] = sel_log_static[b];
 	if (b >= SEL_LOG_BLOCKS || (!sel_log[b] && !(sel_log[b] = malloc(SEL_LOG_BLOCK * sizeof *sel_log[b])))) {
 		mt_objc_remember_sel_name(sel, name);
