@@ -196,6 +196,10 @@ const char *mt_objc_drain_sel_name(void *sel) {
 	size_t n = __atomic_load_n(&sel_log_n, __ATOMIC_ACQUIRE);
 	if (drain_log_read == n)
 		return NULL;
+	if (!mt_growmap_table(&drain_sel_names)) /* first made big enough: no copies through smaller ones */
+		while (drain_sel_names.min_bits < drain_sel_names.max_bits &&
+		       (size_t)1 << drain_sel_names.min_bits < 2 * (n - drain_log_read + 1))
+			drain_sel_names.min_bits++;
 	for (; drain_log_read < n; drain_log_read++) {
 		const struct sel_log_entry *e = &sel_log[drain_log_read / SEL_LOG_BLOCK][drain_log_read % SEL_LOG_BLOCK];
 		mt_growmap_put(&drain_sel_names, e->sel, (uintptr_t)e->name, 0); /* full: asked of the runtime */
