@@ -2,7 +2,7 @@
  * Method ids and their names: a recorded (class word, selector) becomes a method id, named in
  * a methods frame before its first use. Names come from the namer (the Objective-C runtime's,
  * objc/runtime.h, unless set), selectors preferably from what method capture told the runtime
- * binding (mt_objc_remembered_sel_name), so that the drain need not take gcc's runtime lock.
+ * binding (mt_objc_drain_sel_name), so that the drain need not take gcc's runtime lock.
  * Runs on the drain thread only.
  * Depends on: drain_encode.c, objc/runtime.c.
  */
@@ -136,7 +136,7 @@ uint32_t mt_method_id(uint64_t cls, uint64_t sel) {
 		id = names.next_id++;
 		char cbuf[32], sbuf[32];
 		const char *cn = c ? nm->class_name(c) : NULL;
-		const char *sn = sel ? mt_objc_remembered_sel_name((void *)(uintptr_t)sel) : NULL;
+		const char *sn = sel ? mt_objc_drain_sel_name((void *)(uintptr_t)sel) : NULL;
 		if (!sn && sel)
 			sn = nm->sel_name((void *)(uintptr_t)sel);
 		if (!cn) {

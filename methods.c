@@ -207,10 +207,11 @@ int msgtrace_in_shared_cache(const char *path) {
  *     (prepare_load_methods), never again; a trampoline given before that is the call traced.
  * `initialize` is an ordinary method: the runtime sends it once, through its IMP. */
 static const char *const never[] = {
+    [MT_NEVER_LOAD - 1] = "load", /* first: mt_never_index's answer for it is a constant */
     "retain", "release", "autorelease", "retainCount", "_tryRetain", "_isDeallocating",
     "allowsWeakReference", "retainWeakReference", "alloc", "allocWithZone:", "new", "self",
     "class", "isKindOfClass:", "respondsToSelector:", "dealloc", ".cxx_construct",
-    ".cxx_destruct", "load", "forwardInvocation:", "forwardingTargetForSelector:",
+    ".cxx_destruct", "forwardInvocation:", "forwardingTargetForSelector:",
     "methodSignatureForSelector:", "instanceMethodSignatureForSelector:", "resolveInstanceMethod:",
     "resolveClassMethod:", "doesNotRecognizeSelector:", "forward::", "performv::",
 };
@@ -248,15 +249,18 @@ static void never_build(void) {
 	__atomic_store_n(&never_built, 1, __ATOMIC_RELEASE);
 }
 
-int msgtrace_never_instrument(const char *sel) {
+/* The entry of never a name is (index + 1), or 0. */
+int mt_never_index(const char *sel) {
 	if (!__atomic_load_n(&never_built, __ATOMIC_ACQUIRE))
 		pthread_once(&never_once, never_build);
 	uint32_t h = head4(sel);
 	for (unsigned k = never_first[NEVER_BUCKET(h)]; k; k = never_next[k - 1])
 		if (never_head[k - 1] == h && strcmp(sel, never[k - 1]) == 0)
-			return 1;
+			return (int)k;
 	return 0;
 }
+
+int msgtrace_never_instrument(const char *sel) { return mt_never_index(sel) != 0; }
 
 size_t mt_tramps_used; /* trampolines handed out (never freed), under the caller's lock */
 unsigned char mt_kept[MT_POOL]; /* never given back: a +load instrumented before registration */
@@ -275,11 +279,6 @@ static long find_home(const void *m) { return homes_filled ? (long)mt_ptrmap_get
 /* the method of trampoline i, at a restore: trampolines are handed out in order, so a method
  * given several (swizzled between installs) ends with its newest */
 static void add_home(void *m, size_t i) { mt_ptrmap_put(&homes, m, i + 1, 1); }
-
-int mt_is_trampoline(const void *imp) {
-	const char *p = imp;
-	return p >= msgtrace_tramp_text && p < msgtrace_tramp_text + (size_t)MT_POOL * MT_STRIDE;
-}
 
 /* The trampoline for method m of cls, its data published (a barrier follows): the one m had
  * before a restore if it still leads to imp, else a new one from the pool; NULL (counted) when
@@ -318,7 +317,8 @@ int mt_instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
 		return 0;
 	/* `load` is the class method the runtime sends itself; an instance method of that name
 	 * (-[NSBundle load]) is an ordinary one */
-	int never = msgtrace_never_instrument(name) && (strcmp(name, "load") != 0 || mt_objc_is_meta(cls));
+	int k = mt_never_index(name);
+	int never = k && (k != MT_NEVER_LOAD || mt_objc_is_meta(cls));
 	if (never || (MT_APPLE_API && mt_objc_is_forwarder(imp))) { /* forwarders: Apple's runtime */
 		st->never++;
 		return 0;
@@ -345,8 +345,11 @@ int mt_instrument_class(void *cls, struct mt_methods_stats *st) {
 	 * allocates (the runtime's lock is held: the lists do not change meanwhile) */
 	int any = 0;
 	for (struct mt_gnu_method_list *l = MT_GNU_CLASS_METHODS(cls); l; l = l->next)
-		for (int j = 0; j < l->count; j++)
-			any |= mt_instrument_method(cls, &l->m[j], st);
+		for (int j = 0; j < l->count; j++) {
+			void *imp = l->m[j].imp;
+			if (imp && !mt_is_trampoline(imp)) /* ours already: nearly all where modules came early */
+				any |= mt_instrument_method(cls, &l->m[j], st);
+		}
 	return any;
 #else
 	unsigned n = 0;

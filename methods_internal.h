@@ -13,10 +13,31 @@
 #pragma GCC visibility push(hidden)
 extern size_t mt_tramps_used;       /* trampolines handed out (never freed), under the caller's lock */
 extern unsigned char mt_kept[];     /* per trampoline: never given back (a +load's) */
-int mt_is_trampoline(const void *imp);
+/* Whether imp is one of the pool's trampolines. */
+static inline int mt_is_trampoline(const void *imp) {
+	const char *p = imp;
+	return p >= msgtrace_tramp_text && p < msgtrace_tramp_text + (size_t)MT_POOL * MT_STRIDE;
+}
+/* The entry of the never-instrument list a selector name is (its index + 1), or 0; MT_NEVER_LOAD
+ * is load's. */
+int mt_never_index(const char *sel);
+#define MT_NEVER_LOAD 1
 /* The trampoline for method m of cls, its data published: the one m had before if it had one,
  * else a new one; NULL when the pool is used up. The caller writes it into the method. */
 struct mt_tramp_data *mt_take_trampoline(void *cls, void *m, void *sel, void *imp, struct mt_methods_stats *st);
+/* A trampoline never handed out before, its data published (a barrier follows), or NULL (counted)
+ * when the pool is used up: for a method new to the runtime (a module's, before it registers),
+ * which has no trampoline of its own to get back (mt_take_trampoline). Lock held. */
+static inline struct mt_tramp_data *mt_new_trampoline(void *cls, void *m, void *sel, void *imp, struct mt_methods_stats *st) {
+	if (mt_tramps_used == MT_POOL) {
+		st->full++;
+		return NULL;
+	}
+	struct mt_tramp_data *d = &msgtrace_tramp_data[mt_tramps_used++];
+	d->orig = imp, d->cls = cls, d->sel = sel, d->method = m;
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	return d;
+}
 int mt_instrument_method(void *cls, void *m, struct mt_methods_stats *st); /* 1: its IMP changed */
 int mt_instrument_class(void *cls, struct mt_methods_stats *st);
 void mt_class_arrived(void *cls, void *creator); /* a class registered or given a method at run time */

@@ -49,14 +49,8 @@ size_t msgtrace_module_categories(void *module, const char **classes, size_t max
 	return k;
 }
 
-void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_stats *st) {
-	struct mt_gnu_symtab t;
-	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t) || i >= t.ncat)
-		return;
-	void *cat = t.defs[t.ncls + i];
-	void *cls = MT_GNU_CATEGORY_CLASS(cat) ? mt_objc_look_up_class(MT_GNU_CATEGORY_CLASS(cat)) : NULL;
-	if (!cls)
-		return;
+/* Category cat's methods, on cls (registered). */
+static void category_install(void *cat, void *cls, struct mt_methods_stats *st) {
 	mt_objc_lock();
 	void *changed[2];
 	size_t nc = 0;
@@ -74,32 +68,45 @@ void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_
 	mt_objc_unlock();
 }
 
+void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_stats *st) {
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t) || i >= t.ncat)
+		return;
+	void *cat = t.defs[t.ncls + i];
+	void *cls = MT_GNU_CATEGORY_CLASS(cat) ? mt_objc_look_up_class(MT_GNU_CATEGORY_CLASS(cat)) : NULL;
+	if (cls)
+		category_install(cat, cls, st);
+}
+
 /* Gives the methods of one compiled list (a module not registered yet: each method's name still
  * the selector's name, its IMP the compiled function) a trampoline each (before registration,
- * nothing else reads the list: no dispatch table to refresh). The selector is registered here,
- * with the method's types, so the trampoline has the SEL the runtime will put in the method (it
- * returns the one registered first for a name and matching types); a +load gets one too, kept. */
+ * nothing else reads the list: no dispatch table to refresh). No selector is registered here:
+ * the runtime registers every method's name as it registers the module, and writes the SEL into
+ * the method, where the module's fixup reads it into the trampoline (fixup_list). Until then the
+ * trampoline names its calls by the name itself (mt_objc_named_sel): a +load, sent while the
+ * module registers, is recorded so. Per method: a look at its name (the never-instrument list's
+ * hash) and a new trampoline (a method the runtime never had has none to get back), no lock, no
+ * table. A +load gets a trampoline too, kept. */
 static void install_static_list(void *cls, int meta, struct mt_gnu_method_list *l, struct mt_methods_stats *st) {
 	for (; l; l = l->next)
 		for (int j = 0; j < l->count; j++) {
-			const char *name = l->m[j].sel; /* a name: not registered yet */
-			void *imp = l->m[j].imp;
+			struct mt_gnu_method *m = &l->m[j];
+			const char *name = m->sel; /* a name: not registered yet */
+			void *imp = m->imp;
 			if (!name || !imp || mt_is_trampoline(imp))
 				continue;
-			int load = strcmp(name, "load") == 0;
-			if (!load && msgtrace_never_instrument(name)) {
+			int never = mt_never_index(name), load = never == MT_NEVER_LOAD;
+			if (never && !load) {
 				st->never++;
 				continue;
 			}
-			void *sel = mt_objc_sel_register_typed(name, l->m[j].types);
-			if (!sel)
-				sel = (void *)name; /* named by its string until msgtrace_module_fixup */
-			mt_objc_remember_sel_name(sel, sel == name ? name : mt_objc_sel_name(sel));
-			struct mt_tramp_data *d = mt_take_trampoline(cls, &l->m[j], sel, imp, st);
+			struct mt_tramp_data *d = mt_new_trampoline(cls, m, mt_objc_named_sel(name), imp, st);
 			if (!d)
 				continue;
-			mt_kept[d - msgtrace_tramp_data] |= (unsigned char)(load && meta);
-			__atomic_store_n(&l->m[j].imp, msgtrace_tramp_text + (size_t)(d - msgtrace_tramp_data) * MT_STRIDE, __ATOMIC_RELEASE);
+			size_t k = (size_t)(d - msgtrace_tramp_data);
+			if (load && meta)
+				mt_kept[k] = 1;
+			__atomic_store_n(&m->imp, msgtrace_tramp_text + k * MT_STRIDE, __ATOMIC_RELEASE);
 			st->instrumented++;
 		}
 }
@@ -118,10 +125,11 @@ size_t msgtrace_module_defs(void *module, const char **names, size_t max, size_t
 	return (size_t)t.ncls + t.ncat;
 }
 
-void msgtrace_module_install_static(void *module, const unsigned char *selected, size_t n, struct mt_methods_stats *st) {
-	struct mt_gnu_symtab t;
-	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t))
-		return;
+/* msgtrace_module_install_static's, for module's symtab t; catcls (NULL: looked up here) is the
+ * class of each category, looked up already (NULL: not registered). */
+static void install_static(const struct mt_gnu_symtab *tp, void *const *catcls, const unsigned char *selected, size_t n,
+			   struct mt_methods_stats *st) {
+	struct mt_gnu_symtab t = *tp;
 	mt_objc_lock();
 	for (size_t i = 0; i < t.ncls && i < n; i++) {
 		if (!selected[i])
@@ -134,8 +142,9 @@ void msgtrace_module_install_static(void *module, const unsigned char *selected,
 	}
 	/* a category on a class registered before: its lists are added to that class's */
 	for (size_t i = 0; i < t.ncat && t.ncls + i < n; i++) {
-		void *cat = t.defs[t.ncls + i];
-		void *cls = selected[t.ncls + i] && MT_GNU_CATEGORY_CLASS(cat) ? mt_objc_look_up_class(MT_GNU_CATEGORY_CLASS(cat)) : NULL;
+		void *cat = t.defs[t.ncls + i], *cls = NULL;
+		if (selected[t.ncls + i])
+			cls = catcls ? catcls[i] : MT_GNU_CATEGORY_CLASS(cat) ? mt_objc_look_up_class(MT_GNU_CATEGORY_CLASS(cat)) : NULL;
 		if (!cls)
 			continue; /* not selected, or its class comes later: instrumented when both are in */
 		install_static_list(cls, 0, MT_GNU_CATEGORY_METHODS(cat, 0), st);
@@ -145,21 +154,37 @@ void msgtrace_module_install_static(void *module, const unsigned char *selected,
 	mt_objc_unlock();
 }
 
+void msgtrace_module_install_static(void *module, const unsigned char *selected, size_t n, struct mt_methods_stats *st) {
+	struct mt_gnu_symtab t;
+	if (mt_objc_kind() == MT_RT_GNU && mt_gnu_module_symtab(module, &t))
+		install_static(&t, NULL, selected, n, st);
+}
+
 #if !MT_APPLE_API
 /* After registration: each trampoline given before it gets the SEL the runtime put in its method
- * (the one registered before it, unless the runtime chose another). */
-static void fixup_list(struct mt_gnu_method_list *l) {
-	for (; l; l = l->next)
+ * in place of the name it was named by (install_static_list), the name logged for the drain
+ * (the string the trampoline had: no sel_getName, which takes the runtime's lock, and no hash
+ * insert: mt_objc_log_sel_name), or, where it had a SEL already, the one the runtime chose if
+ * another. */
+static void fixup_list(struct mt_gnu_method_list *l, int chain) {
+	for (; l; l = chain ? l->next : NULL)
 		for (int j = 0; j < l->count; j++) {
-			void *imp = l->m[j].imp;
+			struct mt_gnu_method *m = &l->m[j];
+			void *imp = m->imp;
 			if (!mt_is_trampoline(imp))
 				continue;
 			struct mt_tramp_data *d = &msgtrace_tramp_data[((char *)imp - msgtrace_tramp_text) / MT_STRIDE];
-			void *sel = l->m[j].sel;
-			if (d->method == &l->m[j] && sel && d->sel != sel) {
+			void *sel = m->sel;
+			if (d->method != m || !sel || d->sel == sel)
+				continue;
+			const char *name = mt_objc_sel_as_name(d->sel);
+			if (name && sel == (void *)name)
+				continue; /* not registered (the runtime left the name): named by it still */
+			if (name)
+				mt_objc_log_sel_name(sel, name);
+			else
 				mt_objc_remember_sel_name(sel, mt_objc_sel_name(sel));
-				__atomic_store_n(&d->sel, sel, __ATOMIC_RELEASE);
-			}
+			__atomic_store_n(&d->sel, sel, __ATOMIC_RELEASE);
 		}
 }
 
@@ -169,13 +194,15 @@ static void module_fixup(void *module) {
 		return;
 	mt_objc_lock();
 	for (unsigned i = 0; i < t.ncls; i++) {
-		fixup_list(MT_GNU_CLASS_METHODS(t.defs[i]));
-		fixup_list(MT_GNU_CLASS_METHODS(mt_objc_metaclass(t.defs[i])));
+		fixup_list(MT_GNU_CLASS_METHODS(t.defs[i]), 1);
+		fixup_list(MT_GNU_CLASS_METHODS(mt_objc_metaclass(t.defs[i])), 1);
 	}
+	/* a category's one list: once registered, it is linked in front of its class's (of this
+	 * module or an earlier one: fixed up then) */
 	for (unsigned i = 0; i < t.ncat; i++) {
 		void *cat = t.defs[t.ncls + i];
-		fixup_list(MT_GNU_CATEGORY_METHODS(cat, 0));
-		fixup_list(MT_GNU_CATEGORY_METHODS(cat, 1));
+		fixup_list(MT_GNU_CATEGORY_METHODS(cat, 0), 0);
+		fixup_list(MT_GNU_CATEGORY_METHODS(cat, 1), 0);
 	}
 	mt_objc_unlock();
 }
@@ -250,7 +277,9 @@ static void root_copies(void *cls, struct mt_methods_stats *st) {
 
 /* One module, early: every class and category selected before it registers; a category on a
  * class not registered before (say, one of the same module) instrumented once it is (its +load
- * was sent untraced then; one on a class of a later module is left to the Go side's install). */
+ * was sent untraced then; one on a class of a later module is left to the Go side's install).
+ * Each category's class is looked up once before registration and, where it was not there, once
+ * after. */
 static void early_module(void *module, void (*real)(void *)) {
 	struct mt_gnu_symtab t;
 	if (!mt_gnu_module_symtab(module, &t)) {
@@ -258,33 +287,39 @@ static void early_module(void *module, void (*real)(void *)) {
 		return;
 	}
 	size_t n = (size_t)t.ncls + t.ncat;
-	unsigned char buf[512], *selected = n <= sizeof buf ? buf : malloc(n);
-	if (selected) {
-		memset(selected, 1, n);
-		msgtrace_module_install_static(module, selected, n, &early_stats);
-		/* which categories' classes were not there: those the install left */
-		for (size_t i = 0; i < t.ncat; i++) {
-			const char *c = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
-			selected[t.ncls + i] = c && !mt_objc_look_up_class(c);
-		}
+	unsigned char sbuf[256], *selected = n <= sizeof sbuf ? sbuf : malloc(n);
+	void *cbuf[64], **catcls = t.ncat <= 64 ? cbuf : malloc(t.ncat * sizeof *catcls);
+	if (!selected || !catcls) { /* no memory: registered untraced */
+		if (selected != sbuf)
+			free(selected);
+		if (catcls != cbuf)
+			free(catcls);
+		real(module);
+		return;
 	}
+	memset(selected, 1, n);
+	for (size_t i = 0; i < t.ncat; i++) {
+		const char *c = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
+		catcls[i] = c ? mt_objc_look_up_class(c) : NULL;
+	}
+	install_static(&t, catcls, selected, n, &early_stats);
 	real(module); /* registers, sends +load (its lock held) */
 	module_fixup(module);
-	for (size_t i = 0; selected && i < t.ncat; i++)
-		if (selected[t.ncls + i])
-			msgtrace_module_category_install(module, i, &early_stats);
-	if (selected != buf)
-		free(selected);
+	for (size_t i = 0; i < t.ncat; i++) {
+		const char *c = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
+		if (catcls[i] || !c || !(catcls[i] = mt_objc_look_up_class(c)))
+			continue; /* instrumented before, or its class is not here yet */
+		category_install(t.defs[t.ncls + i], catcls[i], &early_stats);
+	}
 	/* root classes the module defines or extends: their metaclass's copies */
 	mt_objc_lock();
-	for (size_t i = 0; i < n; i++) {
-		void *cls = i < t.ncls ? t.defs[i] : NULL;
-		const char *c = i >= t.ncls ? MT_GNU_CATEGORY_CLASS(t.defs[i]) : NULL;
-		if (c)
-			cls = mt_objc_look_up_class(c);
-		root_copies(cls, &early_stats);
-	}
+	for (size_t i = 0; i < n; i++)
+		root_copies(i < t.ncls ? t.defs[i] : catcls[i - t.ncls], &early_stats);
 	mt_objc_unlock();
+	if (selected != sbuf)
+		free(selected);
+	if (catcls != cbuf)
+		free(catcls);
 }
 #endif
 

@@ -28,7 +28,6 @@ static struct {
 	void *(*method_getImplementation)(void *);
 	void *(*objc_lookUpClass)(const char *);
 	/* gcc's: public, and the internals its dispatch tables and lock are reached by */
-	void *(*sel_registerTypedName)(const char *, const char *);
 	void **objc_runtime_mutex, **uninstalled_dtable;
 	int (*objc_mutex_lock)(void *), (*objc_mutex_unlock)(void *);
 	void (*update_dispatch_table_for_class)(void *);
@@ -89,7 +88,6 @@ static int found(void) {
 		SYMBOL(rt.msgForward, "_objc_msgForward");
 		SYMBOL(rt.msgForward_stret, "_objc_msgForward_stret");
 #else
-		SYMBOL(rt.sel_registerTypedName, "sel_registerTypedName");
 		SYMBOL(rt.objc_runtime_mutex, "__objc_runtime_mutex");
 		SYMBOL(rt.uninstalled_dtable, "__objc_uninstalled_dtable");
 		SYMBOL(rt.objc_mutex_lock, "objc_mutex_lock");
@@ -139,10 +137,6 @@ void *mt_objc_registered_class(void *c) {
 	return mt_objc_metaclass(base) == c ? base : NULL;
 }
 
-void *mt_objc_sel_register_typed(const char *name, const char *types) {
-	return found() && rt.sel_registerTypedName && tables_ready() ? rt.sel_registerTypedName(name, types) : NULL;
-}
-
 /* Open addressing, lock-free reads, in a table sized to what it holds (ptrmap.h's growmap,
  * from 2^10 slots; a reader in an older table misses what came after: the drain then asks the
  * runtime, as on any miss). A fixed table big enough for the largest apps (2^16 slots, 1 MiB)
@@ -156,6 +150,62 @@ void mt_objc_remember_sel_name(void *sel, const char *name) {
 }
 
 const char *mt_objc_remembered_sel_name(void *sel) { return (const char *)mt_growmap_get(&sel_names, sel); }
+
+/* Names remembered for the drain alone (mt_objc_log_sel_name): a log of (selector, name) pairs
+ * in blocks that never move, the count release-published after each pair; the drain moves what
+ * is new into a table of its own when it misses (mt_objc_drain_sel_name). An append is a few
+ * stores, where a sel_names insert is a hash, a probe and, as the table grows, a copy of it
+ * and a page fault every few inserts: for the thousands of selectors a module's fixup learns at
+ * once (~7,000 before main under MSGTRACE_METHODS=all), on the thread the program starts on.
+ * Past SEL_LOG_BLOCKS blocks, or without memory, names go to sel_names. */
+#define SEL_LOG_BLOCK 1024
+#define SEL_LOG_BLOCKS 1024
+struct sel_log_entry {
+	void *sel;
+	const char *name;
+};
+static struct sel_log_entry *sel_log[SEL_LOG_BLOCKS];
+static size_t sel_log_n; /* entries appended (release-published) */
+/* The first blocks: static (untouched pages cost nothing), no malloc on the thread the program
+ * starts on (glibc's first mallocs of a size there were ~40,000 instructions each). */
+#define SEL_LOG_STATIC 16
+static struct sel_log_entry sel_log_static[SEL_LOG_STATIC][SEL_LOG_BLOCK];
+
+void mt_objc_log_sel_name(void *sel, const char *name) {
+	if (!sel || !name)
+		return;
+	size_t n = sel_log_n, b = n / SEL_LOG_BLOCK;
+	if (b < SEL_LOG_STATIC && !sel_log[b])
+		sel_log[b] = sel_log_static[b];
+	if (b >= SEL_LOG_BLOCKS || (!sel_log[b] && !(sel_log[b] = malloc(SEL_LOG_BLOCK * sizeof *sel_log[b])))) {
+		mt_objc_remember_sel_name(sel, name);
+		return;
+	}
+	sel_log[b][n % SEL_LOG_BLOCK] = (struct sel_log_entry){sel, name};
+	__atomic_store_n(&sel_log_n, n + 1, __ATOMIC_RELEASE);
+}
+
+/* The drain's table: the log's pairs, moved in as the drain misses; how far it has read. */
+static struct mt_growmap drain_sel_names = {NULL, 0, 10, 20};
+static size_t drain_log_read;
+
+const char *mt_objc_drain_sel_name(void *sel) {
+	const char *name = mt_objc_sel_as_name(sel);
+	if (name || (name = mt_objc_remembered_sel_name(sel)) || (name = (const char *)mt_growmap_get(&drain_sel_names, sel)))
+		return name;
+	size_t n = __atomic_load_n(&sel_log_n, __ATOMIC_ACQUIRE);
+	if (drain_log_read == n)
+		return NULL;
+	if (!mt_growmap_table(&drain_sel_names)) /* first made big enough: no copies through smaller ones */
+		while (drain_sel_names.min_bits < drain_sel_names.max_bits &&
+		       (size_t)1 << drain_sel_names.min_bits < 2 * (n - drain_log_read + 1))
+			drain_sel_names.min_bits++;
+	for (; drain_log_read < n; drain_log_read++) {
+		const struct sel_log_entry *e = &sel_log[drain_log_read / SEL_LOG_BLOCK][drain_log_read % SEL_LOG_BLOCK];
+		mt_growmap_put(&drain_sel_names, e->sel, (uintptr_t)e->name, 0); /* full: asked of the runtime */
+	}
+	return (const char *)mt_growmap_get(&drain_sel_names, sel);
+}
 
 size_t mt_objc_class_list(void **out, size_t max) {
 	if (!capturable())

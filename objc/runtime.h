@@ -46,14 +46,31 @@ void *mt_objc_look_up_class(const char *name);
 /* The registered class a class or metaclass belongs to; NULL while it is still being built
  * (between objc_allocateClassPair and objc_registerClassPair). */
 void *mt_objc_registered_class(void *c);
-/* gcc's sel_registerTypedName (NULL elsewhere). */
-void *mt_objc_sel_register_typed(const char *name, const char *types);
 
 /* Selector names learnt while instrumenting (where gcc's lock is held anyway), so that the drain
  * need not take the lock to name them. Remembering is serialised by the caller; reading takes
  * no lock. Never forgotten (selectors outlive a stream). */
 void mt_objc_remember_sel_name(void *sel, const char *name);
 const char *mt_objc_remembered_sel_name(void *sel);
+/* Remembers sel's name for the drain only, cheaply (a log the drain reads when it misses):
+ * for many selectors at once, where the installer will not ask for them again. Serialised by
+ * the caller, as mt_objc_remember_sel_name. */
+void mt_objc_log_sel_name(void *sel, const char *name);
+/* The drain's name of sel (the drain thread only): sel's own where mt_objc_named_sel made it,
+ * else one remembered or logged; NULL: ask the runtime. */
+const char *mt_objc_drain_sel_name(void *sel);
+
+/* A selector's name standing in for the selector (gcc's runtime: a method of a module not
+ * registered yet, whose SEL the runtime has not made): the name's address with a bit no pointer
+ * has. A trampoline names its calls by it until the module's fixup puts the SEL in its place; the
+ * drain names such a call by the string (mt_objc_drain_sel_name), never asking the
+ * runtime. Bit 60: clear of every user address and of the flags the drain folds into bits 61-63
+ * of a selector. */
+#define MT_OBJC_SEL_NAME_TAG ((uintptr_t)1 << 60)
+static inline void *mt_objc_named_sel(const char *name) { return (void *)((uintptr_t)name | MT_OBJC_SEL_NAME_TAG); }
+static inline const char *mt_objc_sel_as_name(void *sel) {
+	return (uintptr_t)sel & MT_OBJC_SEL_NAME_TAG ? (const char *)((uintptr_t)sel & ~MT_OBJC_SEL_NAME_TAG) : NULL;
+}
 
 /* ---- classes and methods (MT_RT_GNU or MT_RT_APPLE only) ---- */
 /* objc_getClassList: how many classes there are; those past max are not stored. */

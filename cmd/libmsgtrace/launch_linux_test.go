@@ -339,6 +339,21 @@ func TestGNUstepLibraryLoads(t *testing.T) {
 				t.Errorf("%s traced %d times, want %d", name, got[name], n)
 			}
 		}
+		// +[EarlyFill ticks] recorded as its module registered (before msgtrace read the
+		// module's selectors: named by the method's name) and from main (by its selector):
+		// the same name both times
+		if n := len(tr.find("main", "+[EarlyFill load] > +[EarlyFill ticks]")); n != 1 {
+			t.Errorf("+[EarlyFill load] > +[EarlyFill ticks] traced %d times, want 1", n)
+		}
+		late := 0
+		for _, c := range tops(tr, "main") {
+			if c.Name == "+[EarlyFill ticks]" && c.Ts >= marks["main"] {
+				late++
+			}
+		}
+		if late != 1 {
+			t.Errorf("%d outermost +[EarlyFill ticks] after main, want 1 (main's)", late)
+		}
 		// main's [AppLoad isProxy]: the root class's instance method, as its metaclass's copy
 		proxy := 0
 		for _, c := range tops(tr, "main") {
