@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/ebitengine/purego"
@@ -392,5 +393,48 @@ func testRebindProtections(t *testing.T, probe bool) {
 	}
 	if p, _ := vm.Protection(absSlot); p != before {
 		t.Errorf("abs slot protection %v after Undo, was %v", p, before)
+	}
+}
+
+// TestProtectionFdReused: a program that closes the file Protection keeps open for the kernel's
+// one-page answer (PROCMAP_QUERY), and opens another under its number, gets right answers
+// still, and its own file is left alone.
+func TestProtectionFdReused(t *testing.T) {
+	var vm ProcVM
+	if !vm.ProbesPages() {
+		t.Skip("this kernel has no PROCMAP_QUERY (Linux 6.11 and later)")
+	}
+	maps, err := vm.Mappings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	query.Lock()
+	fd := query.fd
+	query.Unlock()
+	if err := syscall.Close(fd); err != nil { // as the program would
+		t.Fatal(err)
+	}
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if int(f.Fd()) != fd {
+		t.Logf("the program's file got fd %d, not the closed %d", f.Fd(), fd)
+	}
+	for _, m := range maps {
+		if m.Lo >= 1<<47 { // the vsyscall page: the maps answer it
+			continue
+		}
+		if p, err := vm.Protection(m.Lo); err != nil || p != m.Prot {
+			t.Errorf("Protection(%#x) = %v, %v; want %v", m.Lo, p, err, m.Prot)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatalf("the program's file: %v", err)
+	}
+	if !vm.ProbesPages() {
+		t.Error("ProbesPages false after the file was reopened")
 	}
 }

@@ -40,17 +40,41 @@ const (
 )
 
 // query holds /proc/self/maps open for PROCMAP_QUERY: the file names the process that opened
-// it, so a child forked since opens its own (pid). ok: the kernel answered a question; tried:
-// the kernel was asked once.
+// it, so a child forked since opens its own (pid), and a program may close it and open
+// something else under its number (dev, ino: what it was). ok: the kernel answered a
+// question; tried: the kernel was asked once.
 var query struct {
 	sync.Mutex
 	fd, pid   int
+	dev, ino  uint64
 	ok, tried bool
 }
 
+// queryFdOurs reports whether query.fd is still the maps file query opened.
+func queryFdOurs() bool {
+	var st syscall.Stat_t
+	return query.fd >= 0 && syscall.Fstat(query.fd, &st) == nil && uint64(st.Dev) == query.dev && uint64(st.Ino) == query.ino
+}
+
+// queryOpen opens /proc/self/maps for pid's questions; false when it cannot (query.fd -1).
+func queryOpen(pid int) bool {
+	query.fd = -1
+	fd, err := syscall.Open("/proc/self/maps", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil {
+		syscall.Close(fd)
+		return false
+	}
+	query.fd, query.pid, query.dev, query.ino = fd, pid, uint64(st.Dev), uint64(st.Ino)
+	return true
+}
+
 // queryProt asks the kernel for the protection of the mapping that holds addr (PROCMAP_QUERY).
-// handled is false when the kernel has no such question (before 6.11), /proc is not there or
-// the kernel found no mapping: the caller reads the maps instead.
+// handled is false when the kernel has no such question (before 6.11), /proc is not there,
+// the question failed or the kernel found no mapping: the caller reads the maps instead.
 func queryProt(addr uintptr) (p Prot, handled bool, err error) {
 	query.Lock()
 	defer query.Unlock()
@@ -58,17 +82,15 @@ func queryProt(addr uintptr) (p Prot, handled bool, err error) {
 	if query.tried && !query.ok {
 		return 0, false, nil
 	}
-	if !query.tried || query.pid != pid {
-		if query.tried && query.fd >= 0 {
+	if ours := query.tried && queryFdOurs(); !ours || query.pid != pid {
+		if ours { // a forked child's copy of its parent's file
 			syscall.Close(query.fd)
 		}
-		query.tried, query.pid, query.fd = true, pid, -1
-		fd, err := syscall.Open("/proc/self/maps", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != nil {
+		query.tried = true
+		if !queryOpen(pid) {
 			query.ok = false
 			return 0, false, nil
 		}
-		query.fd = fd
 	}
 	q := procmapQuery{size: uint64(unsafe.Sizeof(procmapQuery{})), queryAddr: uint64(addr)}
 	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(query.fd), procmapQueryIoctl, uintptr(unsafe.Pointer(&q)))
@@ -82,9 +104,8 @@ func queryProt(addr uintptr) (p Prot, handled bool, err error) {
 		if !query.ok {
 			syscall.Close(query.fd)
 			query.fd = -1
-			return 0, false, nil
 		}
-		return 0, true, fmt.Errorf("protection of %#x: %w", addr, errno)
+		return 0, false, nil
 	}
 	query.ok = true
 	if q.vmaFlags&procmapReadable != 0 {
