@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/ebitengine/purego"
@@ -279,12 +280,15 @@ func TestMappings(t *testing.T) {
 }
 
 // countingRuntime is elfRuntime over a fixed list of objects, counting how often the page
-// protections are read.
+// protections are read; probe: it asks the kernel page by page where it can (PageProber).
 type countingRuntime struct {
 	elfRuntime
 	objs                  []Loaded
+	probe                 bool
 	mappings, protections int
 }
+
+func (c *countingRuntime) ProbesPages() bool { return c.probe && c.elfRuntime.ProbesPages() }
 
 func (c *countingRuntime) Images() ([]Loaded, error) { return c.objs, nil }
 func (c *countingRuntime) Mappings() ([]Mapping, error) {
@@ -299,8 +303,19 @@ func (c *countingRuntime) Protection(addr uintptr) (Prot, error) {
 // TestRebindReadsMappingsOnce rebinds two real objects (a GOT slot in RELRO, read-only, and a
 // PLT slot in each): the process's mappings are read once for the whole Rebind and once for
 // the Undo, never page by page, and every slot is written and put back with its protection
-// restored.
+// restored. Where the kernel answers for one page (PROCMAP_QUERY), the same with the pages
+// asked one by one and the mappings never read whole.
 func TestRebindReadsMappingsOnce(t *testing.T) {
+	t.Run("maps", func(t *testing.T) { testRebindProtections(t, false) })
+	t.Run("query", func(t *testing.T) {
+		if !(ProcVM{}).ProbesPages() {
+			t.Skip("this kernel has no PROCMAP_QUERY (Linux 6.11 and later)")
+		}
+		testRebindProtections(t, true)
+	})
+}
+
+func testRebindProtections(t *testing.T, probe bool) {
 	var objs []Loaded
 	var callAbs []func(int32) int32
 	var fakeAbs uintptr
@@ -337,7 +352,7 @@ func TestRebindReadsMappingsOnce(t *testing.T) {
 	if err != nil || before&ProtWrite != 0 {
 		t.Fatalf("abs slot protection %v, %v: not the read-only case under test", before, err)
 	}
-	rt := &countingRuntime{objs: objs}
+	rt := &countingRuntime{objs: objs, probe: probe}
 	h, err := NewRebinder(rt).Rebind(Rebinding{Name: "abs", Replacement: fakeAbs}, Rebinding{Name: "strlen", Replacement: fakeAbs})
 	if err != nil {
 		t.Fatal(err)
@@ -345,8 +360,11 @@ func TestRebindReadsMappingsOnce(t *testing.T) {
 	if errs := h.Skipped(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if rt.mappings != 1 || rt.protections != 0 {
+	if !probe && (rt.mappings != 1 || rt.protections != 0) {
 		t.Errorf("Rebind of 2 objects read the mappings %d times and asked %d protections; want 1 and 0", rt.mappings, rt.protections)
+	}
+	if probe && (rt.mappings != 0 || rt.protections < 2) {
+		t.Errorf("Rebind of 2 objects read the mappings %d times and asked %d protections; want 0 and one a page", rt.mappings, rt.protections)
 	}
 	if n := h.Slots(); n != 4 {
 		t.Errorf("%d slots written, want 4 (abs and strlen in each object)", n)
@@ -362,8 +380,11 @@ func TestRebindReadsMappingsOnce(t *testing.T) {
 	if err := h.Undo(); err != nil {
 		t.Fatal(err)
 	}
-	if rt.mappings != 2 || rt.protections != 0 {
+	if !probe && (rt.mappings != 2 || rt.protections != 0) {
 		t.Errorf("Undo: mappings read %d times in all, %d protections asked; want 2 and 0", rt.mappings, rt.protections)
+	}
+	if probe && (rt.mappings != 0 || rt.protections < 4) {
+		t.Errorf("Undo: mappings read %d times in all, %d protections asked; want 0 and one a page", rt.mappings, rt.protections)
 	}
 	for i, f := range callAbs {
 		if got := f(-7); got != 7 {
@@ -372,5 +393,48 @@ func TestRebindReadsMappingsOnce(t *testing.T) {
 	}
 	if p, _ := vm.Protection(absSlot); p != before {
 		t.Errorf("abs slot protection %v after Undo, was %v", p, before)
+	}
+}
+
+// TestProtectionFdReused: a program that closes the file Protection keeps open for the kernel's
+// one-page answer (PROCMAP_QUERY), and opens another under its number, gets right answers
+// still, and its own file is left alone.
+func TestProtectionFdReused(t *testing.T) {
+	var vm ProcVM
+	if !vm.ProbesPages() {
+		t.Skip("this kernel has no PROCMAP_QUERY (Linux 6.11 and later)")
+	}
+	maps, err := vm.Mappings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	query.Lock()
+	fd := query.fd
+	query.Unlock()
+	if err := syscall.Close(fd); err != nil { // as the program would
+		t.Fatal(err)
+	}
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if int(f.Fd()) != fd {
+		t.Logf("the program's file got fd %d, not the closed %d", f.Fd(), fd)
+	}
+	for _, m := range maps {
+		if m.Lo >= 1<<47 { // the vsyscall page: the maps answer it
+			continue
+		}
+		if p, err := vm.Protection(m.Lo); err != nil || p != m.Prot {
+			t.Errorf("Protection(%#x) = %v, %v; want %v", m.Lo, p, err, m.Prot)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatalf("the program's file: %v", err)
+	}
+	if !vm.ProbesPages() {
+		t.Error("ProbesPages false after the file was reopened")
 	}
 }

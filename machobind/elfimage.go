@@ -191,6 +191,12 @@ func (img *ELFImage) WalkSlots(visit SlotVisitor) error { return img.walk(nil, v
 // walk is WalkSlots; with a filter, it visits only the slots whose names begin with two bytes
 // the filter holds (Rebind looks for a few names among thousands of slots: most are left
 // without reading more of their names or making a Slot).
+//
+// The relocations are taken in batches of walkBatch: their symbols' entries, then those
+// names' first two bytes, are each read in a loop of their own. In a running process these
+// reads land on cold lines all over every object's symbol and string tables (~60 ns each,
+// most of the walk's time, on the preload loader's early thread); loads that depend on
+// nothing before them are in flight together, where one slot at a time waited for each.
 func (img *ELFImage) walk(filter *namePrefixes, visit SlotVisitor) error {
 	var jumpSlot, globDat uint32
 	switch img.machine {
@@ -203,43 +209,67 @@ func (img *ELFImage) walk(filter *namePrefixes, visit SlotVisitor) error {
 	}
 	le := binary.LittleEndian
 	strs := memBytes(uintptr(img.strtab), img.strsz)
-	var slot Slot
+	symtab := memBytes(uintptr(img.symtab), img.nsyms*symSize)
+	var (
+		at    [walkBatch]uint64 // a relocation's index in its table
+		sym   [walkBatch]uint64 // its symbol
+		name  [walkBatch]uint64 // the symbol's name's offset
+		maybe [walkBatch]bool   // the name's first two bytes are the filter's (or no filter)
+		slot  Slot
+	)
 	for _, r := range img.relocs {
 		rel := memBytes(uintptr(r[0]), r[1])
-		for i := uint64(0); i < r[1]/relaSize; i++ {
-			off, info := le.Uint64(rel[i*relaSize:]), le.Uint64(rel[i*relaSize+8:])
-			typ, sym := uint32(info), info>>32
-			kind := KindNonLazy
-			switch typ {
-			case jumpSlot:
-				kind = KindLazy
-			case globDat:
-			default:
-				continue
+		n := r[1] / relaSize
+		for i := uint64(0); i < n; {
+			// the batch: slot relocations with a symbol (the relocations' table is read in order)
+			k := 0
+			for ; i < n && k < walkBatch; i++ {
+				info := le.Uint64(rel[i*relaSize+8:])
+				if typ, s := uint32(info), info>>32; (typ == jumpSlot || typ == globDat) && s != 0 && s < img.nsyms {
+					at[k], sym[k] = i, s
+					k++
+				}
 			}
-			if sym == 0 || sym >= img.nsyms || !img.mapped(off, 8) {
-				continue
+			for j := 0; j < k; j++ {
+				name[j] = uint64(le.Uint32(symtab[sym[j]*symSize:]))
 			}
-			nameOff := uint64(le.Uint32(memBytes(uintptr(img.symtab+sym*symSize), 4)))
-			if nameOff >= img.strsz {
-				return fmt.Errorf("symbol %d name offset %#x past the string table", sym, nameOff)
+			for j := 0; j < k; j++ {
+				o := name[j]
+				maybe[j] = filter == nil || o+1 >= img.strsz || filter.has(strs[o], strs[o+1])
 			}
-			if filter != nil && nameOff+1 < img.strsz && !filter.has(strs[nameOff], strs[nameOff+1]) {
-				continue
-			}
-			name := strs[nameOff:min(uint64(len(strs)), nameOff+maxSymbolName+1)]
-			z := bytes.IndexByte(name, 0)
-			if z < 0 {
-				return fmt.Errorf("symbol %d name is not terminated", sym)
-			}
-			slot = Slot{Addr: off, Kind: kind, Index: int(r[2] + i), Indirect: uint32(sym), Ordinal: FlatLookupOrdinal}
-			if !visit(&slot, name[:z], nil) {
-				return nil
+			for j := 0; j < k; j++ {
+				off := le.Uint64(rel[at[j]*relaSize:])
+				kind := KindNonLazy
+				if uint32(le.Uint64(rel[at[j]*relaSize+8:])) == jumpSlot {
+					kind = KindLazy
+				}
+				if !img.mapped(off, 8) {
+					continue
+				}
+				nameOff := name[j]
+				if nameOff >= img.strsz {
+					return fmt.Errorf("symbol %d name offset %#x past the string table", sym[j], nameOff)
+				}
+				if !maybe[j] {
+					continue
+				}
+				nm := strs[nameOff:min(uint64(len(strs)), nameOff+maxSymbolName+1)]
+				z := bytes.IndexByte(nm, 0)
+				if z < 0 {
+					return fmt.Errorf("symbol %d name is not terminated", sym[j])
+				}
+				slot = Slot{Addr: off, Kind: kind, Index: int(r[2] + at[j]), Indirect: uint32(sym[j]), Ordinal: FlatLookupOrdinal}
+				if !visit(&slot, nm[:z], nil) {
+					return nil
+				}
 			}
 		}
 	}
 	return nil
 }
+
+// walkBatch is how many slot relocations walk reads the symbols and names of at a time.
+const walkBatch = 64
 
 // LibraryName: ELF imports name no library (symbol lookup is by scope); every slot reports
 // "flat-namespace", so a Rebinding's Library filter matches nothing but "".

@@ -25,6 +25,13 @@ func (w wholeProcess) Mappings() ([]machobind.Mapping, error) {
 	return nil, errors.New("no mappings list")
 }
 
+// ProbesPages passes the runtime's own on (machobind.PageProber: Protection asks about one
+// page without reading every mapping).
+func (w wholeProcess) ProbesPages() bool {
+	pp, ok := w.Runtime.(machobind.PageProber)
+	return ok && pp.ProbesPages()
+}
+
 // scope returns rt itself when the library is an image of its own (preloaded or injected), and
 // rt with nothing exempt when the library's code lives in the main program. The main program
 // is the first image both dyld and dl_iterate_phdr report.
