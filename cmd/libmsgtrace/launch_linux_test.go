@@ -321,6 +321,11 @@ func TestGNUstepLibraryLoads(t *testing.T) {
 		if !strings.Contains(se, "as their modules registered, before main's install") {
 			t.Errorf("no early instrumenting said:\n%s", se)
 		}
+		// started by the libraries' first __cxa_atexit (ICU's, libstdc++'s), not on main at
+		// the first module
+		if !strings.Contains(se, "loaded on the preload loader's thread as the libraries initialized") {
+			t.Errorf("the library was not loaded before the first module:\n%s", se)
+		}
 		got := map[string]int{}
 		for _, c := range tr.threads["main"] {
 			if loads[c.Name] == 0 {
@@ -373,7 +378,8 @@ func TestGNUstepLibraryLoads(t *testing.T) {
 	})
 	t.Run("default", func(t *testing.T) {
 		tr, _, se := run(t, nil)
-		if strings.Contains(se, "as their modules registered") || !strings.Contains(se, "prepared on the preload loader's thread") {
+		if strings.Contains(se, "as their modules registered") || strings.Contains(se, "as the libraries initialized, before") ||
+			!strings.Contains(se, "prepared on the preload loader's thread") {
 			t.Errorf("the default selection's start changed:\n%s", se)
 		}
 		for _, c := range tr.threads["main"] {
