@@ -100,17 +100,24 @@ static int (*early_methods)(void);
 /* Loads libmsgtrace.so (the Go runtime starts on a thread of its own, as dlopen runs its
  * initializer) and looks up what the loader calls; started is when our code first ran (the
  * "library loaded" mark). 0, or -1 (said on stderr: tracing is off). */
-static int open_library(const struct timespec *started) {
+/* libmsgtrace.so's path (next to this loader) in path; 0, or -1 when it cannot be told. */
+static int library_path(char path[PATH_MAX]) {
 	Dl_info self;
-	char path[PATH_MAX];
 	const char *slash;
 	if (!dladdr((const void *)loader_ctor, &self) || !self.dli_fname || !(slash = strrchr(self.dli_fname, '/')) ||
-	    (size_t)(slash - self.dli_fname) + sizeof "/libmsgtrace.so" > sizeof path) {
+	    (size_t)(slash - self.dli_fname) + sizeof "/libmsgtrace.so" > PATH_MAX)
+		return -1;
+	memcpy(path, self.dli_fname, (size_t)(slash - self.dli_fname));
+	strcpy(path + (slash - self.dli_fname), "/libmsgtrace.so");
+	return 0;
+}
+
+static int open_library(const struct timespec *started) {
+	char path[PATH_MAX];
+	if (library_path(path) != 0) {
 		fprintf(stderr, "msgtrace: cannot tell where libmsgtrace-preload.so is; tracing is off\n");
 		return -1;
 	}
-	memcpy(path, self.dli_fname, (size_t)(slash - self.dli_fname));
-	strcpy(path + (slash - self.dli_fname), "/libmsgtrace.so");
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		fprintf(stderr, "msgtrace: %s; tracing is off\n", dlerror());
@@ -170,23 +177,25 @@ static void *early_main(void *arg) {
 /* The earlier start of MSGTRACE_METHODS=all. The libraries initialized before libobjc (the
  * C library's dependants: ICU, GnuTLS, libstdc++, ... ~0.7 ms for gnustep-base) register
  * their destructors through __cxa_atexit, ours first in the scope: the first such call starts
- * loading libmsgtrace.so on a thread (open_main), and the first module, which needs it loaded,
- * joins that thread instead of loading it on the main thread (~0.5 ms of main's time saved:
- * the library's relocations and its runtime's start overlap the other libraries'
- * initializers). A program whose libraries call no __cxa_atexit first loads it at the first
- * module, as before. Nothing else changes: the early recording and instrumenting still start
- * at the first module, on the thread registering it. */
-enum { OPEN_NONE, OPEN_STARTING, OPEN_MADE, OPEN_CLOSED };
+ * a thread (open_main) that loads libmsgtrace.so, so that its relocations and its runtime's
+ * start overlap the other libraries' initializers instead of taking ~0.5 ms of the main
+ * thread at the first module. The first module still loads it itself (open_library: dlopen
+ * again, which finds it loaded, or waits for the dynamic linker's lock the thread holds, or,
+ * when the main thread holds that lock itself, a library's initializer inside a dlopen, loads
+ * it: the thread's dlopen then finds it loaded) and nothing waits for the thread: no order of
+ * the two can deadlock. A program whose libraries make no such call loads it at the first
+ * module, as before; one with nothing to trace loads nothing. The early recording and
+ * instrumenting still start at the first module, on the thread registering it. */
+enum { OPEN_NONE, OPEN_STARTING, OPEN_STARTED, OPEN_CLOSED };
 static int open_state;
-static pthread_t open_thread;
-static struct timespec open_ts;
-static int open_status = -1;
-
-#define OPEN_NOTHING (-2) /* open_main found nothing to trace, and loaded nothing */
+static struct timespec open_ts; /* when the thread was started: our code's first run */
+static int open_loaded;         /* the thread's dlopen returned the library */
 
 static void *open_main(void *arg) {
 	(void)arg;
-	open_status = msgtrace_something_to_trace() ? open_library(&open_ts) : OPEN_NOTHING;
+	char path[PATH_MAX];
+	if (msgtrace_something_to_trace() && library_path(path) == 0 && dlopen(path, RTLD_NOW | RTLD_LOCAL))
+		__atomic_store_n(&open_loaded, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -197,27 +206,28 @@ static void start_open(void) {
 	int made = 0;
 	if (mt_env_methods_all()) {
 		clock_gettime(CLOCK_MONOTONIC, &open_ts);
-		made = pthread_create(&open_thread, NULL, open_main, NULL) == 0;
+		pthread_attr_t attr;
+		pthread_t t;
+		if (pthread_attr_init(&attr) == 0) {
+			pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+			made = pthread_create(&t, &attr, open_main, NULL) == 0;
+			pthread_attr_destroy(&attr);
+		}
 	}
-	__atomic_store_n(&open_state, made ? OPEN_MADE : OPEN_CLOSED, __ATOMIC_RELEASE);
+	__atomic_store_n(&open_state, made ? OPEN_STARTED : OPEN_CLOSED, __ATOMIC_RELEASE);
 }
 
-/* The library loaded by open_main, waited for: 0 (its status in *status, its start in *ts),
- * or -1 when it was not started (and now never will be). */
-static int join_open(int *status, struct timespec *ts) {
-	int st = OPEN_NONE;
-	if (__atomic_compare_exchange_n(&open_state, &st, OPEN_CLOSED, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		return -1;
-	while (st == OPEN_STARTING) { /* another thread is creating it: moments */
+/* Ends the earlier start's window: 1 when its thread was started (when, in *ts), else 0. */
+static int close_open(struct timespec *ts) {
+	int st = __atomic_exchange_n(&open_state, OPEN_CLOSED, __ATOMIC_ACQ_REL);
+	while (st == OPEN_STARTING) { /* another thread is starting it: moments */
 		sched_yield();
-		st = __atomic_load_n(&open_state, __ATOMIC_ACQUIRE);
+		st = __atomic_exchange_n(&open_state, OPEN_CLOSED, __ATOMIC_ACQ_REL);
 	}
-	if (st != OPEN_MADE)
-		return -1;
-	pthread_join(open_thread, NULL);
-	*status = open_status;
+	if (st != OPEN_STARTED)
+		return 0;
 	*ts = open_ts;
-	return 0;
+	return 1;
 }
 
 static int (*cxa_atexit_next)(void (*)(void *), void *, void *);
@@ -245,10 +255,11 @@ static void start_early(void) {
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &early_ts);
 	if (mt_env_methods_all()) {
-		if (join_open(&early_status, &early_ts) != 0 || early_status == OPEN_NOTHING)
-			early_status = open_library(&early_ts);
-		else if (early_status == 0 && getenv("MSGTRACE_VERBOSE") && *getenv("MSGTRACE_VERBOSE"))
-			fprintf(stderr, "msgtrace: loaded on the preload loader's thread as the libraries initialized, before their first module\n");
+		int started = close_open(&early_ts), loaded = __atomic_load_n(&open_loaded, __ATOMIC_ACQUIRE);
+		early_status = open_library(&early_ts);
+		if (started && early_status == 0 && getenv("MSGTRACE_VERBOSE") && *getenv("MSGTRACE_VERBOSE"))
+			fprintf(stderr, "msgtrace: loading started on the preload loader's thread as the libraries initialized (%s by their first module)\n",
+				loaded ? "done" : "not done");
 		early_opened = 1;
 		if (early_status != 0)
 			return; /* said on stderr: tracing is off */
@@ -265,16 +276,10 @@ __attribute__((constructor)) static void loader_ctor(void) {
 	int none = EARLY_NONE;
 	int status;
 	if (__atomic_compare_exchange_n(&early_state, &none, EARLY_CLOSED, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-		struct timespec opened;
-		if (join_open(&status, &opened) == 0) { /* open_main looked, and no module came */
-			if (status == OPEN_NOTHING)
-				return;
-			ts = opened;
-		} else if (!msgtrace_something_to_trace()) {
+		close_open(&ts); /* no module came: if open_main ran, our code first ran then */
+		if (!msgtrace_something_to_trace())
 			return;
-		} else {
-			status = open_library(&ts);
-		}
+		status = open_library(&ts);
 	} else {
 		if (early_thread_made)
 			pthread_join(early_thread, NULL);
