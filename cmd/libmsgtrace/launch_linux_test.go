@@ -350,23 +350,20 @@ func TestGNUstepLibraryLoads(t *testing.T) {
 		if n := len(tr.find("main", "+[EarlyFill load] > +[EarlyFill ticks]")); n != 1 {
 			t.Errorf("+[EarlyFill load] > +[EarlyFill ticks] traced %d times, want 1", n)
 		}
-		late := 0
-		for _, c := range tops(tr, "main") {
-			if c.Name == "+[EarlyFill ticks]" && c.Ts >= marks["main"] {
-				late++
+		// outermost calls of main's thread named name, from main on
+		afterMain := func(name string) (n int) {
+			for _, c := range tops(tr, "main") {
+				if c.Name == name && c.Ts >= marks["main"] {
+					n++
+				}
 			}
+			return n
 		}
-		if late != 1 {
+		if late := afterMain("+[EarlyFill ticks]"); late != 1 {
 			t.Errorf("%d outermost +[EarlyFill ticks] after main, want 1 (main's)", late)
 		}
 		// main's [AppLoad isProxy]: the root class's instance method, as its metaclass's copy
-		proxy := 0
-		for _, c := range tops(tr, "main") {
-			if c.Name == "+[NSObject isProxy]" && c.Ts >= marks["main"] {
-				proxy++
-			}
-		}
-		if proxy != 1 {
+		if proxy := afterMain("+[NSObject isProxy]"); proxy != 1 {
 			t.Errorf("%d outermost +[NSObject isProxy] after main, want 1 (main's [AppLoad isProxy])", proxy)
 		}
 		if marks["library loaded"] > marks["first call"] || marks["first call"] >= marks["main"] {
