@@ -469,6 +469,16 @@ func (t tee) Mark(m *Mark) error    { return t.each(func(s Sink) error { return 
 func (t tee) EndThread() error      { return t.each(func(s Sink) error { return s.EndThread() }) }
 func (t tee) Close(tt Totals) error { return t.each(func(s Sink) error { return s.Close(tt) }) }
 
+// abort aborts every sink that holds something only its Close ends (aborter): a failed
+// conversion, or a Close that failed before it reached them all.
+func (t tee) abort() {
+	for _, s := range t {
+		if a, ok := s.(aborter); ok {
+			a.abort()
+		}
+	}
+}
+
 type teeTree []TreeSink
 
 func (t teeTree) BeginThread(h *Header, th *Thread) error {
