@@ -126,13 +126,14 @@ size_t msgtrace_module_defs(void *module, const char **names, size_t max, size_t
 }
 
 /* msgtrace_module_install_static's, for module's symtab t; catcls (NULL: looked up here) is the
- * class of each category, looked up already (NULL: not registered). */
+ * class of each category, looked up already (NULL: not registered); selected NULL: every
+ * class and category of the module. */
 static void install_static(const struct mt_gnu_symtab *tp, void *const *catcls, const unsigned char *selected, size_t n,
 			   struct mt_methods_stats *st) {
 	struct mt_gnu_symtab t = *tp;
 	mt_objc_lock();
 	for (size_t i = 0; i < t.ncls && i < n; i++) {
-		if (!selected[i])
+		if (selected && !selected[i])
 			continue;
 		void *cls = t.defs[i], *meta = mt_objc_metaclass(cls); /* the compiled metaclass */
 		st->classes++;
@@ -143,7 +144,7 @@ static void install_static(const struct mt_gnu_symtab *tp, void *const *catcls, 
 	/* a category on a class registered before: its lists are added to that class's */
 	for (size_t i = 0; i < t.ncat && t.ncls + i < n; i++) {
 		void *cat = t.defs[t.ncls + i], *cls = NULL;
-		if (selected[t.ncls + i])
+		if (!selected || selected[t.ncls + i])
 			cls = catcls ? catcls[i] : MT_GNU_CATEGORY_CLASS(cat) ? mt_objc_look_up_class(MT_GNU_CATEGORY_CLASS(cat)) : NULL;
 		if (!cls)
 			continue; /* not selected, or its class comes later: instrumented when both are in */
@@ -287,22 +288,16 @@ static void early_module(void *module, void (*real)(void *)) {
 		return;
 	}
 	size_t n = (size_t)t.ncls + t.ncat;
-	unsigned char sbuf[256], *selected = n <= sizeof sbuf ? sbuf : malloc(n);
 	void *cbuf[64], **catcls = t.ncat <= 64 ? cbuf : malloc(t.ncat * sizeof *catcls);
-	if (!selected || !catcls) { /* no memory: registered untraced */
-		if (selected != sbuf)
-			free(selected);
-		if (catcls != cbuf)
-			free(catcls);
+	if (!catcls) { /* no memory: registered untraced */
 		real(module);
 		return;
 	}
-	memset(selected, 1, n);
 	for (size_t i = 0; i < t.ncat; i++) {
 		const char *c = MT_GNU_CATEGORY_CLASS(t.defs[t.ncls + i]);
 		catcls[i] = c ? mt_objc_look_up_class(c) : NULL;
 	}
-	install_static(&t, catcls, selected, n, &early_stats);
+	install_static(&t, catcls, NULL, n, &early_stats);
 	real(module); /* registers, sends +load (its lock held) */
 	module_fixup(module);
 	for (size_t i = 0; i < t.ncat; i++) {
@@ -316,8 +311,6 @@ static void early_module(void *module, void (*real)(void *)) {
 	for (size_t i = 0; i < n; i++)
 		root_copies(i < t.ncls ? t.defs[i] : catcls[i - t.ncls], &early_stats);
 	mt_objc_unlock();
-	if (selected != sbuf)
-		free(selected);
 	if (catcls != cbuf)
 		free(catcls);
 }
