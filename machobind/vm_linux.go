@@ -75,12 +75,12 @@ func queryOpen(pid int) bool {
 // queryProt asks the kernel for the protection of the mapping that holds addr (PROCMAP_QUERY).
 // handled is false when the kernel has no such question (before 6.11), /proc is not there,
 // the question failed or the kernel found no mapping: the caller reads the maps instead.
-func queryProt(addr uintptr) (p Prot, handled bool, err error) {
+func queryProt(addr uintptr) (p Prot, handled bool) {
 	query.Lock()
 	defer query.Unlock()
 	pid := os.Getpid()
 	if query.tried && !query.ok {
-		return 0, false, nil
+		return 0, false
 	}
 	if ours := query.tried && queryFdOurs(); !ours || query.pid != pid {
 		if ours { // a forked child's copy of its parent's file
@@ -89,7 +89,7 @@ func queryProt(addr uintptr) (p Prot, handled bool, err error) {
 		query.tried = true
 		if !queryOpen(pid) {
 			query.ok = false
-			return 0, false, nil
+			return 0, false
 		}
 	}
 	q := procmapQuery{size: uint64(unsafe.Sizeof(procmapQuery{})), queryAddr: uint64(addr)}
@@ -99,13 +99,13 @@ func queryProt(addr uintptr) (p Prot, handled bool, err error) {
 	case syscall.ENOENT: // no mapping of the process's own holds addr: the maps say (the
 		// vsyscall page is listed there, not asked here), or that it is not mapped
 		query.ok = true
-		return 0, false, nil
+		return 0, false
 	default: // ENOTTY, EINVAL: a kernel without the question
 		if !query.ok {
 			syscall.Close(query.fd)
 			query.fd = -1
 		}
-		return 0, false, nil
+		return 0, false
 	}
 	query.ok = true
 	if q.vmaFlags&procmapReadable != 0 {
@@ -117,20 +117,20 @@ func queryProt(addr uintptr) (p Prot, handled bool, err error) {
 	if q.vmaFlags&procmapExecutable != 0 {
 		p |= ProtExec
 	}
-	return p, true, nil
+	return p, true
 }
 
 // ProbesPages reports whether Protection asks the kernel about one address (PROCMAP_QUERY)
 // rather than reading every mapping (machobind.PageProber).
 func (ProcVM) ProbesPages() bool {
-	_, handled, _ := queryProt(uintptr(unsafe.Pointer(&query)))
+	_, handled := queryProt(uintptr(unsafe.Pointer(&query)))
 	return handled
 }
 
 // Protection returns the protection of the mapping that holds addr.
 func (vm ProcVM) Protection(addr uintptr) (Prot, error) {
-	if p, handled, err := queryProt(addr); handled {
-		return p, err
+	if p, handled := queryProt(addr); handled {
+		return p, nil
 	}
 	return vm.readProtection(addr)
 }
