@@ -326,6 +326,7 @@ func testStream(t *testing.T, b built) {
 		}
 		sameName(t, b)
 	})
+	t.Run("rerun", func(t *testing.T) { rerun(t, b) })
 	t.Run("fork", func(t *testing.T) {
 		if small {
 			t.Skip("exec of /proc/self/exe needs binfmt_misc under qemu-user")
@@ -424,6 +425,51 @@ func sameName(t *testing.T, b built) {
 		t.Errorf("forked child's streams: %v, want one", streams)
 	} else if s, _ := readStreams(t, streams[0]); s.calls["-[Child work]"] != 30 {
 		t.Errorf("forked child's stream: %v", s.calls)
+	}
+}
+
+// rerun: a run that finds an earlier run's stream under its name replaces it with a new file
+// (the old one's mode kept, nothing left beside it), and one whose old file has another name
+// linked to it truncates it in place (the other name shows the new stream); either way the
+// stream holds this run's calls alone.
+func rerun(t *testing.T, b built) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "t.mtrace")
+	run := func() os.FileInfo {
+		t.Helper()
+		if o, err := b.stress(map[string]string{"MSGTRACE_OUT": out, "MSGTRACE_QUIET": "1"}, "child").CombinedOutput(); err != nil {
+			t.Fatalf("stress child: %v\n%s", err, o)
+		}
+		if s, tot := readStreams(t, out); s.calls["-[Child work]"] != 40 || tot.Processes != 1 || tot.BadFrames != 0 {
+			t.Errorf("the stream holds %v, totals %+v: want this run's 40 calls alone", s.calls, tot)
+		}
+		st, err := os.Stat(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	first := run()
+	if err := os.Chmod(out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second := run()
+	if os.SameFile(first, second) {
+		t.Errorf("the earlier run's stream was truncated in place, not replaced")
+	}
+	if second.Mode().Perm() != 0o600 {
+		t.Errorf("the new stream's mode is %v, want the old one's 0600", second.Mode().Perm())
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 1 {
+		t.Errorf("files beside the stream: %v", left)
+	}
+	link := filepath.Join(dir, "link.mtrace")
+	if err := os.Link(out, link); err != nil {
+		t.Fatal(err)
+	}
+	third := run()
+	if l, err := os.Stat(link); err != nil || !os.SameFile(second, third) || !os.SameFile(third, l) {
+		t.Errorf("a stream with another name linked to it was not truncated in place")
 	}
 }
 
