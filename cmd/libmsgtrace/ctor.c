@@ -94,3 +94,49 @@ __attribute__((constructor)) static void msgtrace_ctor(void) {
 	if (msgtraceLoad() == 0)
 		msgtrace_write_at_exit();
 }
+
+#if defined(__linux__) && defined(__GLIBC__)
+#include <errno.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
+/* What the main thread's stack may be taken to span below its top end at most. */
+#define MAIN_STACK_MAX (8ul << 20)
+
+extern void *__libc_stack_end;
+
+/* The Go runtime asks for the stack of every thread that first calls into Go (the bounds of its
+ * system stack: runtime/cgo's x_cgo_getstackbound calls pthread_getattr_np). For the main thread
+ * glibc answers by reading and parsing /proc/self/maps: ~670,000 instructions and the kernel's
+ * rendering of every mapping (hundreds in a gnustep-base process), on the main thread before main
+ * (msgtraceLoad's first call into Go). This library is linked with --wrap=pthread_getattr_np, so
+ * that its own calls (runtime/cgo's) come here and the program's still go to glibc: the main
+ * thread's stack is answered from what the C library already knows, its top as the program's
+ * start left it (__libc_stack_end: argc's place, below the arguments' and the environment's
+ * strings) and the stack limit (at most MAIN_STACK_MAX) below it, as glibc does but for its look
+ * at the mapping underneath (the kernel keeps the limit's worth below the stack free). Another
+ * thread, or a main thread running on a stack of its own (a coroutine's), goes to glibc's, looked
+ * up by name (not __real_pthread_getattr_np: the static archive, linked into a host without
+ * --wrap, must not need it). */
+__attribute__((visibility("hidden"))) int __wrap_pthread_getattr_np(pthread_t thread, pthread_attr_t *attr) {
+	uintptr_t hi = (uintptr_t)__libc_stack_end, sp = (uintptr_t)__builtin_frame_address(0);
+	struct rlimit rl;
+	if (hi && sp < hi && pthread_equal(thread, pthread_self()) && syscall(SYS_gettid) == getpid() &&
+	    getrlimit(RLIMIT_STACK, &rl) == 0) {
+		uintptr_t size = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > MAIN_STACK_MAX ? MAIN_STACK_MAX : (uintptr_t)rl.rlim_cur;
+		uintptr_t lo = (hi - size + 4095) & ~(uintptr_t)4095;
+		if (size <= hi && sp > lo && pthread_attr_init(attr) == 0 && pthread_attr_setstack(attr, (void *)lo, hi - lo) == 0)
+			return 0;
+	}
+	static int (*real)(pthread_t, pthread_attr_t *);
+	int (*f)(pthread_t, pthread_attr_t *) = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+	if (!f) {
+		*(void **)&f = dlsym(RTLD_DEFAULT, "pthread_getattr_np");
+		if (!f || f == __wrap_pthread_getattr_np)
+			return ENOSYS; /* the caller then takes the stack as unknown */
+		__atomic_store_n(&real, f, __ATOMIC_RELEASE);
+	}
+	return f(thread, attr);
+}
+#endif

@@ -6,6 +6,8 @@ package main
 
 /*
 #cgo darwin LDFLAGS: -lobjc
+// the Go runtime's calls to pthread_getattr_np go to ctor.c's first (the main thread's stack)
+#cgo linux LDFLAGS: -Wl,--wrap=pthread_getattr_np
 #include <stdlib.h>
 // The API's types come from msgtrace.h. It declares msgtrace_flush, msgtrace_set_filters and
 // msgtrace_last_error with const char *, which cgo exports as char *: those declarations are
