@@ -384,7 +384,10 @@ func msgtraceModuleArriving(module unsafe.Pointer) {
 	}
 	var names [1024]*C.char
 	var ncls C.size_t
-	n := min(int(C.msgtrace_module_defs(module, &names[0], C.size_t(len(names)), &ncls)), len(names))
+	// &names as a pointer to its first element, not &names[0]: cgo checks the whole array of
+	// the latter for Go pointers on every call (1,024 of them, ~23,000 instructions a module
+	// on the thread registering it); C fills it, nothing of Go's is in it
+	n := min(int(C.msgtrace_module_defs(module, (**C.char)(unsafe.Pointer(&names)), C.size_t(len(names)), &ncls)), len(names))
 	if n == 0 {
 		return
 	}
@@ -404,7 +407,7 @@ func msgtraceModuleLoaded(module unsafe.Pointer) {
 		return
 	}
 	var buf [1024]unsafe.Pointer
-	n := int(C.msgtrace_module_classes(module, &buf[0], C.size_t(len(buf))))
+	n := int(C.msgtrace_module_classes(module, (*unsafe.Pointer)(unsafe.Pointer(&buf)), C.size_t(len(buf)))) // not &buf[0]: as names above
 	if n > 0 {
 		cls := make([]uintptr, n)
 		for i := range cls {
@@ -414,7 +417,7 @@ func msgtraceModuleLoaded(module unsafe.Pointer) {
 	}
 	if cf := categoryHook.Load(); cf != nil {
 		var names [1024]*C.char
-		k := min(int(C.msgtrace_module_categories(module, &names[0], C.size_t(len(names)))), len(names))
+		k := min(int(C.msgtrace_module_categories(module, (**C.char)(unsafe.Pointer(&names)), C.size_t(len(names)))), len(names))
 		if k == 0 {
 			return
 		}

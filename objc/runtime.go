@@ -33,13 +33,11 @@ func Classes() []uintptr {
 	if n == 0 {
 		return nil
 	}
-	buf := make([]unsafe.Pointer, n+64)
-	n = min(int(C.mt_objc_class_list(&buf[0], C.size_t(len(buf)))), len(buf))
-	out := make([]uintptr, n)
-	for i, p := range buf[:n] {
-		out[i] = uintptr(p)
-	}
-	return out
+	// words, not pointers, that C fills: cgo checks a pointer array handed to C word by word
+	// for Go pointers (thousands of classes, before main), memory without pointers not at all
+	buf := make([]uintptr, n+64)
+	n = min(int(C.mt_objc_class_list((*unsafe.Pointer)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))), len(buf))
+	return buf[:n:n]
 }
 
 // ImageClasses lists the classes an image defines, realizing only those (Apple:
@@ -49,14 +47,10 @@ func ImageClasses(image string) []uintptr {
 	cs := C.CString(image)
 	defer C.free(unsafe.Pointer(cs))
 	for size := 256; ; {
-		buf := make([]unsafe.Pointer, size)
-		n := int(C.mt_objc_image_classes(cs, &buf[0], C.size_t(len(buf))))
+		buf := make([]uintptr, size) // words, as in Classes
+		n := int(C.mt_objc_image_classes(cs, (*unsafe.Pointer)(unsafe.Pointer(&buf[0])), C.size_t(len(buf))))
 		if n <= len(buf) {
-			out := make([]uintptr, n)
-			for i := range out {
-				out[i] = uintptr(buf[i])
-			}
-			return out
+			return buf[:n:n]
 		}
 		size = n
 	}
