@@ -314,12 +314,35 @@ func (m *methodState) pick(classes []uintptr) []uintptr {
 	case m.appOnly:
 		imgs := msgtrace.ClassImages(classes) // the objects' segments read once, not per class
 		var out []uintptr
-		keep := map[string]bool{} // each object's answer once: a few objects, hundreds of classes
+		// each object's answer once: a few objects for thousands of classes, so a short list
+		// looked through (one object's name is one string: equal at its bytes' address) rather
+		// than a map hashing each class's object's name, the map past a few objects
+		type answer struct {
+			image string
+			keep  bool
+		}
+		var answers []answer
+		var more map[string]bool
 		for i, c := range classes {
-			k, ok := keep[imgs[i]]
-			if !ok {
-				k = m.sel("", imgs[i])
-				keep[imgs[i]] = k
+			img, k, found := imgs[i], false, false
+			for _, a := range answers {
+				if a.image == img {
+					k, found = a.keep, true
+					break
+				}
+			}
+			if !found {
+				if k, found = more[img]; !found {
+					k = m.sel("", img)
+					if len(answers) < 8 {
+						answers = append(answers, answer{img, k})
+					} else {
+						if more == nil {
+							more = map[string]bool{}
+						}
+						more[img] = k
+					}
+				}
 			}
 			if k {
 				out = append(out, c)
