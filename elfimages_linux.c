@@ -44,6 +44,29 @@ size_t msgtrace_elf_objects(struct mt_object *out, size_t max) {
 	return c.n;
 }
 
+struct generation {
+	uint64_t adds, subs;
+	int known;
+};
+
+static int generation_one(struct dl_phdr_info *info, size_t size, void *data) {
+	struct generation *g = data;
+	if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+		g->adds = info->dlpi_adds;
+		g->subs = info->dlpi_subs;
+		g->known = 1;
+	}
+	return 1; /* the first object says it */
+}
+
+int msgtrace_elf_generation(uint64_t *adds, uint64_t *subs) {
+	struct generation g = {0, 0, 0};
+	dl_iterate_phdr(generation_one, &g);
+	*adds = g.adds;
+	*subs = g.subs;
+	return g.known;
+}
+
 uintptr_t msgtrace_elf_self(void) {
 	Dl_info info;
 	if (!dladdr((void *)msgtrace_elf_self, &info))

@@ -6,6 +6,9 @@ struct mt_object {
 };
 /* Fills up to max loaded objects; returns how many there are. */
 size_t msgtrace_elf_objects(struct mt_object *out, size_t max);
+/* dl_iterate_phdr's counts of objects loaded and unloaded so far (they change whenever the set of
+ * objects does); 0 where the C library does not give them. */
+int msgtrace_elf_generation(uint64_t *adds, uint64_t *subs);
 /* Address of the ELF header of the object that holds this code. */
 uintptr_t msgtrace_elf_self(void);
 /* dlopen as the rebound slots see it: the real dlopen (msgtrace_orig_dlopen, set before any

@@ -11,6 +11,7 @@ import "C"
 
 import (
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -31,6 +32,31 @@ type linuxRuntime struct {
 func ELFRuntime() machobind.Runtime { return linuxRuntime{} }
 
 func (linuxRuntime) Images() ([]machobind.Loaded, error) {
+	// the objects are listed again only when the C library's counts of objects loaded and
+	// unloaded changed: the install asks several times before main, nothing loaded between
+	var adds, subs C.uint64_t
+	known := C.msgtrace_elf_generation(&adds, &subs) != 0
+	imagesSeen.Lock()
+	defer imagesSeen.Unlock()
+	if known && imagesSeen.imgs != nil && imagesSeen.adds == adds && imagesSeen.subs == subs {
+		return slices.Clone(imagesSeen.imgs), nil
+	}
+	imgs := elfObjects()
+	if known {
+		imagesSeen.adds, imagesSeen.subs, imagesSeen.imgs = adds, subs, imgs
+	}
+	return slices.Clone(imgs), nil
+}
+
+// imagesSeen is the last list of objects and the C library's counts it was made at.
+var imagesSeen struct {
+	sync.Mutex
+	adds, subs C.uint64_t
+	imgs       []machobind.Loaded
+}
+
+// elfObjects lists the loaded objects (dl_iterate_phdr).
+func elfObjects() []machobind.Loaded {
 	n := int(C.msgtrace_elf_objects(nil, 0))
 	objs := make([]C.struct_mt_object, n+16)
 	n = min(int(C.msgtrace_elf_objects(&objs[0], C.size_t(len(objs)))), len(objs))
@@ -38,7 +64,7 @@ func (linuxRuntime) Images() ([]machobind.Loaded, error) {
 	for _, o := range objs[:n] {
 		out = append(out, machobind.Loaded{Name: C.GoString(&o.name[0]), Header: uintptr(o.header), Slide: uintptr(o.slide), ELF: true})
 	}
-	return out, nil
+	return out
 }
 
 func (linuxRuntime) Self() uintptr { return uintptr(C.msgtrace_elf_self()) }
