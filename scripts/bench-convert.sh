@@ -30,7 +30,8 @@ for t in gcc gnustep-config /usr/bin/time; do
 done
 mkdir -p "$dir"
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$dir"' EXIT
-export HOME="$PWD/$dir/home" # GNUstep's defaults database: not the user's
+dir=$(cd "$dir" && pwd) # (BENCH_DIR may be relative or absolute)
+export HOME="$dir/home"  # GNUstep's defaults database: not the user's
 mkdir -p "$HOME"
 
 # compiled in $dir: gnustep-config's flags put "." on the include path, and the repository's
