@@ -338,16 +338,23 @@ func (s *ChromeSink) at(ts uint64) error {
 }
 
 func (s *ChromeSink) newGroup(ts uint64) error {
-	if err := s.endGroup(); err != nil {
-		return err
+	if len(s.gEnds) > 0 { // endGroup, in line
+		if len(s.gBegins) > 0 {
+			s.addEndTimes()
+		}
+		s.gEnds = s.gEnds[:0]
+		s.w.commit(s.w.b)
 	}
-	for in, ok := s.inst.before(ts); ok; in, ok = s.inst.before(ts) {
-		if err := s.writeTimeInstant(in); err != nil {
-			return err
+	s.gBegins = s.gBegins[:0]
+	if q := &s.inst; q.next < len(q.list) && q.list[q.next].Nanos < ts {
+		for in, ok := s.inst.before(ts); ok; in, ok = s.inst.before(ts) {
+			if err := s.writeTimeInstant(in); err != nil {
+				return err
+			}
 		}
 	}
 	s.grouped, s.groupTs = true, ts
-	return nil
+	return s.w.err
 }
 
 // endGroup ends the group: the times go into its ends that a begin of the same name follows
