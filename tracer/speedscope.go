@@ -137,6 +137,10 @@ func (t speedscopeTree) BeginThread(h *Header, th *Thread) error {
 	return nil
 }
 
+// runs says whether the call around depth d (at d-1) is still running at the end of the
+// trace (the test of running, in line: rarely true).
+func (s *SpeedscopeSink) runs(d int) bool { return d > 0 && d <= len(s.open) && s.open[d-1] }
+
 // running covers the time since the last event with a "[running]" frame when the call
 // around (at depth d-1) is still running at the end of the trace.
 func (s *SpeedscopeSink) running(d int, until uint64) {
@@ -148,7 +152,9 @@ func (s *SpeedscopeSink) running(d int, until uint64) {
 
 func (t speedscopeTree) Enter(c *Call, d int) error {
 	s := t.s
-	s.running(d, c.StartNanos)
+	if s.runs(d) {
+		s.running(d, c.StartNanos)
+	}
 	s.event('O', c.Name, c.StartNanos)
 	s.open = append(s.open[:d], c.Flags&FlagOpen != 0)
 	return s.err
@@ -157,7 +163,9 @@ func (t speedscopeTree) Enter(c *Call, d int) error {
 func (t speedscopeTree) Exit(c *Call, d int) error {
 	s := t.s
 	end := c.StartNanos + c.DurNanos
-	s.running(d+1, end)
+	if s.runs(d + 1) {
+		s.running(d+1, end)
+	}
 	switch {
 	case c.Flags&FlagUnwound != 0:
 		s.event('O', frameUnwound, end)
