@@ -487,7 +487,13 @@ func (s *ChromeSink) writeEnd(call *Call) error {
 		e.at, e.how = len(b), endArgsNew
 	}
 	b = append(b, '}')
-	s.gEnds = append(s.gEnds, e)
+	if n := len(s.gEnds); n < cap(s.gEnds) { // in place (see opBatch.next)
+		s.gEnds = s.gEnds[:n+1]
+		g := &s.gEnds[n]
+		g.at, g.how, g.name, g.self, g.dur = e.at, e.how, e.name, e.self, e.dur
+	} else {
+		s.gEnds = append(s.gEnds, e)
+	}
 	return s.evEnd(b)
 }
 
