@@ -50,8 +50,10 @@ type ChromeSink struct {
 	pre     Sink
 	grouped bool // events at groupTs are being written (the group: see at)
 	groupTs uint64
-	gEnds   []chromeEnd     // the group's ends, whose args wait for the group's begins
-	gBegins []string        // the names of the group's begins
+	gEnds   []chromeEnd // the group's ends, whose args wait for the group's begins
+	gBegins []string    // the names of the group's begins
+	insAt   []int       // addEndTimes' insertions: where each goes, where it ends in buf
+	insEnd  []int
 	pids    map[uint64]bool // processes named so far (a merged trace has several)
 	fold    FoldReport
 	inst    instantQueue // the thread's instants not written yet
@@ -398,8 +400,7 @@ func (s *ChromeSink) addEndTimes() {
 	}
 	// the insertions, in order, into one scratch buffer: ins[k] ends at insEnd[k]
 	ins := s.buf[:0]
-	var at []int
-	var ends []int
+	at, ends := s.insAt[:0], s.insEnd[:0]
 	for i := range s.gEnds {
 		e := &s.gEnds[i]
 		if !begun(e.name) {
@@ -424,7 +425,7 @@ func (s *ChromeSink) addEndTimes() {
 		}
 		at, ends = append(at, e.at), append(ends, len(ins))
 	}
-	s.buf = ins
+	s.buf, s.insAt, s.insEnd = ins, at, ends
 	if len(at) == 0 {
 		return
 	}
