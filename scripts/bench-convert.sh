@@ -4,7 +4,9 @@
 # application's run loop is, plus a worker NSThread whose work is one call too) recorded once
 # under MSGTRACE_METHODS=all, about 12 M calls by default; then `machobind trace` to each format
 # under /usr/bin/time: wall seconds, calls/s, peak RSS, output bytes and bytes a call, the median
-# of REPS runs (default 1). Then the same program converting at exit (MSGTRACE_OUT=x.pftrace,
+# of REPS runs (default 1), each next to decoding the same stream alone (every frame checked,
+# every event decoded: tracer's BenchmarkConvertOne with MSGTRACE_BENCH_FORMAT=decode, the floor
+# of any conversion) as a ratio. Then the same program converting at exit (MSGTRACE_OUT=x.pftrace,
 # x.json, x.pb.gz) against writing the stream alone (x.mtrace): the traced process's wall and
 # peak RSS, medians of REPS runs too.
 #
@@ -28,7 +30,8 @@ for t in gcc gnustep-config /usr/bin/time; do
 done
 mkdir -p "$dir"
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$dir"' EXIT
-export HOME="$PWD/$dir/home" # GNUstep's defaults database: not the user's
+dir=$(cd "$dir" && pwd) # (BENCH_DIR may be relative or absolute)
+export HOME="$dir/home"  # GNUstep's defaults database: not the user's
 mkdir -p "$HOME"
 
 # compiled in $dir: gnustep-config's flags put "." on the include path, and the repository's
@@ -79,8 +82,17 @@ echo "bench-convert: oneloop $main+$worker turns (testdata/gnustep/oneloop.m, gn
 awk -v c="$calls" -v s="$ssize" -v w="$rwall" -v r="$rrss" -v pw="$pwall" -v pr="$prss" 'BEGIN {
 	printf "recorded: %d calls, stream %.1f MB (%.2f bytes/call); traced run %.2f s, peak RSS %d MiB (untraced %.2f s, %d MiB)\n",
 		c, s / 1e6, s / c, w, r / 1024, pw, pr / 1024 }'
+# decoding alone, in process (tracer's benchmark, built here): the rate the rows are compared to
+(cd "$MSGTRACE_ROOT" && "${GO:-go}" test -c -o "$dir/tracer.test" ./tracer) >"$dir/gotest.log" 2>&1 ||
+	{ cat "$dir/gotest.log" >&2; exit 1; }
+dns=$(MSGTRACE_BENCH_STREAM="$stream" MSGTRACE_BENCH_FORMAT=decode "$dir/tracer.test" -test.run '^$' \
+	-test.bench '^BenchmarkConvertOne$' -test.benchtime "$((reps > 3 ? reps : 3))x" | awk '$1 ~ /^BenchmarkConvertOne/ { print $3 }')
+[ -n "$dns" ] || { echo "bench-convert: the decode benchmark printed no time" >&2; exit 1; }
+decode=$(awk -v c="$calls" -v ns="$dns" 'BEGIN { printf "%.2f", c / (ns / 1e9) / 1e6 }')
+
 echo
-printf '%-22s %8s %8s %12s %14s %14s %10s\n' "machobind trace" "wall s" "cpu s" "M calls/s" "peak RSS MiB" "output bytes" "bytes/call"
+printf '%-22s %8s %8s %12s %9s %14s %14s %10s\n' "machobind trace" "wall s" "cpu s" "M calls/s" "x decode" "peak RSS MiB" "output bytes" "bytes/call"
+awk -v ns="$dns" -v d="$decode" 'BEGIN { printf "%-22s %8.2f %8s %12.2f %9.2f %14s %14s %10s\n", "(decode only)", ns / 1e9, "", d, 1, "", "", "" }'
 # the timelines keep a budget of calls by default (the longest; the rest folded into their
 # callers): "all" rows convert every call (--max-calls all), as before budgets existed
 # (Perfetto's budget, 20 M, is above this run's calls: its "all" row checks that it is the same)
@@ -105,8 +117,9 @@ for conv in "${convs[@]}"; do
 	r=$(printf '%s\n' "${rsses[@]}" | median)
 	u=$(printf '%s\n' "${cpus[@]}" | median)
 	size=$(stat -c %s "$out")
-	awk -v e=".$ext${every:+ $every}" -v w="$w" -v u="$u" -v r="$r" -v s="$size" -v c="$calls" 'BEGIN {
-		printf "%-22s %8.2f %8.2f %12.2f %14.0f %14d %10.2f\n", e, w, u, (w > 0 ? c / w / 1e6 : 0), r / 1024, s, s / c }'
+	awk -v e=".$ext${every:+ $every}" -v w="$w" -v u="$u" -v r="$r" -v s="$size" -v c="$calls" -v d="$decode" 'BEGIN {
+		m = (w > 0 ? c / w / 1e6 : 0)
+		printf "%-22s %8.2f %8.2f %12.2f %9.2f %14.0f %14d %10.2f\n", e, w, u, m, m / d, r / 1024, s, s / c }'
 	if [ "$ext" = json ] && [ -z "$every" ]; then
 		# the converter's own count (otherData.calls) is the recorder's
 		got=$(tail -c 400 "$out" | sed -n 's/.*"otherData":{"calls":\([0-9]*\).*/\1/p')

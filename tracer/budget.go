@@ -226,6 +226,22 @@ func (f *foldTree) BeginThread(h *Header, t *Thread) error {
 func (f *foldTree) EndThread() error     { return f.ts.EndThread() }
 func (f *foldTree) Close(t Totals) error { return f.ts.Close(t) }
 
+// hasBudget says whether a sink (or one a Tee holds) is a timeline with a budget, for which
+// pass 1 counts the calls by duration; without one (aggregates, a timeline with every call
+// kept: --max-calls all) it does not.
+func hasBudget(s Sink) bool {
+	if t, ok := s.(tee); ok {
+		for _, s := range t {
+			if hasBudget(s) {
+				return true
+			}
+		}
+		return false
+	}
+	b, ok := s.(budgeted)
+	return ok && b.timelineBudget() > 0
+}
+
 // asTreeWith returns the TreeSink the stream reader drives for a sink, timelines wrapped in
 // their budget given the durations of the trace's calls (h) and the number of calls open at
 // its end (open: not in h, and never folded); folds says whether a budget folds calls (the

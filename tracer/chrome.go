@@ -48,42 +48,45 @@ type ChromeSink struct {
 	label   string
 	Meta    Meta // program name (the process name) and path
 	pre     Sink
-	group   []chromeItem // events at one time, held until time moves on
+	grouped bool // events at groupTs are being written (the group: see at)
 	groupTs uint64
+	gEnds   []chromeEnd // the group's ends, whose args wait for the group's begins
+	gBegins []string    // the names of the group's begins
+	insAt   []int       // addEndTimes' insertions: where each goes, where it ends in buf
+	insEnd  []int
 	pids    map[uint64]bool // processes named so far (a merged trace has several)
 	fold    FoldReport
 	inst    instantQueue // the thread's instants not written yet
 	names   *jsonNames   // events' names as JSON strings
 	pt      []byte       // `,"pid":P,"tid":T` for ptPid and ptTid
+	ptB     []byte       // pt, then the rest of a begin: `,"cat":"objc"}`
 	ptPid   uint64
 	ptTid   uint64
 	ptOK    bool
+	times   decCache
 }
 
-// chromeItem is an event held in a ChromeSink's group: a begin ('B'), an end ('E'), a call of
-// no time ('i') or a mark ('m').
-type chromeItem struct {
-	kind  byte
-	depth int
-	c     Call
-	m     Mark
+// chromeEnd is an end written in the current group, without its self and total time: at
+// (an offset in the output's current block) is where they go when a begin of name at that time
+// follows (see ChromeSink.endGroup); how says in which form.
+type chromeEnd struct {
+	at        int
+	how       uint8 // endArgsNew, endArgsFirst, endArgsAfter
+	name      string
+	self, dur uint64
 }
+
+const (
+	endArgsNew   = iota // the end has no args: they are added whole
+	endArgsFirst        // its args are {"unwound":true}: the times go first in them
+	endArgsAfter        // its args start with folded_calls: the times follow it
+)
 
 // NewChromeSink writes to w.
 func NewChromeSink(w io.Writer) *ChromeSink {
 	s := &ChromeSink{w: newOutWriter(w), first: true, names: new(jsonNames)}
 	s.pre = PreOrder(chromeTree{s})
 	return s
-}
-
-// appendMicros writes integer nanoseconds as microseconds with three decimals, exactly, so
-// that events nest in the output exactly as they do in ticks.
-func appendMicros(b []byte, ns uint64) []byte {
-	q := ns / 1000
-	b = appendDec(b, q)
-	f := ns - q*1000
-	h := uint8(f / 10 * 2) // the first two decimals, as a pair
-	return append(b, '.', digitPairs[h], digitPairs[h+1], byte('0'+f%10))
 }
 
 func (s *ChromeSink) start() error {
@@ -108,6 +111,10 @@ func (s *ChromeSink) evBegin() []byte {
 }
 
 func (s *ChromeSink) evEnd(b []byte) error {
+	if len(s.gEnds) > 0 {
+		s.w.b = b // kept until the group ends
+		return s.w.err
+	}
 	s.w.commit(b)
 	return s.w.err
 }
@@ -151,33 +158,88 @@ func (s *ChromeSink) head(b []byte, ph byte, name string, ns uint64) []byte {
 	b = append(b, `,"ts":`...)
 	b = appendMicros(b, ns)
 	if !s.ptOK || s.ptPid != s.pid || s.ptTid != s.tid {
-		s.pt = append(s.pt[:0], `,"pid":`...)
-		s.pt = appendDec(s.pt, s.pid)
-		s.pt = append(s.pt, `,"tid":`...)
-		s.pt = appendDec(s.pt, s.tid)
-		s.ptPid, s.ptTid, s.ptOK = s.pid, s.tid, true
+		s.setPT()
 	}
 	return append(b, s.pt...)
+}
+
+// setPT makes pt (and ptB) for the current pid and tid.
+func (s *ChromeSink) setPT() {
+	s.pt = append(s.pt[:0], `,"pid":`...)
+	s.pt = appendDec(s.pt, s.pid)
+	s.pt = append(s.pt, `,"tid":`...)
+	s.pt = appendDec(s.pt, s.tid)
+	s.ptB = append(append(s.ptB[:0], s.pt...), `,"cat":"objc"}`...)
+	s.ptPid, s.ptTid, s.ptOK = s.pid, s.tid, true
+}
+
+// callHead starts a call's begin (ph 'B') or end ('E') in place, up to its time: the
+// separator, then `{"ph":"B","name":NAME,"ts":` made once per name (jsonNames), then the
+// time. The rest is pt (or ptB), made once per thread: what head writes, without building it
+// field by field for each of the two events of every call.
+func (s *ChromeSink) callHead(end bool, name string, ns uint64) []byte {
+	if !s.started {
+		s.start() // (an error stays in s.w)
+	}
+	if !s.ptOK || s.ptPid != s.pid || s.ptTid != s.tid {
+		s.setPT()
+	}
+	e := s.names.entry(name)
+	q := e.b
+	if end {
+		q = e.e
+	}
+	if s.first {
+		q, s.first = q[2:], false
+	}
+	return s.times.micros(append(s.w.b, q...), ns)
 }
 
 // jsonNames caches names as JSON strings, direct-mapped by where a name's bytes are (the
 // stream reader hands out one string per method); an entry holds its string, so that memory
 // is never another string's.
-type jsonNames [1 << 10]struct {
-	s string
-	q []byte
-}
+type jsonNames [1 << 10]jsonName
 
 // append appends name as a JSON string (appendJSONString).
 func (c *jsonNames) append(b []byte, name string) []byte {
 	if len(name) == 0 {
 		return append(b, `""`...)
 	}
+	return append(b, c.entry(name).q...)
+}
+
+// jsonName is a jsonNames entry: the name, as a JSON string (q), and the head of a begin (b)
+// and of an end (e) of a call of it up to its time, after the separator between events.
+type jsonName struct {
+	s       string
+	q, b, e []byte
+}
+
+// entry returns name's entry, made if it is not there.
+func (c *jsonNames) entry(name string) *jsonName {
+	if len(name) == 0 {
+		return &emptyName
+	}
 	e := &c[uintptr(unsafe.Pointer(unsafe.StringData(name)))>>3%uintptr(len(c))]
 	if len(e.s) != len(name) || unsafe.StringData(e.s) != unsafe.StringData(name) {
 		e.s, e.q = name, appendJSONString(e.q[:0], name)
+		e.b = callHeadOf(e.b[:0], 'B', e.q)
+		e.e = callHeadOf(e.e[:0], 'E', e.q)
 	}
-	return append(b, e.q...)
+	return e
+}
+
+var emptyName = func() jsonName {
+	q := []byte(`""`)
+	return jsonName{q: q, b: callHeadOf(nil, 'B', q), e: callHeadOf(nil, 'E', q)}
+}()
+
+func callHeadOf(b []byte, ph byte, q []byte) []byte {
+	b = append(b, ",\n"+`{"ph":"`...)
+	b = append(b, ph)
+	b = append(b, `","name":`...)
+	b = append(b, q...)
+	return append(b, `,"ts":`...)
 }
 
 // BeginThread writes the thread's (and, the first time, the process's) name.
@@ -233,7 +295,7 @@ type chromeTree struct{ s *ChromeSink }
 
 func (c chromeTree) BeginThread(h *Header, t *Thread) error {
 	s := c.s
-	if err := s.flushGroup(); err != nil {
+	if err := s.endGroup(); err != nil {
 		return err
 	}
 	s.pid = h.PID
@@ -263,83 +325,128 @@ func (c chromeTree) BeginThread(h *Header, t *Thread) error {
 	return nil
 }
 
-// hold adds an event at time ts to the group (a call's or a mark's), writing the group first
-// if ts is later.
-func (s *ChromeSink) hold(kind byte, depth int, c *Call, m *Mark, ts uint64) error {
-	if len(s.group) == 0 || ts != s.groupTs {
-		if err := s.flushGroup(); err != nil {
-			return err
+// at starts an event at time ts. Events are written at once, in pre-order; those at one
+// time are a group: an end gets args (self_ns, dur_ns) when a begin of the same name is in its
+// group, which is what keeps speedscope from nesting the touching sibling in it (see
+// ChromeSink). Other ends carry nothing (but unwound: true), so that speedscope has nothing to
+// warn about. So an end is written without them, where they go is remembered, and the
+// output's current block is kept (not handed to its writer) until the group ends: the next
+// event at a later time, or the thread's end (endGroup).
+func (s *ChromeSink) at(ts uint64) error {
+	if s.grouped && ts == s.groupTs {
+		return nil
+	}
+	return s.newGroup(ts)
+}
+
+func (s *ChromeSink) newGroup(ts uint64) error {
+	if len(s.gEnds) > 0 { // endGroup, in line
+		if len(s.gBegins) > 0 {
+			s.addEndTimes()
 		}
+		s.gEnds = s.gEnds[:0]
+		s.w.commit(s.w.b)
+	}
+	s.gBegins = s.gBegins[:0]
+	if q := &s.inst; q.next < len(q.list) && q.list[q.next].Nanos < ts {
 		for in, ok := s.inst.before(ts); ok; in, ok = s.inst.before(ts) {
 			if err := s.writeTimeInstant(in); err != nil {
 				return err
 			}
 		}
 	}
-	s.groupTs = ts
-	n := len(s.group)
-	if n < cap(s.group) { // in place: no item made and copied
-		s.group = s.group[:n+1]
-	} else {
-		s.group = append(s.group, chromeItem{})
-	}
-	it := &s.group[n]
-	it.kind, it.depth = kind, depth
-	if c != nil {
-		it.c = *c
-	} else {
-		it.m = *m
-	}
-	return nil
+	s.grouped, s.groupTs = true, ts
+	return s.w.err
 }
 
-// flushGroup writes the events held at one time. In pre-order, every end at a time comes
-// before every begin at that time; an end gets args (self_ns, dur_ns) when a begin of the same
-// name follows at that time, which is what keeps speedscope from nesting the touching sibling
-// in it (see ChromeSink). Other ends carry nothing (but unwound: true), so that speedscope has
-// nothing to warn about.
-func (s *ChromeSink) flushGroup() error {
+// endGroup ends the group: the times go into its ends that a begin of the same name follows
+// (inserted in one pass over the group's bytes), and the current block is handed on.
+func (s *ChromeSink) endGroup() error {
+	s.grouped = false
+	if len(s.gEnds) == 0 {
+		s.gBegins = s.gBegins[:0]
+		return nil
+	}
+	if len(s.gBegins) > 0 {
+		s.addEndTimes()
+	}
+	s.gEnds, s.gBegins = s.gEnds[:0], s.gBegins[:0]
+	s.w.commit(s.w.b)
+	return s.w.err
+}
+
+// addEndTimes inserts self_ns and dur_ns into the group's ends whose name a begin of the group
+// has.
+func (s *ChromeSink) addEndTimes() {
 	// the begins of the group, by name: a scan for the small groups of every day, a map for
 	// large ones
 	var begins map[string]bool
-	if len(s.group) > 16 {
-		begins = map[string]bool{}
-		for i := range s.group {
-			if it := &s.group[i]; it.kind == 'B' {
-				begins[it.c.Name] = true
-			}
+	if len(s.gBegins) > 16 {
+		begins = make(map[string]bool, len(s.gBegins))
+		for _, n := range s.gBegins {
+			begins[n] = true
 		}
 	}
 	begun := func(name string) bool {
 		if begins != nil {
 			return begins[name]
 		}
-		for i := range s.group {
-			if it := &s.group[i]; it.kind == 'B' && it.c.Name == name {
+		for _, n := range s.gBegins {
+			if n == name {
 				return true
 			}
 		}
 		return false
 	}
-	for i := range s.group {
-		it := &s.group[i]
-		var err error
-		switch it.kind {
-		case 'B':
-			err = s.writeBegin(&it.c)
-		case 'i':
-			err = s.writeInstant(&it.c, it.depth)
-		case 'E':
-			err = s.writeEnd(&it.c, begun(it.c.Name))
-		case 'm':
-			err = s.writeMark(&it.m)
+	// the insertions, in order, into one scratch buffer: ins[k] ends at insEnd[k]
+	ins := s.buf[:0]
+	at, ends := s.insAt[:0], s.insEnd[:0]
+	for i := range s.gEnds {
+		e := &s.gEnds[i]
+		if !begun(e.name) {
+			continue
 		}
-		if err != nil {
-			return err
+		switch e.how {
+		case endArgsNew:
+			ins = append(ins, `,"args":{"self_ns":`...)
+		case endArgsFirst:
+			ins = append(ins, `"self_ns":`...)
+		default:
+			ins = append(ins, `,"self_ns":`...)
 		}
+		ins = appendDec(ins, e.self)
+		ins = append(ins, `,"dur_ns":`...)
+		ins = appendDec(ins, e.dur)
+		switch e.how {
+		case endArgsNew:
+			ins = append(ins, '}')
+		case endArgsFirst:
+			ins = append(ins, ',')
+		}
+		at, ends = append(at, e.at), append(ends, len(ins))
 	}
-	s.group = s.group[:0]
-	return nil
+	s.buf, s.insAt, s.insEnd = ins, at, ends
+	if len(at) == 0 {
+		return
+	}
+	// grow the block, then move each stretch after an insertion to its place, last first
+	b := s.w.b
+	n := len(b)
+	b = append(b, ins...) // (the bytes are placeholders)
+	to := len(b)
+	for k := len(at) - 1; k >= 0; k-- {
+		from := 0
+		if k > 0 {
+			from = ends[k-1]
+		}
+		seg := b[at[k]:n]
+		to -= len(seg)
+		copy(b[to:], seg)
+		to -= ends[k] - from
+		copy(b[to:], ins[from:ends[k]])
+		n = at[k]
+	}
+	s.w.b = b
 }
 
 func (s *ChromeSink) writeInstant(call *Call, depth int) error {
@@ -354,44 +461,40 @@ func (s *ChromeSink) writeInstant(call *Call, depth int) error {
 }
 
 func (s *ChromeSink) writeBegin(call *Call) error {
-	b := s.head(s.evBegin(), 'B', call.Name, call.StartNanos)
-	b = append(b, `,"cat":"objc"}`...)
+	b := append(s.callHead(false, call.Name, call.StartNanos), s.ptB...)
+	s.gBegins = append(s.gBegins, call.Name)
 	return s.evEnd(b)
 }
 
-func (s *ChromeSink) writeEnd(call *Call, times bool) error {
-	b := s.head(s.evBegin(), 'E', call.Name, call.StartNanos+call.DurNanos)
+// writeEnd writes an end without its times (see at), and remembers where they go.
+func (s *ChromeSink) writeEnd(call *Call) error {
+	b := append(s.callHead(true, call.Name, call.StartNanos+call.DurNanos), s.pt...)
+	e := chromeEnd{name: call.Name, self: call.SelfNanos, dur: call.DurNanos}
 	unwound := call.Flags&FlagUnwound != 0
-	if call.Folded > 0 {
+	switch {
+	case call.Folded > 0:
 		b = append(b, `,"args":{"folded_calls":`...)
 		b = appendDec(b, call.Folded)
-		if times {
-			b = append(b, `,"self_ns":`...)
-			b = appendDec(b, call.SelfNanos)
-			b = append(b, `,"dur_ns":`...)
-			b = appendDec(b, call.DurNanos)
-		}
+		e.at, e.how = len(b), endArgsAfter
 		if unwound {
 			b = append(b, `,"unwound":true`...)
 		}
 		b = append(b, '}')
-	} else if times || unwound {
+	case unwound:
 		b = append(b, `,"args":{`...)
-		if times {
-			b = append(b, `"self_ns":`...)
-			b = appendDec(b, call.SelfNanos)
-			b = append(b, `,"dur_ns":`...)
-			b = appendDec(b, call.DurNanos)
-		}
-		if times && unwound {
-			b = append(b, ',')
-		}
-		if unwound {
-			b = append(b, `"unwound":true`...)
-		}
-		b = append(b, '}')
+		e.at, e.how = len(b), endArgsFirst
+		b = append(b, `"unwound":true}`...)
+	default:
+		e.at, e.how = len(b), endArgsNew
 	}
 	b = append(b, '}')
+	if n := len(s.gEnds); n < cap(s.gEnds) { // in place (see opBatch.next)
+		s.gEnds = s.gEnds[:n+1]
+		g := &s.gEnds[n]
+		g.at, g.how, g.name, g.self, g.dur = e.at, e.how, e.name, e.self, e.dur
+	} else {
+		s.gEnds = append(s.gEnds, e)
+	}
 	return s.evEnd(b)
 }
 
@@ -421,26 +524,35 @@ func (s *ChromeSink) writeMark(m *Mark) error {
 }
 
 func (c chromeTree) Enter(call *Call, d int) error {
-	if call.DurNanos == 0 && call.Flags&FlagOpen == 0 {
-		return c.s.hold('i', d, call, nil, call.StartNanos)
+	if err := c.s.at(call.StartNanos); err != nil {
+		return err
 	}
-	return c.s.hold('B', 0, call, nil, call.StartNanos)
+	if call.DurNanos == 0 && call.Flags&FlagOpen == 0 {
+		return c.s.writeInstant(call, d)
+	}
+	return c.s.writeBegin(call)
 }
 
 func (c chromeTree) Exit(call *Call, _ int) error {
 	if call.Flags&FlagOpen != 0 || call.DurNanos == 0 {
 		return nil // open: no end, a slice that did not end; no time: an instant
 	}
-	return c.s.hold('E', 0, call, nil, call.StartNanos+call.DurNanos)
+	if err := c.s.at(call.StartNanos + call.DurNanos); err != nil {
+		return err
+	}
+	return c.s.writeEnd(call)
 }
 
 func (c chromeTree) Mark(m *Mark, _ int) error {
-	return c.s.hold('m', 0, nil, m, m.StartNanos)
+	if err := c.s.at(m.StartNanos); err != nil {
+		return err
+	}
+	return c.s.writeMark(m)
 }
 
 func (c chromeTree) EndThread() error {
 	s := c.s
-	if err := s.flushGroup(); err != nil {
+	if err := s.endGroup(); err != nil {
 		return err
 	}
 	for in, ok := s.inst.rest(); ok; in, ok = s.inst.rest() {

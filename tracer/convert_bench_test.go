@@ -81,8 +81,9 @@ func BenchmarkConvert(b *testing.B) {
 }
 
 // BenchmarkConvertOne converts a 500,000-call stream of BenchmarkConvert's shape to one format
-// (MSGTRACE_BENCH_FORMAT: pprof by default; "decode" decodes only), for instruction counts
-// where wall time is too noisy. With MSGTRACE_BENCH_STREAM=FILE the stream is made there once
+// (MSGTRACE_BENCH_FORMAT: pprof by default; "decode" decodes only; MSGTRACE_BENCH_BUDGET=all
+// keeps every call of a timeline, as --max-calls all does), for instruction counts where wall
+// time is too noisy. With MSGTRACE_BENCH_STREAM=FILE the stream is made there once
 // and read from there after, so that a count covers the conversion alone:
 //
 //	go test -c -o tracer.test ./tracer
@@ -129,7 +130,11 @@ func BenchmarkConvertOne(b *testing.B) {
 			n, err = decodeOnly(in)
 		} else {
 			var s Sink
-			if s, err = NewSink(format, discard{}, Meta{}); err == nil {
+			m := Meta{}
+			if os.Getenv("MSGTRACE_BENCH_BUDGET") == "all" {
+				m.Budget = -1
+			}
+			if s, err = NewSink(format, discard{}, m); err == nil {
 				var tot Totals
 				tot, err = ProcessStreams([]Input{in}, Options{MaxDepth: -1}, s)
 				n = tot.Calls

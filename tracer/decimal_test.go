@@ -34,12 +34,46 @@ func TestAppendDec(t *testing.T) {
 	}
 }
 
-// TestAppendMicros: µs with three decimals, exactly the ns.
+// TestAppendMicros: µs with three decimals, exactly the ns, at every length.
 func TestAppendMicros(t *testing.T) {
-	for _, ns := range []uint64{0, 1, 9, 10, 99, 100, 999, 1000, 1001, 1010, 1100, 123456789, math.MaxUint64} {
+	vals := []uint64{0, 1, 9, 10, 99, 100, 999, 1000, 1001, 1010, 1100, 123456789, 99_999_999_999, 100_000_000_000, math.MaxUint64}
+	r := rand.New(rand.NewSource(1))
+	for i := 0; i < 100_000; i++ {
+		vals = append(vals, r.Uint64()>>uint(r.Intn(64)))
+	}
+	for _, ns := range vals {
 		want := strconv.FormatUint(ns/1000, 10) + "." + strconv.FormatUint(1000+ns%1000, 10)[1:]
 		if got := string(appendMicros(nil, ns)); got != want {
 			t.Errorf("%d ns: %q, want %q", ns, got, want)
+		}
+	}
+}
+
+// TestDecCache: a cache's dec and micros write what appendDec and appendMicros write, on
+// times that walk up by small and large steps (the cached digits kept, then changed), jump
+// back, and cross every length, into slices full and roomy.
+func TestDecCache(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	var c, m decCache
+	u := uint64(0)
+	for i := 0; i < 300_000; i++ {
+		switch k := r.Intn(100); {
+		case k < 80:
+			u += uint64(r.Intn(200))
+		case k < 95:
+			u += uint64(r.Int63n(1 << uint(r.Intn(40))))
+		case k < 98:
+			u = r.Uint64() >> uint(r.Intn(64))
+		default:
+			u -= min(u, uint64(r.Intn(10_000)))
+		}
+		for _, b := range [][]byte{[]byte("x,"), append(make([]byte, 0, 64), "x,"...)} {
+			if got, want := string(c.dec(b, u)), string(appendDec([]byte("x,"), u)); got != want {
+				t.Fatalf("dec %d: %q, want %q", u, got, want)
+			}
+			if got, want := string(m.micros(b, u)), string(appendMicros([]byte("x,"), u)); got != want {
+				t.Fatalf("micros %d: %q, want %q", u, got, want)
+			}
 		}
 	}
 }

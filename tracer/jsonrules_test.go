@@ -269,3 +269,107 @@ func TestJSONOpenUnwoundMarks(t *testing.T) {
 		t.Errorf("got  %q\nwant %q", seen, want)
 	}
 }
+
+// TestJSONEndTimes: an end gets self_ns and dur_ns exactly when a begin of the same name is at
+// its time (written in one pass once the time moves on), in each form its args take (none,
+// unwound, folded calls), among several ends at one time, across the output's blocks.
+func TestJSONEndTimes(t *testing.T) {
+	var out bytes.Buffer
+	s := NewChromeSink(&out)
+	ts := s.treeSink()
+	th := &Thread{TID: 7, Name: "t"}
+	if err := ts.BeginThread(&Header{PID: 1}, th); err != nil {
+		t.Fatal(err)
+	}
+	call := func(name string, start, dur uint64, flags int, folded uint64) *Call {
+		return &Call{Name: name, StartNanos: start, DurNanos: dur, SelfNanos: dur - 1, Flags: flags, Folded: folded, Thread: th}
+	}
+	leaf := func(c *Call) {
+		if err := ts.Enter(c, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := ts.Exit(c, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := call("root", 0, 1e9, 0, 0)
+	if err := ts.Enter(root, 0); err != nil {
+		t.Fatal(err)
+	}
+	// pairs of siblings, the first ending where the second begins; then filler, so that the
+	// output spans several blocks
+	at := uint64(1000)
+	for i := 0; i < 5000; i++ {
+		for _, p := range []struct {
+			a, b          string
+			flags         int
+			folded        uint64
+			nestedTouches bool
+		}{
+			{"a", "a", 0, 0, false}, {"u", "u", FlagUnwound, 0, false}, {"f", "f", 0, 3, false},
+			{"fu", "fu", FlagUnwound, 2, false}, {"x", "y", 0, 0, false}, {"xu", "yu", FlagUnwound, 4, false},
+			{"n", "n", 0, 0, true},
+		} {
+			if p.nestedTouches { // two ends at one time (a call and its last child), then a begin of the child's name
+				outer := call("outer", at, 20, 0, 0)
+				ts.Enter(outer, 1)
+				inner := call(p.a, at+10, 10, 0, 0)
+				ts.Enter(inner, 2)
+				ts.Exit(inner, 2)
+				ts.Exit(outer, 1)
+			} else {
+				leaf(call(p.a, at, 20, p.flags, p.folded))
+			}
+			leaf(call(p.b, at+20, 5, 0, 0))
+			at += 100
+		}
+	}
+	if err := ts.Exit(root, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.EndThread(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(Totals{}); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []json.RawMessage `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	want := map[string]string{
+		"a":     `{"ph":"E","name":"a","ts":%s,"pid":1,"tid":7,"args":{"self_ns":19,"dur_ns":20}}`,
+		"u":     `{"ph":"E","name":"u","ts":%s,"pid":1,"tid":7,"args":{"self_ns":19,"dur_ns":20,"unwound":true}}`,
+		"f":     `{"ph":"E","name":"f","ts":%s,"pid":1,"tid":7,"args":{"folded_calls":3,"self_ns":19,"dur_ns":20}}`,
+		"fu":    `{"ph":"E","name":"fu","ts":%s,"pid":1,"tid":7,"args":{"folded_calls":2,"self_ns":19,"dur_ns":20,"unwound":true}}`,
+		"x":     `{"ph":"E","name":"x","ts":%s,"pid":1,"tid":7}`,
+		"xu":    `{"ph":"E","name":"xu","ts":%s,"pid":1,"tid":7,"args":{"folded_calls":4,"unwound":true}}`,
+		"n":     `{"ph":"E","name":"n","ts":%s,"pid":1,"tid":7,"args":{"self_ns":9,"dur_ns":10}}`,
+		"outer": `{"ph":"E","name":"outer","ts":%s,"pid":1,"tid":7}`,
+	}
+	seen := map[string]int{}
+	for _, raw := range doc.TraceEvents {
+		var e struct {
+			Ph, Name string
+			Ts       json.Number
+		}
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Fatal(err)
+		}
+		w, ok := want[e.Name]
+		if e.Ph != "E" || !ok || strings.HasSuffix(string(e.Ts), "25") { // (the second of a pair ends at 25)
+			continue
+		}
+		seen[e.Name]++
+		if w = fmt.Sprintf(w, e.Ts); string(raw) != w {
+			t.Fatalf("end of %s:\n%s\nwant\n%s", e.Name, raw, w)
+		}
+	}
+	for n := range want {
+		if seen[n] != 5000 {
+			t.Errorf("%d ends of %s, want 5000", seen[n], n)
+		}
+	}
+}

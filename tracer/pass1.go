@@ -26,6 +26,7 @@ type pass1Mode uint8
 
 const (
 	p1Shapes pass1Mode = iota // decoded; pending stacks, spans and durations (the generic path)
+	p1Spans                   // p1Shapes without the durations: no sink has a budget to fold by
 	p1Decode                  // decoded (the aggregates' path, when p1Lazy would not do)
 	p1Lazy                    // not decoded: their events counted (the aggregates' path, which
 	// decodes them and checks what was taken for granted; see aggregate.go)
@@ -206,7 +207,7 @@ func (a *analyser) analyse(st *streamThread, off int64, prev uint64, b []byte) e
 	fr := frameRef{off: off, minDepth: maxStreamDepth + 1}
 	var calls, lost, overflow, marks uint64
 	lo, hi := uint64(math.MaxUint64), uint64(0)
-	analyse := !st.unordered && a.mode == p1Shapes
+	analyse := !st.unordered && (a.mode == p1Shapes || a.mode == p1Spans)
 	it := eventIter{b: b, prev: prev}
 	var e StreamEvent
 	for k := uint32(0); ; k++ {

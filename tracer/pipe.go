@@ -56,6 +56,15 @@ const pipeBatchOps = 4096
 
 func newOpBatch() *opBatch { return &opBatch{ops: make([]rawOp, 0, pipeBatchOps)} }
 
+// next appends an op to be filled in place, every field (an op appended as a struct literal is
+// built on the stack and copied back with wider loads than its stores, which stalls on store
+// forwarding: the reader's busiest instructions before). The caller has made room.
+func (b *opBatch) next() *rawOp {
+	n := len(b.ops)
+	b.ops = b.ops[:n+1]
+	return &b.ops[n]
+}
+
 // emitter is the reader's side: it fills batches and hands them to the applier, on another
 // goroutine (piped) or on its own.
 type emitter struct {
@@ -269,8 +278,15 @@ func (a *applier) enter(o *rawOp) error {
 	name, mflags := a.sf.method(o.id)
 	flags := mflags | int(o.flags)
 	kept := a.flt.all || a.flt.keep(a.sf, o.id, name, dur, int(o.depth))
-	a.out = append(a.out, outEntry{name: name, start: o.start, startNanos: start, durNanos: dur, depth: o.depth,
-		flags: int32(flags), keptUp: up, kdepth: kd, kept: kept})
+	n := len(a.out) // in place (see opBatch.next)
+	if n < cap(a.out) {
+		a.out = a.out[:n+1]
+	} else {
+		a.out = append(a.out, outEntry{})
+	}
+	oe := &a.out[n]
+	oe.name, oe.start, oe.startNanos, oe.durNanos, oe.children, oe.depth = name, o.start, start, dur, 0, o.depth
+	oe.flags, oe.keptUp, oe.kdepth, oe.kept = int32(flags), up, kd, kept
 	if !kept {
 		return nil
 	}

@@ -35,14 +35,16 @@ type SpeedscopeSink struct {
 	err     error
 	fold    FoldReport
 	cache   *frameCache
+	times   decCache
 }
 
-// frameCache holds, per name, `","frame":ID,"at":`, direct-mapped by where a name's bytes
-// are (the stream reader hands out one string per method); an entry holds its string, so
-// that memory is never another string's.
+// frameCache holds, per name, an open event and a close event of its frame up to the time
+// (`,{"type":"O","frame":ID,"at":`, the comma that goes before every event but a profile's
+// first included), direct-mapped by where a name's bytes are (the stream reader hands out one
+// string per method); an entry holds its string, so that memory is never another string's.
 type frameCache [1 << 10]struct {
-	s string
-	q []byte
+	s    string
+	o, c []byte
 }
 
 // NewSpeedscopeSink writes to w.
@@ -89,30 +91,37 @@ func (s *SpeedscopeSink) event(typ byte, name string, at uint64) {
 	}
 	at = max(at, s.lastAt)
 	s.lastAt = at
-	if !s.first {
-		b = append(b, ',')
-	}
-	s.first = false
-	b = append(b, `{"type":"`...)
-	b = append(b, typ)
+	var q []byte
 	if len(name) == 0 {
-		b = append(b, `","frame":`...)
-		b = strconv.AppendInt(b, int64(s.frame(name)), 10)
-		b = append(b, `,"at":`...)
+		q = frameEvent(s.buf[:0], typ, s.frame(name))
+		s.buf = q
 	} else {
 		e := &s.cache[uintptr(unsafe.Pointer(unsafe.StringData(name)))>>3%uintptr(len(s.cache))]
 		if len(e.s) != len(name) || unsafe.StringData(e.s) != unsafe.StringData(name) {
-			e.s = name
-			e.q = append(e.q[:0], `","frame":`...)
-			e.q = strconv.AppendInt(e.q, int64(s.frame(name)), 10)
-			e.q = append(e.q, `,"at":`...)
+			id := s.frame(name)
+			e.s, e.o, e.c = name, frameEvent(e.o[:0], 'O', id), frameEvent(e.c[:0], 'C', id)
 		}
-		b = append(b, e.q...)
+		q = e.o
+		if typ == 'C' {
+			q = e.c
+		}
 	}
-	b = appendDec(b, at)
+	if s.first {
+		q, s.first = q[1:], false
+	}
+	b = s.times.dec(append(b, q...), at)
 	b = append(b, '}')
 	s.w.commit(b)
 	s.err = s.w.err
+}
+
+// frameEvent appends an event of frame id up to its time, after a comma.
+func frameEvent(b []byte, typ byte, id int) []byte {
+	b = append(b, `,{"type":"`...)
+	b = append(b, typ)
+	b = append(b, `","frame":`...)
+	b = strconv.AppendInt(b, int64(id), 10)
+	return append(b, `,"at":`...)
 }
 
 type speedscopeTree struct{ s *SpeedscopeSink }
@@ -128,6 +137,10 @@ func (t speedscopeTree) BeginThread(h *Header, th *Thread) error {
 	return nil
 }
 
+// runs says whether the call around depth d (at d-1) is still running at the end of the
+// trace (the test of running, in line: rarely true).
+func (s *SpeedscopeSink) runs(d int) bool { return d > 0 && d <= len(s.open) && s.open[d-1] }
+
 // running covers the time since the last event with a "[running]" frame when the call
 // around (at depth d-1) is still running at the end of the trace.
 func (s *SpeedscopeSink) running(d int, until uint64) {
@@ -139,7 +152,9 @@ func (s *SpeedscopeSink) running(d int, until uint64) {
 
 func (t speedscopeTree) Enter(c *Call, d int) error {
 	s := t.s
-	s.running(d, c.StartNanos)
+	if s.runs(d) {
+		s.running(d, c.StartNanos)
+	}
 	s.event('O', c.Name, c.StartNanos)
 	s.open = append(s.open[:d], c.Flags&FlagOpen != 0)
 	return s.err
@@ -148,7 +163,9 @@ func (t speedscopeTree) Enter(c *Call, d int) error {
 func (t speedscopeTree) Exit(c *Call, d int) error {
 	s := t.s
 	end := c.StartNanos + c.DurNanos
-	s.running(d+1, end)
+	if s.runs(d + 1) {
+		s.running(d+1, end)
+	}
 	switch {
 	case c.Flags&FlagUnwound != 0:
 		s.event('O', frameUnwound, end)

@@ -39,7 +39,11 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (t Totals, err error) {
 	if tr := aggregateTrie(sink, opt); tr != nil {
 		return processAggregate(ins, opt, sink, tr)
 	}
-	files, tot, err := indexStreams(ins, opt, p1Shapes)
+	mode := p1Spans
+	if hasBudget(sink) {
+		mode = p1Shapes
+	}
+	files, tot, err := indexStreams(ins, opt, mode)
 	if err != nil {
 		return tot, err
 	}
@@ -269,7 +273,7 @@ type openEntry struct {
 }
 
 // indexStream is pass 1.
-// Unless mode is p1Shapes (the aggregates' path), no pending stacks are run and no spans
+// Unless mode is p1Shapes or p1Spans (the aggregates' path), no pending stacks are run and no spans
 // found: finishThreads is left to the caller, for the threads that need it.
 func indexStream(in Input, mode pass1Mode) (*streamFile, error) {
 	sf := &streamFile{
@@ -321,7 +325,7 @@ func indexStream(in Input, mode pass1Mode) (*streamFile, error) {
 			sf.dense[id] = m
 		}
 	}
-	if mode == p1Shapes {
+	if mode == p1Shapes || mode == p1Spans {
 		if err := sf.finishThreads(); err != nil {
 			return nil, err
 		}
