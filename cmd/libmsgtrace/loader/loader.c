@@ -96,6 +96,7 @@ static void (*go_prepare)(void);
 static void (*exec_hook)(void *, void (*)(void *));
 static void (*go_loaded)(uint64_t);
 static int (*early_methods)(void);
+static void (*early_prefault)(void);
 
 /* Loads libmsgtrace.so (the Go runtime starts on a thread of its own, as dlopen runs its
  * initializer) and looks up what the loader calls; started is when our code first ran (the
@@ -133,6 +134,7 @@ static int open_library(const struct timespec *started) {
 		return -1;
 	}
 	early_methods = (int (*)(void))dlsym(h, "msgtrace_early_methods");
+	early_prefault = (void (*)(void))dlsym(h, "msgtrace_early_prefault");
 	go_loaded = (void (*)(uint64_t))dlsym(h, "msgtrace_launch_loaded");
 	if (go_loaded)
 		go_loaded((uint64_t)started->tv_sec * 1000000000ull + (uint64_t)started->tv_nsec);
@@ -169,6 +171,8 @@ static void *early_main(void *arg) {
 	(void)arg;
 	if (!early_opened)
 		early_status = open_library(&early_ts);
+	else if (early_prefault) /* the early install's pages (once: open_main may have) */
+		early_prefault();
 	if (early_status == 0)
 		go_prepare();
 	return NULL;
@@ -194,8 +198,15 @@ static int open_loaded;         /* the thread's dlopen returned the library */
 static void *open_main(void *arg) {
 	(void)arg;
 	char path[PATH_MAX];
-	if (msgtrace_something_to_trace() && library_path(path) == 0 && dlopen(path, RTLD_NOW | RTLD_LOCAL))
+	void *h;
+	if (msgtrace_something_to_trace() && library_path(path) == 0 && (h = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
 		__atomic_store_n(&open_loaded, 1, __ATOMIC_RELEASE);
+		/* the pages the early install writes, faulted in here rather than on the thread
+		 * registering the modules */
+		void (*prefault)(void) = (void (*)(void))dlsym(h, "msgtrace_early_prefault");
+		if (prefault)
+			prefault();
+	}
 	return NULL;
 }
 
