@@ -63,7 +63,7 @@ int msgtrace_early_methods(void);
 /* The Go side has its selection (or gave up): modules go its way from now on; *st is what the
  * early modules instrumented. */
 void msgtrace_early_methods_end(struct mt_methods_stats *st);
-/* MSGTRACE_METHODS=all through the preload loader: populates, from a thread of the loader's, the
+/* MSGTRACE_METHODS=all through the preload loader: populates, from the loader's early thread, the
  * pages the early install writes first on the thread registering the modules (the trampolines'
  * data, the +load marks, the selector log: ~90 page faults for gnustep-base's ~7,100 methods),
  * so that it finds them there. Once; harmless at any time, and where the kernel cannot (before

@@ -171,7 +171,7 @@ static void *early_main(void *arg) {
 	(void)arg;
 	if (!early_opened)
 		early_status = open_library(&early_ts);
-	else if (early_prefault) /* the early install's pages (once: open_main may have) */
+	else if (early_prefault) /* the pages the early install writes on the thread registering the modules */
 		early_prefault();
 	if (early_status == 0)
 		go_prepare();
@@ -198,15 +198,8 @@ static int open_loaded;         /* the thread's dlopen returned the library */
 static void *open_main(void *arg) {
 	(void)arg;
 	char path[PATH_MAX];
-	void *h;
-	if (msgtrace_something_to_trace() && library_path(path) == 0 && (h = dlopen(path, RTLD_NOW | RTLD_LOCAL))) {
+	if (msgtrace_something_to_trace() && library_path(path) == 0 && dlopen(path, RTLD_NOW | RTLD_LOCAL))
 		__atomic_store_n(&open_loaded, 1, __ATOMIC_RELEASE);
-		/* the pages the early install writes, faulted in here rather than on the thread
-		 * registering the modules */
-		void (*prefault)(void) = (void (*)(void))dlsym(h, "msgtrace_early_prefault");
-		if (prefault)
-			prefault();
-	}
 	return NULL;
 }
 
