@@ -166,12 +166,13 @@ static int early_thread_made;
 static struct timespec early_ts;
 static int early_status = -1;
 static int early_opened; /* the library was loaded by start_early on the calling thread */
+static int early_installing; /* and it instruments the modules from then on (msgtrace_early_methods) */
 
 static void *early_main(void *arg) {
 	(void)arg;
 	if (!early_opened)
 		early_status = open_library(&early_ts);
-	else if (early_prefault) /* the pages the early install writes on the thread registering the modules */
+	else if (early_installing && early_prefault) /* the pages the early install writes on the thread registering the modules */
 		early_prefault();
 	if (early_status == 0)
 		go_prepare();
@@ -268,8 +269,10 @@ static void start_early(void) {
 		if (early_status != 0)
 			return; /* said on stderr: tracing is off */
 		/* this module and the next go through libmsgtrace.so, which instruments them */
-		if (early_methods && early_methods())
+		if (early_methods && early_methods()) {
+			early_installing = 1;
 			__atomic_store_n(&exec_class_hook, exec_hook, __ATOMIC_RELEASE);
+		}
 	}
 	early_thread_made = pthread_create(&early_thread, NULL, early_main, NULL) == 0;
 }
