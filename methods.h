@@ -63,6 +63,12 @@ int msgtrace_early_methods(void);
 /* The Go side has its selection (or gave up): modules go its way from now on; *st is what the
  * early modules instrumented. */
 void msgtrace_early_methods_end(struct mt_methods_stats *st);
+/* MSGTRACE_METHODS=all through the preload loader: populates, from the loader's early thread, the
+ * pages the early install writes first on the thread registering the modules (the trampolines'
+ * data, the +load marks, the selector log: ~90 page faults for gnustep-base's ~7,100 methods),
+ * so that it finds them there. Once; harmless at any time, and where the kernel cannot (before
+ * Linux 5.14) it does nothing. */
+void msgtrace_early_prefault(void);
 /* GNU: whether the objects bind __objc_exec_class to this library's (or the preload loader's)
  * definition, so that no slot needs rebinding for it. */
 int msgtrace_exec_class_interposed(void);

@@ -16,9 +16,16 @@
 #include "trampoline.h"
 
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+#endif
 
 /* GNU modules: what the compiler hands __objc_exec_class (objc/runtime.h has the layouts).
  * Once a module is registered, its categories' lists are linked into their classes, names
@@ -244,6 +251,38 @@ void msgtrace_early_methods_end(struct mt_methods_stats *st) {
 	*st = early_stats;
 	memset(&early_stats, 0, sizeof early_stats);
 	mt_objc_unlock();
+}
+
+/* How many methods msgtrace_early_prefault readies pages for: gnustep-base's ~7,100 and a margin
+ * (256 KiB of trampoline data, 128 KiB of selector log). */
+#define EARLY_PREFAULT_METHODS 8192
+_Static_assert(EARLY_PREFAULT_METHODS <= MT_POOL, "no more than the pool");
+
+#if !MT_APPLE_API && defined(__linux__)
+/* Faults in [p, p + len) writable without changing a byte (the installer may be writing there
+ * at the same time). */
+static void populate(void *p, size_t len) {
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	if (!len || !page)
+		return;
+	uintptr_t a = (uintptr_t)p & ~(page - 1), e = ((uintptr_t)p + len + page - 1) & ~(page - 1);
+	(void)madvise((void *)a, e - a, MADV_POPULATE_WRITE); /* failing (an older kernel): faulted in as written */
+}
+#endif
+
+static int prefaulted;
+
+void msgtrace_early_prefault(void) {
+	if (__atomic_exchange_n(&prefaulted, 1, __ATOMIC_ACQ_REL))
+		return;
+#if !MT_APPLE_API && defined(__linux__)
+	populate(msgtrace_tramp_data, EARLY_PREFAULT_METHODS * sizeof msgtrace_tramp_data[0]);
+	populate(mt_kept, EARLY_PREFAULT_METHODS * sizeof mt_kept[0]);
+	void *log;
+	size_t len;
+	mt_objc_sel_log_range(EARLY_PREFAULT_METHODS, &log, &len);
+	populate(log, len);
+#endif
 }
 
 #if !MT_APPLE_API

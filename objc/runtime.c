@@ -185,6 +185,12 @@ void mt_objc_log_sel_name(void *sel, const char *name) {
 	__atomic_store_n(&sel_log_n, n + 1, __ATOMIC_RELEASE);
 }
 
+void mt_objc_sel_log_range(size_t entries, void **start, size_t *len) {
+	size_t most = sizeof sel_log_static / sizeof sel_log_static[0][0];
+	*start = sel_log_static;
+	*len = (entries < most ? entries : most) * sizeof sel_log_static[0][0];
+}
+
 /* The drain's table: the log's pairs, moved in as the drain misses; how far it has read. */
 static struct mt_growmap drain_sel_names = {NULL, 0, 10, 20};
 static size_t drain_log_read;

@@ -56,6 +56,9 @@ const char *mt_objc_remembered_sel_name(void *sel);
  * for many selectors at once, where the installer will not ask for them again. Serialised by
  * the caller, as mt_objc_remember_sel_name. */
 void mt_objc_log_sel_name(void *sel, const char *name);
+/* The first blocks of that log (entries pairs' worth, within its static blocks) as memory
+ * range(s): [*start, *start + *len). What msgtrace_early_prefault populates ahead of the log. */
+void mt_objc_sel_log_range(size_t entries, void **start, size_t *len);
 /* The drain's name of sel (the drain thread only): sel's own where mt_objc_named_sel made it,
  * else one remembered or logged; NULL: ask the runtime. */
 const char *mt_objc_drain_sel_name(void *sel);

@@ -96,6 +96,7 @@ static void (*go_prepare)(void);
 static void (*exec_hook)(void *, void (*)(void *));
 static void (*go_loaded)(uint64_t);
 static int (*early_methods)(void);
+static void (*early_prefault)(void);
 
 /* Loads libmsgtrace.so (the Go runtime starts on a thread of its own, as dlopen runs its
  * initializer) and looks up what the loader calls; started is when our code first ran (the
@@ -133,6 +134,7 @@ static int open_library(const struct timespec *started) {
 		return -1;
 	}
 	early_methods = (int (*)(void))dlsym(h, "msgtrace_early_methods");
+	early_prefault = (void (*)(void))dlsym(h, "msgtrace_early_prefault");
 	go_loaded = (void (*)(uint64_t))dlsym(h, "msgtrace_launch_loaded");
 	if (go_loaded)
 		go_loaded((uint64_t)started->tv_sec * 1000000000ull + (uint64_t)started->tv_nsec);
@@ -164,11 +166,14 @@ static int early_thread_made;
 static struct timespec early_ts;
 static int early_status = -1;
 static int early_opened; /* the library was loaded by start_early on the calling thread */
+static int early_installing; /* and it instruments the modules from then on (msgtrace_early_methods) */
 
 static void *early_main(void *arg) {
 	(void)arg;
 	if (!early_opened)
 		early_status = open_library(&early_ts);
+	else if (early_installing && early_prefault) /* the pages the early install writes on the thread registering the modules */
+		early_prefault();
 	if (early_status == 0)
 		go_prepare();
 	return NULL;
@@ -264,8 +269,10 @@ static void start_early(void) {
 		if (early_status != 0)
 			return; /* said on stderr: tracing is off */
 		/* this module and the next go through libmsgtrace.so, which instruments them */
-		if (early_methods && early_methods())
+		if (early_methods && early_methods()) {
+			early_installing = 1;
 			__atomic_store_n(&exec_class_hook, exec_hook, __ATOMIC_RELEASE);
+		}
 	}
 	early_thread_made = pthread_create(&early_thread, NULL, early_main, NULL) == 0;
 }
