@@ -2,7 +2,6 @@ package tracer
 
 import (
 	"encoding/binary"
-	"hash/adler32"
 	"math/bits"
 )
 
@@ -42,6 +41,9 @@ var (
 	pfLenSym   [259]uint16 // match length 3..258 -> symbol
 	pfLenExtra [259]uint8  // -> number of extra bits (value: length - base)
 	pfLenBase  [29]uint16  // length symbol - 257 -> base length
+	pfLenV     [259]uint32 // match length 3..258 -> its code and extra bits, ready to put
+	pfLenN     [259]uint8  // -> how many bits that is
+	pfDistRev  [30]uint8   // distance code -> its 5 bits, reversed
 )
 
 func init() {
@@ -78,16 +80,22 @@ func init() {
 		}
 		base += n
 	}
+	for l := 3; l <= 258; l++ {
+		sym := pfLenSym[l]
+		nl := uint(pfLitBits[sym])
+		pfLenV[l] = uint32(pfLitCode[sym]) | uint32(l-int(pfLenBase[sym-257]))<<nl
+		pfLenN[l] = uint8(nl + uint(pfLenExtra[l]))
+	}
+	for c := range pfDistRev {
+		pfDistRev[c] = bits.Reverse8(uint8(c)) >> 3
+	}
 }
 
 // pfMatchBits returns the bits of a copy of length 3..258 from dist 1..32768 bytes back:
 // the length's code and extra bits, the distance's code (5 bits, reversed) and extra bits,
 // at most 8+5+5+13 bits.
 func pfMatchBits(length, dist int) (uint64, uint) {
-	sym := pfLenSym[length]
-	nl := uint(pfLitBits[sym])
-	v := uint64(pfLitCode[sym]) | uint64(length-int(pfLenBase[sym-257]))<<nl
-	n := nl + uint(pfLenExtra[length])
+	v, n := uint64(pfLenV[length]), uint(pfLenN[length])
 	d := uint32(dist - 1)
 	var code, nextra uint32
 	if d < 4 {
@@ -97,7 +105,7 @@ func pfMatchBits(length, dist int) (uint64, uint) {
 		nextra = nb - 1
 		code = 2*nb + (d>>nextra)&1
 	}
-	v |= (uint64(bits.Reverse8(uint8(code))>>3) | uint64(d&(1<<nextra-1))<<5) << n
+	v |= (uint64(pfDistRev[code&31]) | uint64(d&(1<<nextra-1))<<5) << n
 	return v, n + 5 + uint(nextra)
 }
 
@@ -142,10 +150,11 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 	for i := range z.iid {
 		z.iid[i] = -1
 	}
-	for _, p := range pkts { // names this batch uses
-		for int(p.iid) >= len(z.iid) {
-			z.iid = append(z.iid, -1)
-		}
+	// raw with 16 bytes more to read, when its capacity allows: prefix16 compares a short
+	// packet in two loads each side
+	ext, slack := raw, cap(raw)-len(raw) >= 16
+	if slack {
+		ext = raw[:len(raw)+16]
 	}
 	out := append(dst, 0x78, 0x01) // deflate, 32 KiB window, no dictionary, fastest
 	// bits not yet in out, LSB first: the final block, fixed Huffman codes
@@ -170,14 +179,28 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 		n := end - pos
 		// candidates: where the pending copy would go on, the last of the same name, the
 		// last of the same shape; the longest common prefix wins
+		short := slack && n <= 16
 		best, bestK := -1, 0
 		if plen > 0 {
 			best = pos - pdist
-			bestK = commonPrefix(raw, best, pos, n)
+			if short {
+				bestK = prefix16(ext, best, pos, n)
+			} else {
+				bestK = commonPrefix(raw, best, pos, n)
+			}
 		}
 		if bestK < n && p.iid != 0 {
+			for int(p.iid) >= len(z.iid) {
+				z.iid = append(z.iid, -1)
+			}
 			if c := int(z.iid[p.iid]); c >= 0 && pos-c <= pfWindow {
-				if k := commonPrefix(raw, c, pos, n); k > bestK {
+				var k int
+				if short {
+					k = prefix16(ext, c, pos, n)
+				} else {
+					k = commonPrefix(raw, c, pos, n)
+				}
+				if k > bestK {
 					best, bestK = c, k
 				}
 			}
@@ -185,7 +208,13 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 		}
 		if bestK < n {
 			if c := int(z.shape[p.shape]); c >= 0 && pos-c <= pfWindow {
-				if k := commonPrefix(raw, c, pos, n); k > bestK {
+				var k int
+				if short {
+					k = prefix16(ext, c, pos, n)
+				} else {
+					k = commonPrefix(raw, c, pos, n)
+				}
+				if k > bestK {
 					best, bestK = c, k
 				}
 			}
@@ -241,7 +270,47 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 		// blocks are smaller, and keep a batch's packet under Perfetto's 512 KB.
 		out = pfStored(dst, raw)
 	}
-	return binary.BigEndian.AppendUint32(out, adler32.Checksum(raw))
+	return binary.BigEndian.AppendUint32(out, pfAdler32(raw))
+}
+
+// prefix16 is commonPrefix for n <= 16, b+16 <= len(ext): two 8-byte loads a side, whatever
+// the bytes past n (they are not counted).
+func prefix16(ext []byte, a, b, n int) int {
+	x := binary.LittleEndian.Uint64(ext[a:]) ^ binary.LittleEndian.Uint64(ext[b:])
+	k := bits.TrailingZeros64(x) / 8
+	if x == 0 {
+		y := binary.LittleEndian.Uint64(ext[a+8:]) ^ binary.LittleEndian.Uint64(ext[b+8:])
+		k = 8 + bits.TrailingZeros64(y)/8
+	}
+	return min(k, n)
+}
+
+// pfAdler32 is hash/adler32.Checksum, 8 bytes a step: with b0..b7 the next 8 bytes,
+// s2 += 8*s1 + 8*b0 + 7*b1 + ... + 1*b7 and s1 += b0 + ... + b7, the sums of bytes taken
+// by multiplying the word's even and odd bytes, as 16-bit lanes, by the weights (no lane of
+// the product exceeds 255*20, so none carries into the next).
+func pfAdler32(p []byte) uint32 {
+	const mod = 65521
+	const lanes = 0x00ff00ff00ff00ff
+	s1, s2 := uint64(1), uint64(0)
+	for len(p) >= 8 {
+		// a block: s2 stays far under 2^64 for 1<<16 words (about 2^45)
+		n := min(len(p)/8, 1<<16)
+		for q := p[:n*8]; len(q) >= 8; q = q[8:] {
+			x := binary.LittleEndian.Uint64(q)
+			even, odd := x&lanes, x>>8&lanes
+			s2 += 8*s1 + (even*(8<<48|6<<32|4<<16|2))>>48 + (odd*(7<<48|5<<32|3<<16|1))>>48
+			s1 += ((even + odd) * 0x0001000100010001) >> 48
+		}
+		p = p[n*8:]
+		s1 %= mod
+		s2 %= mod
+	}
+	for _, c := range p {
+		s1 += uint64(c)
+		s2 += s1
+	}
+	return uint32(s2%mod)<<16 | uint32(s1%mod)
 }
 
 // pfStored appends to dst a zlib header and raw in stored deflate blocks (5 bytes a block of
