@@ -91,11 +91,9 @@ func init() {
 	}
 }
 
-// pfMatchBits returns the bits of a copy of length 3..258 from dist 1..32768 bytes back:
-// the length's code and extra bits, the distance's code (5 bits, reversed) and extra bits,
-// at most 8+5+5+13 bits.
-func pfMatchBits(length, dist int) (uint64, uint) {
-	v, n := uint64(pfLenV[length]), uint(pfLenN[length])
+// pfDistBits returns the bits of a copy's distance, 1..32768 bytes back: its code (5 bits,
+// reversed) and extra bits, at most 5+13.
+func pfDistBits(dist int) (uint64, uint) {
 	d := uint32(dist - 1)
 	var code, nextra uint32
 	if d < 4 {
@@ -105,8 +103,14 @@ func pfMatchBits(length, dist int) (uint64, uint) {
 		nextra = nb - 1
 		code = 2*nb + (d>>nextra)&1
 	}
-	v |= (uint64(pfDistRev[code&31]) | uint64(d&(1<<nextra-1))<<5) << n
-	return v, n + 5 + uint(nextra)
+	return uint64(pfDistRev[code&31]) | uint64(d&(1<<nextra-1))<<5, 5 + uint(nextra)
+}
+
+// pfCopyBits returns the bits of a copy of length 3..258 whose distance's bits (pfDistBits)
+// are dv, dn: the length's code and extra bits, then the distance's; at most 8+5+5+13.
+func pfCopyBits(length int, dv uint64, dn uint) (uint64, uint) {
+	n := uint(pfLenN[length])
+	return uint64(pfLenV[length]) | dv<<n, n + dn
 }
 
 // pfDeflater compresses batches; it keeps its tables from one to the next.
@@ -156,20 +160,12 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 	if slack {
 		ext = raw[:len(raw)+16]
 	}
-	out := append(dst, 0x78, 0x01) // deflate, 32 KiB window, no dictionary, fastest
 	// bits not yet in out, LSB first: the final block, fixed Huffman codes
-	acc, nacc := uint64(1|1<<1), uint(3)
-	put := func(v uint64, n uint) {
-		acc |= v << nacc
-		nacc += n
-		if nacc >= 32 {
-			out = binary.LittleEndian.AppendUint32(out, uint32(acc))
-			acc >>= 32
-			nacc -= 32
-		}
-	}
+	out, acc, nacc := append(dst, 0x78, 0x01), uint64(1|1<<1), uint(3) // deflate, 32 KiB window, fastest
 	// the pending copy, held to be lengthened while the next packets repeat it too
 	plen, pdist := 0, 0
+	var dv uint64 // pdist's bits (pfDistBits)
+	var dn uint
 	for i, p := range pkts {
 		pos := int(p.pos)
 		end := len(raw)
@@ -229,10 +225,12 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 					if l < plen && plen-l < 3 {
 						l = plen - 3 // leave at least 3 for the next copy
 					}
-					put(pfMatchBits(l, pdist))
+					v, nv := pfCopyBits(l, dv, dn)
+					out, acc, nacc = pfPut(out, acc, nacc, v, nv)
 					plen -= l
 				}
 				plen, pdist = bestK, pos-best
+				dv, dn = pfDistBits(pdist)
 			}
 		} else {
 			bestK = 0
@@ -243,11 +241,12 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 				if l < plen && plen-l < 3 {
 					l = plen - 3
 				}
-				put(pfMatchBits(l, pdist))
+				v, nv := pfCopyBits(l, dv, dn)
+				out, acc, nacc = pfPut(out, acc, nacc, v, nv)
 				plen -= l
 			}
 			for _, c := range raw[pos+bestK : end] {
-				put(uint64(pfLitCode[c]), uint(pfLitBits[c]))
+				out, acc, nacc = pfPut(out, acc, nacc, uint64(pfLitCode[c]), uint(pfLitBits[c]))
 			}
 		}
 	}
@@ -256,14 +255,14 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 		if l < plen && plen-l < 3 {
 			l = plen - 3
 		}
-		put(pfMatchBits(l, pdist))
+		v, nv := pfCopyBits(l, dv, dn)
+		out, acc, nacc = pfPut(out, acc, nacc, v, nv)
 		plen -= l
 	}
-	put(uint64(pfLitCode[256]), uint(pfLitBits[256])) // end of block
-	for nacc > 0 {
+	out, acc, nacc = pfPut(out, acc, nacc, uint64(pfLitCode[256]), uint(pfLitBits[256])) // end of block
+	for ; nacc > 0; nacc -= min(nacc, 8) {
 		out = append(out, byte(acc))
 		acc >>= 8
-		nacc -= min(nacc, 8)
 	}
 	if len(out)-len(dst) > len(raw)+64 {
 		// Fixed codes take 9 bits for a byte over 143: on bytes that do not repeat, stored
@@ -296,7 +295,17 @@ func pfAdler32(p []byte) uint32 {
 	for len(p) >= 8 {
 		// a block: s2 stays far under 2^64 for 1<<16 words (about 2^45)
 		n := min(len(p)/8, 1<<16)
-		for q := p[:n*8]; len(q) >= 8; q = q[8:] {
+		q := p[:n*8]
+		for ; len(q) >= 16; q = q[16:] { // two words a step: s1's chain of adds halved
+			x, y := binary.LittleEndian.Uint64(q), binary.LittleEndian.Uint64(q[8:])
+			xe, xo, ye, yo := x&lanes, x>>8&lanes, y&lanes, y>>8&lanes
+			tx := ((xe + xo) * 0x0001000100010001) >> 48
+			ty := ((ye + yo) * 0x0001000100010001) >> 48
+			s2 += 16*s1 + 8*tx + (xe*(8<<48|6<<32|4<<16|2))>>48 + (xo*(7<<48|5<<32|3<<16|1))>>48 +
+				(ye*(8<<48|6<<32|4<<16|2))>>48 + (yo*(7<<48|5<<32|3<<16|1))>>48
+			s1 += tx + ty
+		}
+		if len(q) >= 8 {
 			x := binary.LittleEndian.Uint64(q)
 			even, odd := x&lanes, x>>8&lanes
 			s2 += 8*s1 + (even*(8<<48|6<<32|4<<16|2))>>48 + (odd*(7<<48|5<<32|3<<16|1))>>48
@@ -311,6 +320,20 @@ func pfAdler32(p []byte) uint32 {
 		s2 += s1
 	}
 	return uint32(s2%mod)<<16 | uint32(s1%mod)
+}
+
+// pfPut is a bit writer, LSB first: to out and the low nacc bits of acc (nacc < 32), it
+// appends the low n bits of v (n <= 32). (Values in and out, not a struct: the compiler
+// keeps them in registers.)
+func pfPut(out []byte, acc uint64, nacc uint, v uint64, n uint) ([]byte, uint64, uint) {
+	acc |= v << nacc
+	nacc += n
+	if nacc >= 32 {
+		out = binary.LittleEndian.AppendUint32(out, uint32(acc))
+		acc >>= 32
+		nacc -= 32
+	}
+	return out, acc, nacc
 }
 
 // pfStored appends to dst a zlib header and raw in stored deflate blocks (5 bytes a block of
