@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"compress/zlib"
+	"encoding/binary"
 	"io"
 	"runtime"
 	"strconv"
@@ -123,6 +124,8 @@ type PerfettoSink struct {
 
 	seq     uint32 // current sequence (one per thread, from 1)
 	seqTag  []byte // its trusted_packet_sequence_id field, encoded
+	head    uint64 // a packet's first bytes on it: tagPacket, a length of 0, seqTag (LE)
+	headN   int    // how many (at most 8: seqTag is at most 6)
 	last    uint64 // the sequence clock's value (ns): timestamps are deltas from it
 	pid     uint64
 	pids    map[uint64]bool // processes with a track (a merged trace has several)
@@ -199,6 +202,20 @@ func (s *PerfettoSink) begin() int {
 	s.buf = append(s.buf, tagPacket, 0)
 	s.buf = append(s.buf, s.seqTag...)
 	return start
+}
+
+// appendHead returns s.buf with a packet's first bytes on the current sequence (tagPacket, a
+// length of 0 for the caller to set, the sequence id) appended in one 8-byte store, and where
+// the packet starts.
+func (s *PerfettoSink) appendHead() ([]byte, int) {
+	b := s.buf
+	start := len(b)
+	if cap(b)-start < 8 {
+		b = append(b, 0, 0, 0, 0, 0, 0, 0, 0)[:start]
+	}
+	b = b[:start+8]
+	binary.LittleEndian.PutUint64(b[start:], s.head)
+	return b[:start+s.headN], start
 }
 
 // end sets the length of the packet begun at start, and hands a full batch over.
@@ -347,6 +364,9 @@ type perfettoTree struct{ s *PerfettoSink }
 func (s *PerfettoSink) sequence(track uint64) {
 	s.seq++
 	s.seqTag = appendUint(s.seqTag[:0], pfPacketSequenceID, uint64(s.seq))
+	var h [8]byte
+	s.headN = len(append(append(h[:0], tagPacket, 0), s.seqTag...))
+	s.head = binary.LittleEndian.Uint64(h[:])
 	s.last = 0
 	// The sequence's first packet clears its state, sets its defaults (the track, the
 	// sequence's clock) and says that clock is delta-encoded nanoseconds starting at trace
@@ -432,11 +452,8 @@ func (t perfettoTree) Enter(c *Call, _ int) error {
 		s.instantsBefore(c.StartNanos)
 	}
 	iid, tell := s.iid(c.Name)
-	b := s.buf
-	start := len(b)
+	b, start := s.appendHead()
 	// the parts that vary last, so that the packet repeats an earlier one as far as can be
-	b = append(b, tagPacket, 0)
-	b = append(b, s.seqTag...)
 	if iid < 0x4000 { // the varint by hand: most are 2 bytes
 		if iid < 0x80 {
 			b = append(b, tagFlags, pfSeqNeedsIncrement, tagEvent, 4, tagType, pfSliceBegin, tagNameIID, byte(iid))
@@ -486,10 +503,7 @@ func (t perfettoTree) Exit(c *Call, _ int) error {
 		s.event(ts, pfSliceEnd, 0, false, 0, extra)
 		return s.err
 	}
-	b := s.buf
-	start := len(b)
-	b = append(b, tagPacket, 0)
-	b = append(b, s.seqTag...)
+	b, start := s.appendHead()
 	b = append(b, tagFlags, pfSeqNeedsIncrement, tagEvent, 2, tagType, pfSliceEnd, tagTimestamp)
 	if d := ts - s.last; d < 0x4000 { // the varint by hand: most are 1 or 2 bytes
 		if d < 0x80 {

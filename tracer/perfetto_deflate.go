@@ -2,7 +2,6 @@ package tracer
 
 import (
 	"encoding/binary"
-	"hash/adler32"
 	"math/bits"
 )
 
@@ -10,9 +9,11 @@ import (
 // where packets are and which earlier packet each is likely to repeat. A general compressor
 // (compress/flate, level 1) spends most of its time hashing every position to find repeats;
 // here the encoder says, per packet, what it is (its shape: kind and length; for a begin, its
-// name), and the packet is matched against the last packet of the same name, the last of the
-// same shape, and the bytes following the previous packet's match (a repeated run of calls),
-// longest common prefix wins, the rest is literal. Tokens are coded with deflate's fixed
+// name), and the packet is matched against the bytes following the previous packet's match (a
+// repeated run of calls), the last packet of the same name (a begin), or else the last of the
+// same shape; longest common prefix wins, the rest is literal. (A begin is not matched against
+// the last of its shape when the last of its name is in reach: that is rarely longer, and
+// comparing costs more than the 2 % of bytes it saves.) Tokens are coded with deflate's fixed
 // Huffman codes (no tables to build or send), in one block.
 //
 // A trace's packets repeat a lot: an end differs from the previous end only in its time
@@ -42,6 +43,9 @@ var (
 	pfLenSym   [259]uint16 // match length 3..258 -> symbol
 	pfLenExtra [259]uint8  // -> number of extra bits (value: length - base)
 	pfLenBase  [29]uint16  // length symbol - 257 -> base length
+	pfLenV     [259]uint32 // match length 3..258 -> its code and extra bits, ready to put
+	pfLenN     [259]uint8  // -> how many bits that is
+	pfDistRev  [30]uint8   // distance code -> its 5 bits, reversed
 )
 
 func init() {
@@ -78,16 +82,20 @@ func init() {
 		}
 		base += n
 	}
+	for l := 3; l <= 258; l++ {
+		sym := pfLenSym[l]
+		nl := uint(pfLitBits[sym])
+		pfLenV[l] = uint32(pfLitCode[sym]) | uint32(l-int(pfLenBase[sym-257]))<<nl
+		pfLenN[l] = uint8(nl + uint(pfLenExtra[l]))
+	}
+	for c := range pfDistRev {
+		pfDistRev[c] = bits.Reverse8(uint8(c)) >> 3
+	}
 }
 
-// pfMatchBits returns the bits of a copy of length 3..258 from dist 1..32768 bytes back:
-// the length's code and extra bits, the distance's code (5 bits, reversed) and extra bits,
-// at most 8+5+5+13 bits.
-func pfMatchBits(length, dist int) (uint64, uint) {
-	sym := pfLenSym[length]
-	nl := uint(pfLitBits[sym])
-	v := uint64(pfLitCode[sym]) | uint64(length-int(pfLenBase[sym-257]))<<nl
-	n := nl + uint(pfLenExtra[length])
+// pfDistBits returns the bits of a copy's distance, 1..32768 bytes back: its code (5 bits,
+// reversed) and extra bits, at most 5+13.
+func pfDistBits(dist int) (uint64, uint) {
 	d := uint32(dist - 1)
 	var code, nextra uint32
 	if d < 4 {
@@ -97,8 +105,14 @@ func pfMatchBits(length, dist int) (uint64, uint) {
 		nextra = nb - 1
 		code = 2*nb + (d>>nextra)&1
 	}
-	v |= (uint64(bits.Reverse8(uint8(code))>>3) | uint64(d&(1<<nextra-1))<<5) << n
-	return v, n + 5 + uint(nextra)
+	return uint64(pfDistRev[code&31]) | uint64(d&(1<<nextra-1))<<5, 5 + uint(nextra)
+}
+
+// pfCopyBits returns the bits of a copy of length 3..258 whose distance's bits (pfDistBits)
+// are dv, dn: the length's code and extra bits, then the distance's; at most 8+5+5+13.
+func pfCopyBits(length int, dv uint64, dn uint) (uint64, uint) {
+	n := uint(pfLenN[length])
+	return uint64(pfLenV[length]) | dv<<n, n + dn
 }
 
 // pfDeflater compresses batches; it keeps its tables from one to the next.
@@ -142,25 +156,18 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 	for i := range z.iid {
 		z.iid[i] = -1
 	}
-	for _, p := range pkts { // names this batch uses
-		for int(p.iid) >= len(z.iid) {
-			z.iid = append(z.iid, -1)
-		}
+	// raw with 16 bytes more to read, when its capacity allows: prefix16 compares a short
+	// packet in two loads each side
+	ext, slack := raw, cap(raw)-len(raw) >= 16
+	if slack {
+		ext = raw[:len(raw)+16]
 	}
-	out := append(dst, 0x78, 0x01) // deflate, 32 KiB window, no dictionary, fastest
 	// bits not yet in out, LSB first: the final block, fixed Huffman codes
-	acc, nacc := uint64(1|1<<1), uint(3)
-	put := func(v uint64, n uint) {
-		acc |= v << nacc
-		nacc += n
-		if nacc >= 32 {
-			out = binary.LittleEndian.AppendUint32(out, uint32(acc))
-			acc >>= 32
-			nacc -= 32
-		}
-	}
+	out, acc, nacc := append(dst, 0x78, 0x01), uint64(1|1<<1), uint(3) // deflate, 32 KiB window, fastest
 	// the pending copy, held to be lengthened while the next packets repeat it too
 	plen, pdist := 0, 0
+	var dv uint64 // pdist's bits (pfDistBits)
+	var dn uint
 	for i, p := range pkts {
 		pos := int(p.pos)
 		end := len(raw)
@@ -168,24 +175,46 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 			end = int(pkts[i+1].pos)
 		}
 		n := end - pos
-		// candidates: where the pending copy would go on, the last of the same name, the
-		// last of the same shape; the longest common prefix wins
+		// candidates: where the pending copy would go on, the last of the same name, or else
+		// the last of the same shape; the longest common prefix wins
+		short := slack && n <= 16
 		best, bestK := -1, 0
 		if plen > 0 {
 			best = pos - pdist
-			bestK = commonPrefix(raw, best, pos, n)
+			if short {
+				bestK = prefix16(ext, best, pos, n)
+			} else {
+				bestK = commonPrefix(raw, best, pos, n)
+			}
 		}
+		named := false // the last begin of the same name was a candidate
 		if bestK < n && p.iid != 0 {
+			for int(p.iid) >= len(z.iid) {
+				z.iid = append(z.iid, -1)
+			}
 			if c := int(z.iid[p.iid]); c >= 0 && pos-c <= pfWindow {
-				if k := commonPrefix(raw, c, pos, n); k > bestK {
+				named = true
+				var k int
+				if short {
+					k = prefix16(ext, c, pos, n)
+				} else {
+					k = commonPrefix(raw, c, pos, n)
+				}
+				if k > bestK {
 					best, bestK = c, k
 				}
 			}
 			z.iid[p.iid] = int32(pos)
 		}
-		if bestK < n {
+		if bestK < n && !named {
 			if c := int(z.shape[p.shape]); c >= 0 && pos-c <= pfWindow {
-				if k := commonPrefix(raw, c, pos, n); k > bestK {
+				var k int
+				if short {
+					k = prefix16(ext, c, pos, n)
+				} else {
+					k = commonPrefix(raw, c, pos, n)
+				}
+				if k > bestK {
 					best, bestK = c, k
 				}
 			}
@@ -200,10 +229,12 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 					if l < plen && plen-l < 3 {
 						l = plen - 3 // leave at least 3 for the next copy
 					}
-					put(pfMatchBits(l, pdist))
+					v, nv := pfCopyBits(l, dv, dn)
+					out, acc, nacc = pfPut(out, acc, nacc, v, nv)
 					plen -= l
 				}
 				plen, pdist = bestK, pos-best
+				dv, dn = pfDistBits(pdist)
 			}
 		} else {
 			bestK = 0
@@ -214,11 +245,12 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 				if l < plen && plen-l < 3 {
 					l = plen - 3
 				}
-				put(pfMatchBits(l, pdist))
+				v, nv := pfCopyBits(l, dv, dn)
+				out, acc, nacc = pfPut(out, acc, nacc, v, nv)
 				plen -= l
 			}
 			for _, c := range raw[pos+bestK : end] {
-				put(uint64(pfLitCode[c]), uint(pfLitBits[c]))
+				out, acc, nacc = pfPut(out, acc, nacc, uint64(pfLitCode[c]), uint(pfLitBits[c]))
 			}
 		}
 	}
@@ -227,21 +259,85 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 		if l < plen && plen-l < 3 {
 			l = plen - 3
 		}
-		put(pfMatchBits(l, pdist))
+		v, nv := pfCopyBits(l, dv, dn)
+		out, acc, nacc = pfPut(out, acc, nacc, v, nv)
 		plen -= l
 	}
-	put(uint64(pfLitCode[256]), uint(pfLitBits[256])) // end of block
-	for nacc > 0 {
+	out, acc, nacc = pfPut(out, acc, nacc, uint64(pfLitCode[256]), uint(pfLitBits[256])) // end of block
+	for ; nacc > 0; nacc -= min(nacc, 8) {
 		out = append(out, byte(acc))
 		acc >>= 8
-		nacc -= min(nacc, 8)
 	}
 	if len(out)-len(dst) > len(raw)+64 {
 		// Fixed codes take 9 bits for a byte over 143: on bytes that do not repeat, stored
 		// blocks are smaller, and keep a batch's packet under Perfetto's 512 KB.
 		out = pfStored(dst, raw)
 	}
-	return binary.BigEndian.AppendUint32(out, adler32.Checksum(raw))
+	return binary.BigEndian.AppendUint32(out, pfAdler32(raw))
+}
+
+// prefix16 is commonPrefix for n <= 16, b+16 <= len(ext): two 8-byte loads a side, whatever
+// the bytes past n (they are not counted).
+func prefix16(ext []byte, a, b, n int) int {
+	x := binary.LittleEndian.Uint64(ext[a:]) ^ binary.LittleEndian.Uint64(ext[b:])
+	k := bits.TrailingZeros64(x) / 8
+	if x == 0 {
+		y := binary.LittleEndian.Uint64(ext[a+8:]) ^ binary.LittleEndian.Uint64(ext[b+8:])
+		k = 8 + bits.TrailingZeros64(y)/8
+	}
+	return min(k, n)
+}
+
+// pfAdler32 is hash/adler32.Checksum, 8 bytes a step: with b0..b7 the next 8 bytes,
+// s2 += 8*s1 + 8*b0 + 7*b1 + ... + 1*b7 and s1 += b0 + ... + b7, the sums of bytes taken
+// by multiplying the word's even and odd bytes, as 16-bit lanes, by the weights (no lane of
+// the product exceeds 255*20, so none carries into the next).
+func pfAdler32(p []byte) uint32 {
+	const mod = 65521
+	const lanes = 0x00ff00ff00ff00ff
+	s1, s2 := uint64(1), uint64(0)
+	for len(p) >= 8 {
+		// a block: s2 stays far under 2^64 for 1<<16 words (about 2^45)
+		n := min(len(p)/8, 1<<16)
+		q := p[:n*8]
+		for ; len(q) >= 16; q = q[16:] { // two words a step: s1's chain of adds halved
+			x, y := binary.LittleEndian.Uint64(q), binary.LittleEndian.Uint64(q[8:])
+			xe, xo, ye, yo := x&lanes, x>>8&lanes, y&lanes, y>>8&lanes
+			tx := ((xe + xo) * 0x0001000100010001) >> 48
+			ty := ((ye + yo) * 0x0001000100010001) >> 48
+			s2 += 16*s1 + 8*tx + (xe*(8<<48|6<<32|4<<16|2))>>48 + (xo*(7<<48|5<<32|3<<16|1))>>48 +
+				(ye*(8<<48|6<<32|4<<16|2))>>48 + (yo*(7<<48|5<<32|3<<16|1))>>48
+			s1 += tx + ty
+		}
+		if len(q) >= 8 {
+			x := binary.LittleEndian.Uint64(q)
+			even, odd := x&lanes, x>>8&lanes
+			s2 += 8*s1 + (even*(8<<48|6<<32|4<<16|2))>>48 + (odd*(7<<48|5<<32|3<<16|1))>>48
+			s1 += ((even + odd) * 0x0001000100010001) >> 48
+		}
+		p = p[n*8:]
+		s1 %= mod
+		s2 %= mod
+	}
+	for _, c := range p {
+		s1 += uint64(c)
+		s2 += s1
+	}
+	return uint32(s2%mod)<<16 | uint32(s1%mod)
+}
+
+// pfPut is a bit writer, LSB first: to out and the low nacc bits of acc (nacc < 32), it
+// appends the low n bits of v (n <= 32). (Values in and out, not a struct: the compiler
+// keeps them in registers.)
+func pfPut(out []byte, acc uint64, nacc uint, v uint64, n uint) ([]byte, uint64, uint) {
+	acc |= v << nacc
+	nacc += n
+	if nacc >= 32 {
+		out = binary.LittleEndian.AppendUint32(out, uint32(acc))
+		acc >>= 32
+		nacc -= 32
+	}
+	return out, acc, nacc
 }
 
 // pfStored appends to dst a zlib header and raw in stored deflate blocks (5 bytes a block of

@@ -5,6 +5,7 @@ import (
 	"compress/zlib"
 	"encoding/json"
 	"fmt"
+	"hash/adler32"
 	"io"
 	"math/rand/v2"
 	"sort"
@@ -690,6 +691,32 @@ func TestPerfettoDeflate(t *testing.T) {
 		back, err := io.ReadAll(zr)
 		if err != nil || !bytes.Equal(back, raw) {
 			t.Fatalf("round %d (%d packets, %d bytes): %v, %d bytes back", round, len(pkts), len(raw), err, len(back))
+		}
+	}
+}
+
+// pfAdler32 is hash/adler32's checksum: on every length up to 100 and some longer (past a
+// block of 1<<16 words), on random bytes and on all 0xff (the largest sums).
+func TestPfAdler32(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var lens []int
+	for n := 0; n <= 100; n++ {
+		lens = append(lens, n)
+	}
+	lens = append(lens, 5551, 5552, 5553, 65536, 1<<19+3, 1<<20+13)
+	for _, n := range lens {
+		for _, fill := range []int{-1, 0xff} {
+			p := make([]byte, n)
+			for i := range p {
+				if fill < 0 {
+					p[i] = byte(r.IntN(256))
+				} else {
+					p[i] = byte(fill)
+				}
+			}
+			if got, want := pfAdler32(p), adler32.Checksum(p); got != want {
+				t.Fatalf("%d bytes (fill %d): %#x, want %#x", n, fill, got, want)
+			}
 		}
 	}
 }
