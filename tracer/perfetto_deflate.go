@@ -181,11 +181,7 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 		best, bestK := -1, 0
 		if plen > 0 {
 			best = pos - pdist
-			if short {
-				bestK = prefix16(ext, best, pos, n)
-			} else {
-				bestK = commonPrefix(raw, best, pos, n)
-			}
+			bestK = pfPrefix(short, ext, raw, best, pos, n)
 		}
 		named := false // the last begin of the same name was a candidate
 		if bestK < n && p.iid != 0 {
@@ -194,13 +190,7 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 			}
 			if c := int(z.iid[p.iid]); c >= 0 && pos-c <= pfWindow {
 				named = true
-				var k int
-				if short {
-					k = prefix16(ext, c, pos, n)
-				} else {
-					k = commonPrefix(raw, c, pos, n)
-				}
-				if k > bestK {
+				if k := pfPrefix(short, ext, raw, c, pos, n); k > bestK {
 					best, bestK = c, k
 				}
 			}
@@ -208,13 +198,7 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 		}
 		if bestK < n && !named {
 			if c := int(z.shape[p.shape]); c >= 0 && pos-c <= pfWindow {
-				var k int
-				if short {
-					k = prefix16(ext, c, pos, n)
-				} else {
-					k = commonPrefix(raw, c, pos, n)
-				}
-				if k > bestK {
+				if k := pfPrefix(short, ext, raw, c, pos, n); k > bestK {
 					best, bestK = c, k
 				}
 			}
@@ -274,6 +258,15 @@ func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 		out = pfStored(dst, raw)
 	}
 	return binary.BigEndian.AppendUint32(out, pfAdler32(raw))
+}
+
+// pfPrefix is how many of the n bytes at pos the bytes at c repeat: prefix16 for a short
+// packet (ext has the slack past it), commonPrefix otherwise.
+func pfPrefix(short bool, ext, raw []byte, c, pos, n int) int {
+	if short {
+		return prefix16(ext, c, pos, n)
+	}
+	return commonPrefix(raw, c, pos, n)
 }
 
 // prefix16 is commonPrefix for n <= 16, b+16 <= len(ext): two 8-byte loads a side, whatever
