@@ -14,10 +14,7 @@ import (
 func aggConvert(t *testing.T, ins [][]byte, format string, opt Options, generic bool) ([]byte, Totals) {
 	t.Helper()
 	var out bytes.Buffer
-	s, err := NewSink(format, &out, Meta{TimeNanos: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newSink(t, format, &out, Meta{TimeNanos: 1})
 	if generic {
 		s = Tee(s)
 	}

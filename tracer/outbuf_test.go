@@ -70,11 +70,8 @@ func TestTimelineWriteErrorStopsConversion(t *testing.T) {
 	for _, format := range []string{"json", "speedscope"} {
 		for _, n := range []int{100, 3 * outBlock} {
 			f := &failAfter{n: n}
-			s, err := NewSink(format, f, Meta{Budget: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = ProcessStreams([]Input{{R: bytes.NewReader(g.b), Size: int64(len(g.b))}}, Options{MaxDepth: -1}, s)
+			s := newSink(t, format, f, Meta{Budget: -1})
+			_, err := ProcessStreams([]Input{{R: bytes.NewReader(g.b), Size: int64(len(g.b))}}, Options{MaxDepth: -1}, s)
 			if err == nil || err.Error() != "disk full" {
 				t.Errorf("%s, failing after %d bytes: %v", format, n, err)
 			}
@@ -107,16 +104,13 @@ func TestTimelineInputErrorEndsWriter(t *testing.T) {
 	for _, format := range []string{"json", "speedscope"} {
 		for i := range 6 {
 			var out bytes.Buffer
-			s, err := NewSink(format, &out, Meta{Budget: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newSink(t, format, &out, Meta{Budget: -1})
 			if i%2 == 1 { // as machobind run and diff send a trace: through a Tee
 				s = Tee(s)
 			}
 			// pass 1 reads the stream once; the failure comes well into pass 2
 			in := &failingReaderAt{r: bytes.NewReader(g.b), n: int64(len(g.b)) * 19 / 10}
-			if _, err = ProcessStreams([]Input{{R: in, Size: int64(len(g.b))}}, Options{MaxDepth: -1}, s); err == nil {
+			if _, err := ProcessStreams([]Input{{R: in, Size: int64(len(g.b))}}, Options{MaxDepth: -1}, s); err == nil {
 				t.Fatalf("%s: the failing input converted", format)
 			}
 			if out.Len() < outBlock {

@@ -50,10 +50,7 @@ func TestParallelPass1SameOutput(t *testing.T) {
 		defer func(v int64) { parallelPass1Min = v }(parallelPass1Min)
 		parallelPass1Min = parMin
 		var out bytes.Buffer
-		s, err := NewSink(format, &out, Meta{TimeNanos: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newSink(t, format, &out, Meta{TimeNanos: 1})
 		tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s)
 		if err != nil || tot.BadFrames == 0 {
 			t.Fatalf("%s: %v, %+v", format, err, tot)

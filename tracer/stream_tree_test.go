@@ -234,10 +234,7 @@ func TestStreamPreOrder(t *testing.T) {
 		maxFrame := []int{1, 3, 50, 700, 5000}[seed%5]
 		b := writeThreads(t, r, all, maxFrame, seed%3 == 0)
 		d := newDirect()
-		tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, d)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tot := processBytes(t, b, d)
 		want = rebase(want, base)
 		if msg := diffEvs(d.r.evs, want); msg != "" {
 			t.Fatalf("seed %d (frames up to %d, segments of %d): %s", seed, maxFrame, segEvents, msg)
@@ -339,10 +336,7 @@ func TestStreamOrphans(t *testing.T) {
 	}
 	b := writeThreads(t, r, [][]StreamEvent{kept}, 200, false)
 	d := newDirect()
-	tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tot := processBytes(t, b, d)
 	if tot.Calls != calls {
 		t.Fatalf("%d calls, want %d", tot.Calls, calls)
 	}
@@ -395,10 +389,7 @@ func TestStreamPreOrderMemory(t *testing.T) {
 			var m0, m1 runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&m0)
-			s, err := NewSink(format, discard{}, Meta{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newSink(t, format, discard{}, Meta{})
 			if _, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s); err != nil {
 				t.Fatal(err)
 			}
@@ -459,10 +450,7 @@ func TestTimelineBudget(t *testing.T) {
 	b := writeThreads(t, r, all, 2046, false)
 	for _, budget := range []uint64{1, 1000, 30_000, 1 << 30} {
 		s := &budgetRec{direct: newDirect(), budget: budget}
-		tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tot := processBytes(t, b, s)
 		checkTimeOrder(t, s.r.evs)
 		var kept, self, roots, nroots uint64
 		for _, e := range s.r.evs {
@@ -507,14 +495,8 @@ func TestTimelineBudgetFormats(t *testing.T) {
 	b := writeThreads(t, r, [][]StreamEvent{evs}, 2046, false)
 	for _, format := range []string{"json", "perfetto", "speedscope"} {
 		var out bytes.Buffer
-		s, err := NewSink(format, &out, Meta{Budget: 500})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newSink(t, format, &out, Meta{Budget: 500})
+		tot := processBytes(t, b, s)
 		rep := Folded(s)
 		if rep == nil || rep.Kept > 500 || rep.Kept < 250 || rep.Kept+rep.Folded != tot.Calls || rep.FoldNanos == 0 {
 			t.Fatalf("%s: %+v of %d calls", format, rep, tot.Calls)
@@ -588,14 +570,8 @@ func TestTimelineBudgetHolds(t *testing.T) {
 	b := buf.Bytes()
 	for _, format := range []string{"json", "perfetto", "speedscope"} {
 		for _, budget := range []int{3, 1000, 20_000, 77_777, 150_000} {
-			s, err := NewSink(format, io.Discard, Meta{Budget: budget})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newSink(t, format, io.Discard, Meta{Budget: budget})
+			tot := processBytes(t, b, s)
 			rep := Folded(s)
 			if tot.Open != 4 || tot.Calls < 200_000 {
 				t.Fatalf("%d calls, %d open", tot.Calls, tot.Open)
@@ -612,4 +588,24 @@ func TestTimelineBudgetHolds(t *testing.T) {
 			}
 		}
 	}
+}
+
+// newSink is NewSink for a test: an error ends it.
+func newSink(t *testing.T, format string, w io.Writer, m Meta) Sink {
+	t.Helper()
+	s, err := NewSink(format, w, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// processBytes converts the stream b through s, every call, no depth limit: an error ends the test.
+func processBytes(t *testing.T, b []byte, s Sink) Totals {
+	t.Helper()
+	tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tot
 }
