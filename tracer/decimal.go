@@ -6,14 +6,6 @@ import (
 	"strconv"
 )
 
-// digitPairs is "00" to "99", then padding: indexed by a uint8, it needs no bounds check.
-var digitPairs = func() (t [256]byte) {
-	for i := 0; i < 100; i++ {
-		t[2*i], t[2*i+1] = byte('0'+i/10), byte('0'+i%10)
-	}
-	return t
-}()
-
 // appendDec appends u in decimal, as strconv.AppendUint(b, u, 10) does: the timelines write
 // two or more numbers a call (times in ns or µs), and this writes them in place, eight digits
 // at a time without a loop (dec8); the leading zeros of the first eight are counted from the
@@ -67,21 +59,7 @@ func dec8(x uint64) uint64 {
 // the point and three decimals as one word.
 func appendMicros(b []byte, ns uint64) []byte {
 	q := ns / 1000
-	if q >= 1e8 {
-		b = appendDec(b, q)
-	} else {
-		l := len(b)
-		if cap(b)-l < 16 {
-			b = append(b, "0000000000000000"...)
-		}
-		b = b[:l+16]
-		v, n := dec8lead(q)
-		binary.LittleEndian.PutUint64(b[l:], v)
-		b = b[:l+n]
-	}
-	f := ns - q*1000
-	d := f / 10 * 2 // the first two decimals, as a pair
-	return append(b, '.', digitPairs[uint8(d)], digitPairs[uint8(d)+1], byte('0'+f%10))
+	return binary.LittleEndian.AppendUint32(appendDec(b, q), micros3[ns-q*1000])
 }
 
 // micros3[f] is '.' and f (< 1000) in three digits, as stored little-endian.
