@@ -488,13 +488,9 @@ func (s *ChromeSink) writeEnd(call *Call) error {
 		e.at, e.how = len(b), endArgsNew
 	}
 	b = append(b, '}')
-	if n := len(s.gEnds); n < cap(s.gEnds) { // in place (see opBatch.next)
-		s.gEnds = s.gEnds[:n+1]
-		g := &s.gEnds[n]
-		g.at, g.how, g.name, g.self, g.dur = e.at, e.how, e.name, e.self, e.dur
-	} else {
-		s.gEnds = append(s.gEnds, e)
-	}
+	var g *chromeEnd
+	s.gEnds, g = appendSlot(s.gEnds)
+	g.at, g.how, g.name, g.self, g.dur = e.at, e.how, e.name, e.self, e.dur
 	return s.evEnd(b)
 }
 

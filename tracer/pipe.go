@@ -56,13 +56,27 @@ const pipeBatchOps = 4096
 
 func newOpBatch() *opBatch { return &opBatch{ops: make([]rawOp, 0, pipeBatchOps)} }
 
-// next appends an op to be filled in place, every field (an op appended as a struct literal is
-// built on the stack and copied back with wider loads than its stores, which stalls on store
-// forwarding: the reader's busiest instructions before). The caller has made room.
+// next appends an op to be filled in place, every field (see appendSlot). The caller has made
+// room.
 func (b *opBatch) next() *rawOp {
 	n := len(b.ops)
 	b.ops = b.ops[:n+1]
 	return &b.ops[n]
+}
+
+// appendSlot appends an element to s for the caller to fill, every field: in place, not
+// appended as a struct literal, which is built on the stack and copied back with wider loads
+// than its stores and stalls on store forwarding (the reader's, the applier's and the JSON
+// sink's busiest instructions before). The element is zeroed only where s had to grow.
+func appendSlot[T any](s []T) ([]T, *T) {
+	n := len(s)
+	if n < cap(s) {
+		s = s[:n+1]
+	} else {
+		var zero T
+		s = append(s, zero)
+	}
+	return s, &s[n]
 }
 
 // emitter is the reader's side: it fills batches and hands them to the applier, on another
@@ -278,13 +292,8 @@ func (a *applier) enter(o *rawOp) error {
 	name, mflags := a.sf.method(o.id)
 	flags := mflags | int(o.flags)
 	kept := a.flt.all || a.flt.keep(a.sf, o.id, name, dur, int(o.depth))
-	n := len(a.out) // in place (see opBatch.next)
-	if n < cap(a.out) {
-		a.out = a.out[:n+1]
-	} else {
-		a.out = append(a.out, outEntry{})
-	}
-	oe := &a.out[n]
+	var oe *outEntry
+	a.out, oe = appendSlot(a.out)
 	oe.name, oe.start, oe.startNanos, oe.durNanos, oe.children, oe.depth = name, o.start, start, dur, 0, o.depth
 	oe.flags, oe.keptUp, oe.kdepth, oe.kept = int32(flags), up, kd, kept
 	if !kept {

@@ -114,14 +114,8 @@ func (s *shape) commit(depth uint32, start uint64, i, j int, minSeg int32) (orph
 		s.pend[k].epoch = s.epoch
 		return orphans, true
 	}
-	n := len(s.pend) // in place (a struct literal appended is built on the stack and copied
-	// back with wider loads than its stores: a stall on store forwarding)
-	if n < cap(s.pend) {
-		s.pend = s.pend[:n+1]
-	} else {
-		s.pend = append(s.pend, pendGroupShape{})
-	}
-	g := &s.pend[n]
+	var g *pendGroupShape
+	s.pend, g = appendSlot(s.pend)
 	g.depth, g.seg, g.start, g.epoch = depth, minSeg, start, s.epoch
 	return orphans, false
 }
