@@ -254,6 +254,8 @@ static void *drain_main(void *arg) {
 		if (__atomic_exchange_n(&msgtrace_drain_begin_req, 0, __ATOMIC_ACQ_REL) && !mt_drain.ring_mode &&
 		    !(mt_clock.min_us > 0 && !mt_clock.rate_num))
 			mt_output_begin();
+		if (crash)
+			mt_crash_drain(); /* a crash in our code: named, and its instant queued for this pass */
 		mt_pass(forced, forced);
 		pthread_mutex_unlock(&mt_drain.pass_mu);
 		if (crash)

@@ -9,6 +9,7 @@
  *   drain_names.c    method ids and their names (the namer, the methods frames)
  *   drain_records.c  a thread's records, open calls and identity as frames
  *   drain_ring.c     ring mode's dump (the flight recorder)
+ *   drain_crash.c    a crash in the library's own code: where, the line, the instant
  *   drain.c          the pass and the drain thread
  *   drain_signals.c  crashing, terminating and dump signals; fork
  *   drain_api.c      the public API (rt.h): start, flush, close, counters
@@ -79,6 +80,8 @@ void mt_output_add_pid(void); /* a pattern without %p gets ".%p" before its last
 uint32_t mt_method_id(uint64_t key, uint64_t sel); /* key: REC_METHOD_KEY of a class word */
 void mt_names_flush(struct mt_buf *out);           /* the methods frame of ids named since */
 void mt_names_reset(void);                         /* ids start again at 1 */
+const char *mt_sel_name(uint64_t sel);             /* a selector's name as calls get theirs; NULL: none */
+const char *mt_class_name(void *cls);              /* a class's name from the namer; NULL: none */
 
 /* ---- drain_records.c ---- */
 /* The drain's record of a thread (mt_thread_info.drain), made when the drain first needs it. */
@@ -131,6 +134,20 @@ struct mt_drain {
 extern struct mt_drain mt_drain;
 void mt_pass(int force, int final);
 int mt_drain_start_thread(void);      /* 0, or -1 */
+
+/* ---- drain_crash.c ---- */
+/* What the faulting thread ran (mt_crash_note): */
+#define MT_CRASH_NOT_OURS 0       /* the program's code (or the C library's, called by it) */
+#define MT_CRASH_OURS 1           /* the library's own code: noted for the line and the mark */
+#define MT_CRASH_OURS_ON_DRAIN 2  /* the same, on the drain thread */
+#define MT_CRASH_OURS_AGAIN 3     /* ours, while an earlier crash of ours is being reported */
+#define MT_CRASH_GO 4             /* the Go runtime's code: a Go panic, Go's to report */
+int mt_crash_in_library(uintptr_t pc);  /* pc is in the library's text (Go's included) */
+void mt_crash_setup(void);              /* at install: the library's text, the interposers' addresses */
+int mt_crash_note(int sig, void *uc, int on_drain); /* in the handler: MT_CRASH_* */
+void mt_crash_drain(void);              /* on the drain, in the crash's pass: names, the instant */
+void mt_crash_report(void);             /* in the handler, after the pass: the instant if the drain
+					 * did not queue it, and the line on stderr */
 
 /* ---- drain_signals.c ---- */
 void mt_install_signals(int ring_mode);

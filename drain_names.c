@@ -160,6 +160,13 @@ uint32_t mt_method_id(uint64_t cls, uint64_t sel) {
 	return id;
 }
 
+const char *mt_sel_name(uint64_t sel) {
+	const char *sn = sel ? mt_objc_drain_sel_name((void *)(uintptr_t)sel) : NULL;
+	return sn || !sel ? sn : names.namer.sel_name((void *)(uintptr_t)sel);
+}
+
+const char *mt_class_name(void *cls) { return cls ? names.namer.class_name(cls) : NULL; }
+
 void mt_names_flush(struct mt_buf *out) {
 	if (names.methods.n)
 		mt_enc_methods(out, &names.methods);

@@ -80,6 +80,10 @@ void msgtrace_mark(const char *name) {
 	push(MT_INSTANT_APP, msgtrace_thread_id(), MT_CLOCK_TICKS, msgtrace_now_ticks(), 0, name);
 }
 
+void msgtrace_crash_instant(uint64_t tid, uint64_t ticks, const char *name) {
+	push(MT_INSTANT_CRASH, tid, MT_CLOCK_TICKS, ticks, 0, name);
+}
+
 uint64_t msgtrace_instants_lost(void) { return __atomic_load_n(&q_lost, __ATOMIC_RELAXED); }
 
 /* The process's start on CLOCK_MONOTONIC, in ns, and how far before that it may have been.

@@ -13,6 +13,8 @@
 
 /* Public (msgtrace.h): a mark the app sets, on the calling thread, now. */
 void msgtrace_mark(const char *name);
+/* A crash in the tracer's own code (drain_crash.c), on thread tid at ticks; async-signal-safe. */
+void msgtrace_crash_instant(uint64_t tid, uint64_t ticks, const char *name);
 /* Marks dropped because the queue was full. */
 uint64_t msgtrace_instants_lost(void);
 /* From the library's constructor (or the preload loader's, which passes the time its own

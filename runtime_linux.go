@@ -4,6 +4,7 @@ package msgtrace
 
 /*
 #cgo LDFLAGS: -ldl
+#include "drain_signals.h"
 #include "elfimages_linux.h"
 #include "rt_launch.h"
 */
@@ -137,7 +138,10 @@ func (linuxRuntime) Sign(p, _ uintptr, _ machobind.AuthInfo) (uintptr, error) { 
 // constructors ran, ours included), so that "main" is marked on the timeline: the
 // replacement hands the C library a main of ours that marks it and calls the program's
 // (rt_launch.c). Installed after main started (msgtrace_start from a host), that slot is never
-// used again.
+// used again. sigaction, signal and sysv_signal (and __sysv_signal, what signal is under a
+// strict standard's mode), so that the library's handler for a crashing signal stays first: a
+// handler the program sets goes below it (drain_signals.c), and a crash in the library's own
+// code is still told.
 func platformRebindings() []machobind.Rebinding {
 	publish := func(p *unsafe.Pointer) func(uintptr) {
 		return func(orig uintptr) { *(*uintptr)(unsafe.Pointer(p)) = orig }
@@ -151,6 +155,12 @@ func platformRebindings() []machobind.Rebinding {
 			Publish: publish((*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig__Exit)))},
 		{Name: "__libc_start_main", Replacement: uintptr(unsafe.Pointer(C.msgtrace___libc_start_main)),
 			Publish: publish(&C.msgtrace_orig___libc_start_main)},
+		{Name: "sigaction", Replacement: uintptr(unsafe.Pointer(C.msgtrace_sigaction))},
+		{Name: "signal", Replacement: uintptr(unsafe.Pointer(C.msgtrace_signal))},
+		{Name: "sysv_signal", Replacement: uintptr(unsafe.Pointer(C.msgtrace_sysv_signal)),
+			Publish: publish((*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig_sysv_signal)))},
+		{Name: "__sysv_signal", Replacement: uintptr(unsafe.Pointer(C.msgtrace_sysv_signal)),
+			Publish: publish((*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig_sysv_signal)))},
 	}
 }
 

@@ -65,7 +65,9 @@ func ExpandPath(pattern string, pid int) (string, error) {
 // the program runs, quiet threads' calls and open calls at least every PeriodMS, and threads
 // wait for buffer space instead of dropping (unless Drop). Crashing signals (SIGSEGV, SIGBUS,
 // SIGABRT, SIGILL, SIGFPE, SIGTRAP) and terminating ones left at their default (SIGTERM,
-// SIGINT, SIGHUP, SIGQUIT) get the drain's last pass before the program's own handling.
+// SIGINT, SIGHUP, SIGQUIT) get the drain's last pass before the program's own handling; a
+// crashing signal that arrives while the thread runs the library's own code (the interposer, a
+// trampoline, the recorder, the drain) also leaves a line on stderr and a crash instant.
 func StartStream(cfg StreamConfig) error {
 	if err := CheckPath(cfg.Path); err != nil {
 		return err
@@ -85,6 +87,7 @@ func StartStream(cfg StreamConfig) error {
 	if cfg.Ring {
 		c.ring = 1
 	}
+	markGoText()
 	if C.msgtrace_stream_start(&c) != 0 {
 		return errors.New(C.GoString(C.msgtrace_stream_error()))
 	}

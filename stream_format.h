@@ -25,7 +25,7 @@
 #define MT_FRAME_EVENTS 5 /* calls and marks of one thread, in the order they ended */
 #define MT_FRAME_OPEN 6 /* the calls open on a thread at a tick */
 #define MT_FRAME_END 7 /* counters; last frame of a stream closed cleanly */
-#define MT_FRAME_INSTANT 8 /* a moment on the timeline that is not a call: a launch mark or the app's */
+#define MT_FRAME_INSTANT 8 /* a moment on the timeline that is not a call: a launch mark, the app's, a crash in the tracer */
 
 /* Event types in an events frame (the low bits of an event's code; the rest is the method id or mark kind). */
 #define MT_EVENT_CALL 0 /* a call: end delta, duration, depth */
@@ -57,6 +57,7 @@
 #define MT_INSTANT_LOADED 2 /* the tracer's library was loaded (its constructor ran) */
 #define MT_INSTANT_FIRST_CALL 3 /* the first recorded call started (derived by the reader, never written) */
 #define MT_INSTANT_MAIN 4 /* main was entered */
+#define MT_INSTANT_CRASH 5 /* a signal arrived while the faulting thread ran the tracer's own code (on that thread) */
 
 /* Instant clocks, as numbered in the stream format (an instant frame's clock byte). */
 #define MT_CLOCK_TICKS 0 /* the time is in ticks, as events */

@@ -99,6 +99,9 @@ func (r *reportTree) launchOf(h *Header) *launchState {
 	if st == nil {
 		st = &launchState{l: &Launch{Program: h.Program, PID: h.PID, Marks: []LaunchMark{}, Steps: []LaunchStep{}}}
 		for _, in := range h.Instants {
+			if in.Kind == InstantCrash {
+				continue // not a step of the launch
+			}
 			st.l.Marks = append(st.l.Marks, LaunchMark{Name: in.Name, Kind: in.Kind.String(), StartNanos: in.Nanos, PrecisionNanos: in.PrecisionNanos, TID: in.TID})
 			if in.Kind == InstantMain && !st.haveMain {
 				st.main, st.haveMain = in.Nanos, true

@@ -71,7 +71,10 @@ package tracer
 //	             app set (msgtrace_mark; on its thread), 1 process start (the kernel's record
 //	             of the process, process-wide), 2 library loaded (the tracer's constructor
 //	             ran), 3 first call (not written by the library: the reader derives it from
-//	             the earliest call of a stream that has launch instants), 4 main entered.
+//	             the earliest call of a stream that has launch instants), 4 main entered, 5
+//	             crash (a signal arrived while the thread ran the tracer's own code: the
+//	             interposer, a trampoline, the recorder or the drain; on that thread, named
+//	             "SIGSEGV in FRAME" with the receiver and selector being sent when known).
 //	             Written in the order they were queued (threads read the clock, then queue:
 //	             not quite time order across threads), anywhere after the process frame; those
 //	             made before the stream started are written with its first frames.
@@ -107,14 +110,17 @@ func (k InstantKind) String() string {
 		return "first call"
 	case InstantMain:
 		return "main"
+	case InstantCrash:
+		return "crash"
 	}
 	return "instant"
 }
 
-// Launch reports whether the kind is one of the launch marks (all but the app's).
-func (k InstantKind) Launch() bool { return k != InstantApp }
+// Launch reports whether the kind is one of the launch marks (all but the app's and a crash).
+func (k InstantKind) Launch() bool { return k != InstantApp && k != InstantCrash }
 
-// Instant is a moment on the timeline that is not a call: a launch mark or a mark the app set.
+// Instant is a moment on the timeline that is not a call: a launch mark, a mark the app set, or
+// a crash in the tracer's own code.
 // Sinks get a process's instants with its Header (in time order).
 type Instant struct {
 	Kind           InstantKind

@@ -33,7 +33,7 @@ const (
 	FrameEvents  = 5 // calls and marks of one thread, in the order they ended
 	FrameOpen    = 6 // the calls open on a thread at a tick
 	FrameEnd     = 7 // counters; last frame of a stream closed cleanly
-	FrameInstant = 8 // a moment on the timeline that is not a call: a launch mark or the app's
+	FrameInstant = 8 // a moment on the timeline that is not a call: a launch mark, the app's, a crash in the tracer
 )
 
 // Event types in an events frame (the low bits of an event's code; the rest is the method id or mark kind).
@@ -97,6 +97,7 @@ const (
 	InstantLoaded       InstantKind = 2 // the tracer's library was loaded (its constructor ran)
 	InstantFirstCall    InstantKind = 3 // the first recorded call started (derived by the reader, never written)
 	InstantMain         InstantKind = 4 // main was entered
+	InstantCrash        InstantKind = 5 // a signal arrived while the faulting thread ran the tracer's own code (on that thread)
 )
 
 // Instant clocks, as numbered in the stream format (an instant frame's clock byte).

@@ -33,17 +33,24 @@ type tally struct {
 	marks    map[tracer.MarkKind]uint64 // kind -> total count (waits: how many)
 	waitNs   uint64
 	programs map[uint64]string
+	instants map[uint64][]tracer.Instant // pid -> the process's instants
+	mains    map[uint64]bool             // tids of main threads
 }
 
 func newTally() *tally {
 	return &tally{calls: map[string]int{}, perPID: map[uint64]map[string]int{}, perTID: map[uint64]int{},
-		names: map[uint64]string{}, marks: map[tracer.MarkKind]uint64{}, programs: map[uint64]string{}}
+		names: map[uint64]string{}, marks: map[tracer.MarkKind]uint64{}, programs: map[uint64]string{},
+		instants: map[uint64][]tracer.Instant{}, mains: map[uint64]bool{}}
 }
 
 func (s *tally) BeginThread(h *tracer.Header, t *tracer.Thread) error {
 	s.thread, s.header = t, h
 	s.names[t.TID] = t.Name
 	s.programs[h.PID] = h.Program
+	s.instants[h.PID] = h.Instants
+	if t.Main {
+		s.mains[t.TID] = true
+	}
 	return nil
 }
 func (s *tally) Call(c *tracer.Call) error {
@@ -297,6 +304,9 @@ func testStream(t *testing.T, b built) {
 			t.Errorf("after the crash: calls %v, open %v, totals %+v", s.calls, s.open, tot)
 		}
 	})
+	t.Run("crash-ours", func(t *testing.T) { testCrashOurs(t, b) })
+	t.Run("crash-program", func(t *testing.T) { testCrashProgram(t, b) })
+	t.Run("crash-drain", func(t *testing.T) { testCrashDrain(t, b) })
 	t.Run("wrappers", func(t *testing.T) {
 		if small {
 			t.Skip("the wrappers are host programs: under qemu they cannot load the arm64 library")
@@ -505,4 +515,135 @@ func peakRSS(t *testing.T, b built, env map[string]string, args ...string) (int,
 	}
 	kb, _ := strconv.Atoi(lines[len(lines)-1])
 	return kb, string(o)
+}
+
+// ran is how a process ended: its stdout, its stderr, and the signal that killed it (or its
+// exit status).
+type ran struct {
+	stdout, stderr string
+	signal         syscall.Signal
+	status         int
+}
+
+func runStress(t *testing.T, b built, env map[string]string, args ...string) ran {
+	t.Helper()
+	cmd := b.command(env, "stress", args...)
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	r := ran{stdout: so.String(), stderr: se.String()}
+	if len(b.run) > 0 { // qemu-user says so when the guest dies of a signal (it then dies of it too)
+		var keep []string
+		for _, l := range strings.SplitAfter(r.stderr, "\n") {
+			if !strings.HasPrefix(l, "qemu: uncaught target signal ") {
+				keep = append(keep, l)
+			}
+		}
+		r.stderr = strings.Join(keep, "")
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		ws := ee.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			r.signal = ws.Signal()
+		}
+		r.status = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("stress %v: %v", args, err)
+	}
+	return r
+}
+
+// crashLines are the lines the library wrote about a crash in its own code.
+func crashLines(stderr string) []string {
+	var out []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "msgtrace: ") && strings.Contains(l, "in the tracer's own code") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// crashInstants are the crash instants of the stream's processes.
+func crashInstants(s *tally) []tracer.Instant {
+	var out []tracer.Instant
+	for _, ins := range s.instants {
+		for _, in := range ins {
+			if in.Kind == tracer.InstantCrash {
+				out = append(out, in)
+			}
+		}
+	}
+	return out
+}
+
+// testCrashOurs: a send to a receiver that is no object (0x1000) faults in objc_msgSend
+// untraced and in the interposer traced. The program's own SIGSEGV handler, set after the
+// library installed its own, runs as untraced (same output, same death by SIGSEGV), and the
+// library says where it crashed: one line naming the interposer, the selector and the
+// receiver, and a crash instant on the thread in the trace, after the calls that ended.
+func testCrashOurs(t *testing.T, b built) {
+	plain := runStress(t, b, nil, "badsend")
+	out := filepath.Join(t.TempDir(), "badsend.mtrace")
+	traced := runStress(t, b, map[string]string{"LD_PRELOAD": b.lib, "MSGTRACE_OUT": out}, "badsend")
+	if plain.stdout != "crashing\nhandled SIGSEGV\n" || plain.signal != syscall.SIGSEGV || plain.stderr != "" {
+		t.Fatalf("untraced: %+v", plain)
+	}
+	if traced.stdout != plain.stdout || traced.signal != plain.signal || traced.status != plain.status {
+		t.Errorf("traced ended otherwise than untraced: %+v, untraced %+v", traced, plain)
+	}
+	lines := crashLines(traced.stderr)
+	if len(lines) != 1 || !strings.Contains(lines[0], "SIGSEGV in the tracer's own code: msgtrace_objc_msgSend+0x") ||
+		!strings.Contains(lines[0], "(interposer) sending selector work (0x") || !strings.Contains(lines[0], "to receiver 0x1000 on thread ") {
+		t.Errorf("want one line naming the interposer, -work and 0x1000; stderr:\n%s", traced.stderr)
+	}
+	if strings.Count(traced.stderr, "\n") != 1 {
+		t.Errorf("more than the line on stderr:\n%s", traced.stderr)
+	}
+	s, tot := readStreams(t, out)
+	ins := crashInstants(s)
+	if s.calls["-[App work]"] != 10 || tot.BadFrames != 0 || len(ins) != 1 ||
+		!strings.HasPrefix(ins[0].Name, "SIGSEGV in msgtrace_objc_msgSend+0x") || !strings.HasSuffix(ins[0].Name, ": selector work, receiver 0x1000") {
+		t.Errorf("trace: calls %v, crash instants %+v, totals %+v", s.calls, ins, tot)
+	}
+	if len(ins) == 1 && !s.mains[ins[0].TID] {
+		t.Errorf("the crash instant is on thread %d, want the main thread (%v)", ins[0].TID, s.mains)
+	}
+	t.Logf("%s", lines)
+}
+
+// testCrashProgram: a fault in the program's own code (inside a traced call), with the
+// program's handler set: nothing from the library, everything as untraced.
+func testCrashProgram(t *testing.T, b built) {
+	plain := runStress(t, b, nil, "owncrash")
+	out := filepath.Join(t.TempDir(), "owncrash.mtrace")
+	traced := runStress(t, b, map[string]string{"LD_PRELOAD": b.lib, "MSGTRACE_OUT": out}, "owncrash")
+	if plain.stdout != "crashing\nhandled SIGSEGV\n" || plain.signal != syscall.SIGSEGV {
+		t.Fatalf("untraced: %+v", plain)
+	}
+	if traced != plain {
+		t.Errorf("traced %+v, untraced %+v", traced, plain)
+	}
+	s, _ := readStreams(t, out)
+	if ins := crashInstants(s); len(ins) != 0 || s.calls["-[App work]"] != 10 {
+		t.Errorf("trace: crash instants %+v, calls %v", ins, s.calls)
+	}
+}
+
+// testCrashDrain: the drain faults naming a class whose name cannot be read (a program's
+// damage the untraced run never reads): the line says it was the drain thread, and the crash
+// instant, appended to the stream by the crashing drain itself, follows the calls it wrote.
+func testCrashDrain(t *testing.T, b built) {
+	out := filepath.Join(t.TempDir(), "badclass.mtrace")
+	traced := runStress(t, b, map[string]string{"LD_PRELOAD": b.lib, "MSGTRACE_OUT": out}, "badclass")
+	lines := crashLines(traced.stderr)
+	if traced.signal != syscall.SIGSEGV || len(lines) != 1 || !strings.Contains(lines[0], "on the tracer's drain thread") {
+		t.Fatalf("traced: %+v", traced)
+	}
+	s, tot := readStreams(t, out)
+	ins := crashInstants(s)
+	if s.calls["-[App work]"] != 10 || len(ins) != 1 || !strings.HasPrefix(ins[0].Name, "SIGSEGV in ") {
+		t.Errorf("trace: calls %v, crash instants %+v, totals %+v", s.calls, ins, tot)
+	}
+	t.Logf("%s", lines)
 }

@@ -57,7 +57,7 @@ var FrameKinds = Group{
 		{"Events", 5, "calls and marks of one thread, in the order they ended"},
 		{"Open", 6, "the calls open on a thread at a tick"},
 		{"End", 7, "counters; last frame of a stream closed cleanly"},
-		{"Instant", 8, "a moment on the timeline that is not a call: a launch mark or the app's"},
+		{"Instant", 8, "a moment on the timeline that is not a call: a launch mark, the app's, a crash in the tracer"},
 	},
 }
 
@@ -125,6 +125,7 @@ var InstantKinds = Group{
 		{"Loaded", 2, "the tracer's library was loaded (its constructor ran)"},
 		{"FirstCall", 3, "the first recorded call started (derived by the reader, never written)"},
 		{"Main", 4, "main was entered"},
+		{"Crash", 5, "a signal arrived while the faulting thread ran the tracer's own code (on that thread)"},
 	},
 }
 

@@ -26,6 +26,17 @@
  *                               bursty thread: 50 bursts of CALLS/100 messages 2 ms apart (its
  *                               partial chunks are taken while it is quiet). Prints the count.
  *   stress quiet                no message at all.
+ *   stress badsend              its own SIGSEGV handler set (sigaction), 10 -[App work], then a
+ *                               send to the receiver 0x1000 (no object; no tag bit): a fault in
+ *                               objc_msgSend untraced, in the tracer's interposer traced. The
+ *                               handler prints "handled SIGSEGV", sets the default back
+ *                               (signal) and returns: the fault again ends the process.
+ *   stress owncrash             the same handler, 10 -[App work], then -[App crash]: a fault in
+ *                               the program's own code.
+ *   stress badclass             a send to an object whose class (a copy of App's) has a name
+ *                               pointer that cannot be read: untraced it runs; traced the drain
+ *                               faults naming the class. 10 -[App work] first (given 300 ms to
+ *                               be written); prints "sent", then waits.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -145,6 +156,20 @@ static void setup(void) {
 	objc_registerClassPair(Child);
 }
 
+static void on_segv(int s) {
+	static const char msg[] = "handled SIGSEGV\n";
+	(void)!write(1, msg, sizeof msg - 1);
+	signal(s, SIG_DFL); /* the fault happens again on return: the default action then */
+}
+
+static void set_segv_handler(void) {
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_segv;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, NULL);
+}
+
 static void child_work(int n) {
 	id c = class_createInstance(Child, 0);
 	for (int i = 0; i < n; i++)
@@ -261,6 +286,32 @@ int main(int argc, char **argv) {
 		for (int i = 0; i < 5; i++)
 			SEND(a, s_work, i);
 		_exit(atoi(argv[2]));
+	}
+	if (!strcmp(mode, "badsend") || !strcmp(mode, "owncrash")) {
+		set_segv_handler();
+		id a = class_createInstance(App, 0);
+		for (int i = 0; i < 10; i++)
+			SEND(a, s_work, i);
+		printf("crashing\n");
+		fflush(stdout);
+		if (!strcmp(mode, "owncrash"))
+			return (int)SEND(a, s_crash, 0);
+		return (int)SEND(0x1000, s_work, 0);
+	}
+	if (!strcmp(mode, "badclass")) {
+		id a = class_createInstance(App, 0);
+		for (int i = 0; i < 10; i++)
+			SEND(a, s_work, i);
+		usleep(300000); /* written by the drain's next pass */
+		struct tobjc_class *fake = calloc(1, sizeof *fake);
+		*fake = *App;
+		fake->name = (const char *)0x10;
+		id o = class_createInstance(fake, 0);
+		SEND(o, s_work, 1);
+		printf("sent\n");
+		fflush(stdout);
+		sleep(30); /* the drain names the call within its period */
+		return 0;
 	}
 	if (!strcmp(mode, "quiet"))
 		return 0;
