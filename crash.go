@@ -2,10 +2,15 @@ package msgtrace
 
 /*
 #include "drain_signals.h"
+#include "rt.h"
+#include "trampoline.h"
 */
 import "C"
 
-import "runtime"
+import (
+	"runtime"
+	"unsafe"
+)
 
 // markGoText tells the crash handler (drain_crash.c) where the Go runtime's code is in the
 // library: a fault there is Go's to turn into a panic, not a crash of the tracer's C or
@@ -43,4 +48,23 @@ func markGoText() {
 		}
 	}
 	C.msgtrace_crash_go_text(C.uint64_t(start), C.uint64_t(a))
+}
+
+// crashWhere is msgtrace_crash_where, for the tests: what the crash handler makes of the code
+// at pc, and the frame it names.
+func crashWhere(pc uintptr) (int, string) {
+	var buf [160]C.char
+	w := C.msgtrace_crash_where(C.uint64_t(pc), &buf[0], C.size_t(len(buf)))
+	return int(w), C.GoString(&buf[0])
+}
+
+// crashProbes are code addresses of the library, for the tests: its C, interposers, the
+// method trampolines.
+func crashProbes() map[string]uintptr {
+	return map[string]uintptr{
+		"msgtrace_now_ticks":    uintptr(unsafe.Pointer(C.msgtrace_now_ticks)),
+		"msgtrace_objc_msgSend": uintptr(unsafe.Pointer(C.msgtrace_objc_msgSend)),
+		"msgtrace_method_entry": uintptr(unsafe.Pointer(C.msgtrace_method_entry)),
+		"msgtrace_tramp_text":   uintptr(unsafe.Pointer(&C.msgtrace_tramp_text)),
+	}
 }

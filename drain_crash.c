@@ -91,6 +91,7 @@ static struct {
 	uint64_t tid, tick, pc, recv, sel, cls, super;
 	int have_recv, have_sel, have_cls, on_drain;
 	char frame[160]; /* "msgtrace_objc_msgSend+0x1d" */
+	char frame2[160]; /* a later crash's, while this one is reported */
 	char sel_name[128];
 	char cls_name[96];
 	char line[640];
@@ -304,8 +305,10 @@ static int symtab_lookup(uintptr_t pc, char *name, size_t cap, uintptr_t *start,
 	    eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > len || eh->e_shnum > (len - eh->e_shoff) / sizeof(Elf64_Shdr))
 		goto done;
 	const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
-	for (int i = 0; i < eh->e_shnum && !ok; i++) {
-		if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum || sh[i].sh_offset > len ||
+	/* the full symbol table, or where it was stripped the dynamic one (exported names only) */
+	for (int pass = 0; pass < 2 * eh->e_shnum && !ok; pass++) {
+		int i = pass % eh->e_shnum;
+		if (sh[i].sh_type != (pass < eh->e_shnum ? SHT_SYMTAB : SHT_DYNSYM) || sh[i].sh_link >= eh->e_shnum || sh[i].sh_offset > len ||
 		    sh[i].sh_size > len - sh[i].sh_offset)
 			continue;
 		const Elf64_Shdr *strs = &sh[sh[i].sh_link];
@@ -371,74 +374,95 @@ static int get_regs(void *ucv, struct regs *r) {
 #endif
 }
 
+#define WHERE_NOT_OURS (-1)
+#define WHERE_GO (-2)
+
+/* What pc is: a W_* of ours (its frame named into frame), WHERE_GO or WHERE_NOT_OURS. */
+static int classify(uintptr_t pc, int on_drain, char *frame, size_t cap) {
+	const uintptr_t tramp_lo = (uintptr_t)msgtrace_tramp_text, tramp_hi = tramp_lo + (uintptr_t)MT_POOL * MT_STRIDE;
+	struct out f = {frame, 0, cap};
+	frame[0] = 0;
+	if (pc >= tramp_lo && pc < tramp_hi) {
+		put(&f, "msgtrace_tramp_text+");
+		put_hex(&f, pc - tramp_lo);
+		put(&f, " (trampoline ");
+		put_dec(&f, (pc - tramp_lo) / MT_STRIDE);
+		put(&f, ")");
+		return W_TRAMP;
+	}
+	if (!pc || !in_lib(pc)) {
+		if (!on_drain)
+			return WHERE_NOT_OURS;
+		put(&f, "pc ");
+		put_hex(&f, pc);
+		return W_FOREIGN;
+	}
+	if (pc >= lib.go_lo && pc < lib.go_hi)
+		return WHERE_GO;
+	/* an interposer or stub by its address; the symbol table names C (and gives sizes) */
+	int what = W_C;
+	const struct known *k = NULL;
+	for (int i = 0; i < lib.nknown; i++)
+		if (lib.known[i].start <= pc)
+			k = &lib.known[i];
+	char sym[128];
+	uintptr_t start = 0, size = 0;
+	int have = symtab_lookup(pc, sym, sizeof sym, &start, &size);
+	if (k) {
+		uintptr_t end = k + 1 < lib.known + lib.nknown ? k[1].start : k->start + LAST_EXTENT;
+		if (have && start == k->start && size)
+			end = start + size;
+		if (pc < end)
+			what = k->what;
+		else
+			k = NULL;
+	}
+	if (k) {
+		put(&f, k->name);
+		put(&f, "+");
+		put_hex(&f, pc - k->start);
+	} else if (have) {
+		put(&f, sym);
+		put(&f, "+");
+		put_hex(&f, pc - start);
+	} else {
+		put(&f, "libmsgtrace+");
+		put_hex(&f, pc - lib.base);
+	}
+	return what;
+}
+
+int msgtrace_crash_where(uint64_t pc, char *frame, size_t cap) {
+	if (!__atomic_load_n(&lib.ready, __ATOMIC_ACQUIRE))
+		return -3;
+	return classify((uintptr_t)pc, 0, frame, cap);
+}
+
 int mt_crash_note(int sig, void *uc, int on_drain) {
 	struct regs r;
 	if (!__atomic_load_n(&lib.ready, __ATOMIC_ACQUIRE) || (!get_regs(uc, &r) && !on_drain))
 		return MT_CRASH_NOT_OURS;
 	uintptr_t pc = r.pc;
-	const uintptr_t tramp_lo = (uintptr_t)msgtrace_tramp_text, tramp_hi = tramp_lo + (uintptr_t)MT_POOL * MT_STRIDE;
-	int what;
-	if (pc >= tramp_lo && pc < tramp_hi)
-		what = W_TRAMP;
-	else if (!pc || !in_lib(pc))
-		what = on_drain ? W_FOREIGN : -1;
-	else if (pc >= lib.go_lo && pc < lib.go_hi)
-		return on_drain ? MT_CRASH_NOT_OURS : MT_CRASH_GO; /* the drain runs no Go */
-	else
-		what = W_C;
+	if (crash.state != C_NONE) /* an earlier crash of ours is being reported */
+		return classify(pc, on_drain, crash.frame2, sizeof crash.frame2) >= 0 ? MT_CRASH_OURS_AGAIN : MT_CRASH_NOT_OURS;
+	char frame[sizeof crash.frame];
+	int what = classify(pc, on_drain, frame, sizeof frame);
+	if (what == WHERE_GO)
+		return MT_CRASH_GO;
 	if (what < 0)
 		return MT_CRASH_NOT_OURS;
 	int expected = C_NONE;
 	if (!__atomic_compare_exchange_n(&crash.state, &expected, C_NOTED, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return MT_CRASH_OURS_AGAIN;
+	memcpy(crash.frame, frame, sizeof frame);
 	crash.sig = sig;
 	crash.pc = pc;
 	crash.tid = msgtrace_thread_id();
 	crash.tick = msgtrace_now_ticks();
-	struct out f = {crash.frame, 0, sizeof crash.frame};
-	crash.frame[0] = 0;
 	if (what == W_TRAMP) {
-		size_t i = (pc - tramp_lo) / MT_STRIDE;
-		put(&f, "msgtrace_tramp_text+");
-		put_hex(&f, pc - tramp_lo);
-		put(&f, " (trampoline ");
-		put_dec(&f, i);
-		put(&f, ")");
+		size_t i = (pc - (uintptr_t)msgtrace_tramp_text) / MT_STRIDE;
 		crash.cls = (uint64_t)(uintptr_t)msgtrace_tramp_data[i].cls;
 		crash.have_cls = crash.cls != 0;
-	} else if (what == W_FOREIGN) {
-		put(&f, "pc ");
-		put_hex(&f, pc);
-	} else {
-		/* an interposer or stub by its address; the symbol table names C (and gives sizes) */
-		const struct known *k = NULL;
-		for (int i = 0; i < lib.nknown; i++)
-			if (lib.known[i].start <= pc)
-				k = &lib.known[i];
-		char sym[128];
-		uintptr_t start = 0, size = 0;
-		int have = symtab_lookup(pc, sym, sizeof sym, &start, &size);
-		if (k) {
-			uintptr_t end = k + 1 < lib.known + lib.nknown ? k[1].start : k->start + LAST_EXTENT;
-			if (have && start == k->start && size)
-				end = start + size;
-			if (pc < end)
-				what = k->what;
-			else
-				k = NULL;
-		}
-		if (k) {
-			put(&f, k->name);
-			put(&f, "+");
-			put_hex(&f, pc - k->start);
-		} else if (have) {
-			put(&f, sym);
-			put(&f, "+");
-			put_hex(&f, pc - start);
-		} else {
-			put(&f, "libmsgtrace+");
-			put_hex(&f, pc - lib.base);
-		}
 	}
 	crash.what = what;
 	crash.on_drain = on_drain;

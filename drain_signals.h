@@ -3,6 +3,7 @@
 #ifndef MSGTRACE_DRAIN_SIGNALS_H
 #define MSGTRACE_DRAIN_SIGNALS_H
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #if defined(__linux__)
@@ -18,6 +19,10 @@ extern mt_sighandler (*msgtrace_orig_sysv_signal)(int, mt_sighandler) __attribut
 
 /* The library's executable text, lowest to highest address: 1, or 0 where it is not known. */
 int msgtrace_crash_text(uint64_t *lo, uint64_t *hi);
+/* What the code at pc is, for the crash handler (tests): 0-9 the library's own (drain_crash.c's
+ * W_*: 0 its C, 2-5 an interposer, 7 a trampoline, 8 a return stub...) with the frame named
+ * into frame; -1 not the library's, -2 the Go runtime's, -3 not set up yet. */
+int msgtrace_crash_where(uint64_t pc, char *frame, size_t cap);
 /* The Go runtime's text in it, [lo, hi): a fault there is Go's (a panic), not reported. */
 void msgtrace_crash_go_text(uint64_t lo, uint64_t hi);
 #endif
