@@ -28,6 +28,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -76,7 +78,12 @@ func get() (*agent.Agent, error) {
 // variable or a failed install prints one line on stderr and leaves the program alone.
 //
 //export msgtraceLoad
-func msgtraceLoad() C.int {
+func msgtraceLoad() (status C.int) {
+	defer survive("installing", func() {
+		msgtrace.SetActive(false)
+		msgtrace.EndEarlyMethods()
+		status = -1
+	})
 	a, err := get()
 	if err == nil {
 		err = a.Install()
@@ -102,6 +109,7 @@ func msgtraceLoad() C.int {
 //
 //export msgtracePrepare
 func msgtracePrepare() {
+	defer survive("preparing", nil)
 	if a, err := get(); err == nil && a.Prepare() == nil { // a failure is Install's to report: it tries again
 		preparedEarly = true
 	}
@@ -114,6 +122,11 @@ var preparedEarly bool
 //
 //export msgtraceExit
 func msgtraceExit() {
+	defer survive("writing the trace at exit", func() {
+		if p := msgtrace.StreamPath(); p != "" {
+			fmt.Fprintf(stderr, "msgtrace: the stream stays in %s (machobind trace converts it)\n", p)
+		}
+	})
 	a, err := get()
 	if err != nil {
 		return
@@ -137,6 +150,38 @@ func msgtraceExit() {
 			fmt.Fprintf(stderr, "; %d bytes could not be written", c.LostBytes)
 		}
 		fmt.Fprintln(stderr, ")")
+	}
+}
+
+// survive is deferred by the library's entry points that run its Go code on the program's
+// threads (the load, the exit): a panic there (a fault in that code turns into one) would end
+// the program with the Go runtime's report and status 2, which it would not have had
+// untraced. It is said in one line on stderr, naming where it happened, then after (if
+// any) runs and the program goes on.
+func survive(what string, after func()) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(stderr, "msgtrace: %s failed in the tracer's own code: panic: %v (in %s)\n", what, r, panicSite())
+	if after != nil {
+		after()
+	}
+}
+
+// panicSite names the function that panicked, from a deferred call during the panic: the
+// first frame past the runtime's own (gopanic, sigpanic, panicmem ...) and survive's.
+func panicSite() string {
+	pcs := make([]uintptr, 32)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, "runtime.") && !strings.HasSuffix(f.Function, ".survive") && f.Function != "" {
+			return fmt.Sprintf("%s at %s:%d", f.Function, filepath.Base(f.File), f.Line)
+		}
+		if !more {
+			return "an unknown frame"
+		}
 	}
 }
 
