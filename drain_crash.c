@@ -32,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 #if defined(__linux__)
+#include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -68,6 +69,17 @@ struct known {
 	int what;
 };
 #define LAST_EXTENT 1024
+#if defined(__linux__)
+/* glibc's struct dl_find_object (2.35), declared here: the library is built against older C
+ * libraries too, where _dl_find_object is then not found (dlsym at install) */
+struct mt_dl_find_object {
+	unsigned long long dlfo_flags;
+	void *dlfo_map_start, *dlfo_map_end;
+	struct link_map *dlfo_link_map;
+	void *dlfo_eh_frame;
+	unsigned long long dlfo_rest[11]; /* eh_dbase and eh_count where the architecture has them, then 7 reserved */
+};
+#endif
 #define MAX_KNOWN 16
 #define MAX_SEGS 8
 
@@ -81,6 +93,9 @@ static struct {
 	int nknown;
 	char path[1024];                      /* the object's file, its device and inode at install */
 	uint64_t dev, ino;
+#if defined(__linux__)
+	int (*find_object)(void *, struct mt_dl_find_object *); /* glibc's _dl_find_object, if it has it */
+#endif
 } lib;
 
 /* The crash being reported (the first one; a second crash while it is reported is not). */
@@ -241,6 +256,7 @@ void mt_crash_setup(void) {
 		}
 #if defined(__linux__)
 	dl_iterate_phdr(find_self, (void *)(uintptr_t)mt_crash_setup);
+	lib.find_object = (int (*)(void *, struct mt_dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
 	struct stat st;
 	if (lib.path[0] && stat(lib.path, &st) == 0) {
 		lib.dev = (uint64_t)st.st_dev;
@@ -282,14 +298,15 @@ int mt_crash_in_library(uintptr_t pc) { return __atomic_load_n(&lib.ready, __ATO
 
 /* The function of our object holding pc, from the file's symbol table: its name into name
  * and its start into *start; 0 when the file cannot say (stripped, replaced since, unreadable). */
-static int symtab_lookup(uintptr_t pc, char *name, size_t cap, uintptr_t *start, uintptr_t *size) {
+static int symtab_lookup(const char *path, uintptr_t base, int ours, uintptr_t pc, char *name, size_t cap, uintptr_t *start,
+			 uintptr_t *size) {
 #if defined(__linux__) && defined(__LP64__)
-	int fd = open(lib.path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	struct stat st;
 	int ok = 0;
-	if (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != lib.dev || (uint64_t)st.st_ino != lib.ino ||
+	if (fstat(fd, &st) != 0 || (ours && ((uint64_t)st.st_dev != lib.dev || (uint64_t)st.st_ino != lib.ino)) ||
 	    st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
 		close(fd);
 		return 0;
@@ -300,7 +317,7 @@ static int symtab_lookup(uintptr_t pc, char *name, size_t cap, uintptr_t *start,
 	if (m == MAP_FAILED)
 		return 0;
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
-	uint64_t off = pc - lib.base;
+	uint64_t off = pc - base;
 	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
 	    eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > len || eh->e_shnum > (len - eh->e_shoff) / sizeof(Elf64_Shdr))
 		goto done;
@@ -332,7 +349,7 @@ static int symtab_lookup(uintptr_t pc, char *name, size_t cap, uintptr_t *start,
 			while (n + 1 < cap && n < most && nm[n])
 				name[n] = nm[n], n++;
 			name[n] = 0;
-			*start = lib.base + best->st_value;
+			*start = base + best->st_value;
 			*size = best->st_size;
 			ok = n > 0;
 		}
@@ -341,7 +358,7 @@ done:
 	munmap((void *)m, len);
 	return ok;
 #else
-	(void)pc, (void)name, (void)cap, (void)start, (void)size;
+	(void)path, (void)base, (void)ours, (void)pc, (void)name, (void)cap, (void)start, (void)size;
 	return 0;
 #endif
 }
@@ -374,6 +391,39 @@ static int get_regs(void *ucv, struct regs *r) {
 #endif
 }
 
+/* Code outside the library, run by the drain (the Objective-C runtime naming a class, the C
+ * library): "function+0xoff in object", or "pc 0x... in object", or "pc 0x...". The object is
+ * _dl_find_object's (glibc 2.35 and later: async-signal-safe, unlike dladdr), the function
+ * the object file's symbol table's. */
+static void foreign_frame(uintptr_t pc, struct out *f) {
+#if defined(__linux__)
+	struct mt_dl_find_object r;
+	if (lib.find_object && lib.find_object((void *)pc, &r) == 0 && r.dlfo_link_map) {
+		const struct link_map *lm = r.dlfo_link_map;
+		const char *path = lm->l_name && lm->l_name[0] ? lm->l_name : "/proc/self/exe";
+		const char *base = path;
+		for (const char *q = path; *q; q++)
+			if (*q == '/')
+				base = q + 1;
+		char sym[128];
+		uintptr_t start = 0, size = 0;
+		if (symtab_lookup(path, (uintptr_t)lm->l_addr, 0, pc, sym, sizeof sym, &start, &size)) {
+			put(f, sym);
+			put(f, "+");
+			put_hex(f, pc - start);
+		} else {
+			put(f, "pc ");
+			put_hex(f, pc);
+		}
+		put(f, " in ");
+		put(f, base);
+		return;
+	}
+#endif
+	put(f, "pc ");
+	put_hex(f, pc);
+}
+
 #define WHERE_NOT_OURS (-1)
 #define WHERE_GO (-2)
 
@@ -393,8 +443,7 @@ static int classify(uintptr_t pc, int on_drain, char *frame, size_t cap) {
 	if (!pc || !in_lib(pc)) {
 		if (!on_drain)
 			return WHERE_NOT_OURS;
-		put(&f, "pc ");
-		put_hex(&f, pc);
+		foreign_frame(pc, &f);
 		return W_FOREIGN;
 	}
 	if (pc >= lib.go_lo && pc < lib.go_hi)
@@ -407,7 +456,7 @@ static int classify(uintptr_t pc, int on_drain, char *frame, size_t cap) {
 			k = &lib.known[i];
 	char sym[128];
 	uintptr_t start = 0, size = 0;
-	int have = symtab_lookup(pc, sym, sizeof sym, &start, &size);
+	int have = symtab_lookup(lib.path, lib.base, 1, pc, sym, sizeof sym, &start, &size);
 	if (k) {
 		uintptr_t end = k + 1 < lib.known + lib.nknown ? k[1].start : k->start + LAST_EXTENT;
 		if (have && start == k->start && size)
