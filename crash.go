@@ -12,11 +12,12 @@ import (
 	"unsafe"
 )
 
-// markGoText tells the crash handler (drain_crash.c) where the Go runtime's code is in the
-// library: a fault there is Go's to turn into a panic, not a crash of the tracer's C or
+// markGoText tells the crash handler (drain_crash.c) where the method trampolines are, and
+// where the Go runtime's code is in the library: a fault there is Go's to turn into a panic, not a crash of the tracer's C or
 // assembly to report. The bounds are where runtime.FuncForPC starts and stops knowing a
 // function, searched between the library's text bounds (Go's code is one range in it).
 func markGoText() {
+	C.msgtrace_crash_trampolines(unsafe.Pointer(&C.msgtrace_tramp_text), unsafe.Pointer(&C.msgtrace_tramp_data))
 	var lo, hi C.uint64_t
 	if C.msgtrace_crash_text(&lo, &hi) == 0 {
 		return

@@ -89,6 +89,8 @@ static struct {
 	uintptr_t seg_lo[MAX_SEGS], seg_hi[MAX_SEGS]; /* its executable segments */
 	int nseg;
 	uintptr_t go_lo, go_hi;               /* the Go runtime's text (msgtrace_crash_go_text) */
+	const char *tramp_text;               /* the method trampolines and their data, where linked */
+	const struct mt_tramp_data *tramp_data;
 	struct known known[MAX_KNOWN];
 	int nknown;
 	char path[1024];                      /* the object's file, its device and inode at install */
@@ -280,6 +282,11 @@ int msgtrace_crash_text(uint64_t *lo, uint64_t *hi) {
 	return l != 0;
 }
 
+void msgtrace_crash_trampolines(const void *text, const void *data) {
+	lib.tramp_data = data;
+	__atomic_store_n(&lib.tramp_text, (const char *)text, __ATOMIC_RELEASE);
+}
+
 void msgtrace_crash_go_text(uint64_t lo, uint64_t hi) {
 	lib.go_lo = (uintptr_t)lo;
 	lib.go_hi = (uintptr_t)hi;
@@ -429,7 +436,7 @@ static void foreign_frame(uintptr_t pc, struct out *f) {
 
 /* What pc is: a W_* of ours (its frame named into frame), WHERE_GO or WHERE_NOT_OURS. */
 static int classify(uintptr_t pc, int on_drain, char *frame, size_t cap) {
-	const uintptr_t tramp_lo = (uintptr_t)msgtrace_tramp_text, tramp_hi = tramp_lo + (uintptr_t)MT_POOL * MT_STRIDE;
+	const uintptr_t tramp_lo = (uintptr_t)lib.tramp_text, tramp_hi = tramp_lo ? tramp_lo + (uintptr_t)MT_POOL * MT_STRIDE : 0;
 	struct out f = {frame, 0, cap};
 	frame[0] = 0;
 	if (pc >= tramp_lo && pc < tramp_hi) {
@@ -509,8 +516,8 @@ int mt_crash_note(int sig, void *uc, int on_drain) {
 	crash.tid = msgtrace_thread_id();
 	crash.tick = msgtrace_now_ticks();
 	if (what == W_TRAMP) {
-		size_t i = (pc - (uintptr_t)msgtrace_tramp_text) / MT_STRIDE;
-		crash.cls = (uint64_t)(uintptr_t)msgtrace_tramp_data[i].cls;
+		size_t i = (pc - (uintptr_t)lib.tramp_text) / MT_STRIDE;
+		crash.cls = (uint64_t)(uintptr_t)lib.tramp_data[i].cls;
 		crash.have_cls = crash.cls != 0;
 	}
 	crash.what = what;

@@ -23,6 +23,9 @@ int msgtrace_crash_text(uint64_t *lo, uint64_t *hi);
  * W_*: 0 its C, 2-5 an interposer, 7 a trampoline, 8 a return stub...) with the frame named
  * into frame; -1 not the library's, -2 the Go runtime's, -3 not set up yet. */
 int msgtrace_crash_where(uint64_t pc, char *frame, size_t cap);
+/* The method trampolines' text and data (trampoline.h), where the program links them: a fault
+ * there is in a trampoline. */
+void msgtrace_crash_trampolines(const void *text, const void *data);
 /* The Go runtime's text in it, [lo, hi): a fault there is Go's (a panic), not reported. */
 void msgtrace_crash_go_text(uint64_t lo, uint64_t hi);
 #endif
