@@ -9,10 +9,12 @@
  * the Go runtime's (a panic): nothing is said here.
  *
  * Everything the handler runs is async-signal-safe: the library's text ranges and the
- * interposers' addresses are taken at install (mt_crash_setup, the Go side's text from
- * msgtrace_crash_go_text), a frame is named from the library file's symbol table read with
- * open/mmap in the handler (no dladdr, no stdio, no malloc), memory that may be bad (an
- * objc_super, a shadow entry) is read with process_vm_readv, which fails instead of faulting.
+ * interposers' addresses are taken at install (mt_crash_setup; from the Go side the Go
+ * runtime's text and the trampolines', msgtrace_crash_go_text and msgtrace_crash_trampolines),
+ * a frame is named from the library file's symbol table read with open/mmap in the handler (no
+ * dladdr, no stdio, no malloc), code outside the library by glibc's _dl_find_object, and memory
+ * that may be bad (an objc_super, a shadow entry) is read with process_vm_readv, which fails
+ * instead of faulting (where the system lacks it, qemu-user, a write to /dev/null asks).
  * The selector's name is the drain's to find, as it names every call (mt_sel_name), during
  * the crash's last pass; without the drain (the crash is on it, or it does not answer) the
  * selector is given as a number.
@@ -114,6 +116,7 @@ static struct {
 	char line[640];
 	char mark[96];
 	int composed; /* line and mark are whole */
+	int printed;  /* the line was written */
 } crash;
 
 /* ---- async-signal-safe formatting ---- */
@@ -160,9 +163,10 @@ static const char *sig_name(int s) {
 }
 
 /* Reads n bytes at addr without faulting: 0, or -1 where the memory cannot be read.
- * process_vm_readv on ourselves fails instead of faulting; where the system has none (qemu-user
- * does not emulate it) the pages are asked of mincore, which fails for an address with nothing
- * mapped (a mapping without read permission would still fault: the rarer case, left). */
+ * process_vm_readv on ourselves fails instead of faulting. Where the system has none (qemu-user
+ * does not emulate it), a write of the bytes to /dev/null asks instead: an emulator checks the
+ * guest's memory before the call (a kernel would not read it for /dev/null, but a kernel has
+ * process_vm_readv). */
 static int safe_read(uintptr_t addr, void *out, size_t n) {
 #if defined(__linux__)
 	if (!addr || addr + n < addr)
@@ -170,23 +174,21 @@ static int safe_read(uintptr_t addr, void *out, size_t n) {
 	struct iovec local = {out, n}, remote = {(void *)addr, n};
 	int saved = errno;
 	long got = syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0);
-	int e = errno;
-	errno = saved;
-	if (got == (long)n)
-		return 0;
-	if (got >= 0 || e == EFAULT || e == ESRCH)
-		return -1;
-	long page = sysconf(_SC_PAGESIZE);
-	if (page <= 0)
-		return -1;
-	uintptr_t lo = addr & ~(uintptr_t)(page - 1), hi = (addr + n + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
-	unsigned char vec[4];
-	if ((hi - lo) / (uintptr_t)page > sizeof vec || mincore((void *)lo, hi - lo, vec) != 0) {
-		errno = saved;
-		return -1;
+	int e = errno, ok = 0;
+	if (got == (long)n) {
+		ok = 1;
+	} else if (got < 0 && e == ENOSYS) {
+		int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			if (write(fd, (const void *)addr, n) == (ssize_t)n) {
+				memcpy(out, (const void *)addr, n);
+				ok = 1;
+			}
+			close(fd);
+		}
 	}
-	memcpy(out, (const void *)addr, n);
-	return 0;
+	errno = saved;
+	return ok ? 0 : -1;
 #else
 	(void)addr, (void)out, (void)n;
 	return -1;
@@ -544,8 +546,15 @@ int mt_crash_note(int sig, void *uc, int on_drain) {
 		break;
 	}
 	case W_AFTER: {
+		/* the entry is in rbx / x19; a method that did not keep that register (it must) leaves
+		 * something else there: then the thread's top entry, the call returning */
 		struct mt_entry e;
-		if (safe_read(r.entry, &e, sizeof e) == 0) {
+		struct mt_thread *t = msgtrace_current_thread();
+		uintptr_t ent = r.entry;
+		if (t && t->base && (ent < (uintptr_t)t->base || ent >= (uintptr_t)t->limit ||
+				     (ent - (uintptr_t)t->base) % sizeof(struct mt_entry) != 0))
+			ent = t->top > t->base && t->top <= t->limit ? (uintptr_t)(t->top - 1) : 0;
+		if (safe_read(ent, &e, sizeof e) == 0) {
 			crash.sel = e.sel, crash.have_sel = 1;
 			uint64_t flags = e.cls >> FLAG_SHIFT;
 			if (!(flags & (F_TAGGED | F_MARK | F_SUPER)) && (e.cls & ((1ull << CLS_BITS) - 1)))
@@ -643,14 +652,33 @@ void mt_crash_drain(void) {
 	__atomic_store_n(&crash.composed, 1, __ATOMIC_RELEASE);
 }
 
-/* A crash on the drain thread: nobody will write the instant, so it is appended to the file
- * here, as one frame after what the drain wrote (stream mode; a ring dump is a snapshot). */
-static void append_instant(void) {
+/* A crash on the drain thread (its own, or one it was telling): nobody will write the instant,
+ * so it is appended to the file here, after what the drain wrote (stream mode; a ring dump is a
+ * snapshot): a thread frame for the crashing thread first, named as the drain names threads
+ * (its comm), so that the reader knows the thread even when none of its calls was written,
+ * then the instant. */
+static void append_instant(const char *mark) {
 	if (mt_out.mode == MT_MODE_RING || mt_out.fd < 0 || mt_out.failed)
 		return;
-	unsigned char ob[512], pb[256];
+	unsigned char ob[768], pb[256];
 	struct mt_buf out = {ob, 0, sizeof ob}, pl = {pb, 0, sizeof pb};
-	struct mt_instant_frame in = {crash.tid, crash.tick, 0, MT_CLOCK_TICKS, MT_INSTANT_CRASH, crash.mark};
+	char name[64] = "", path[64];
+#if defined(__linux__)
+	struct out p = {path, 0, sizeof path};
+	put(&p, "/proc/self/task/");
+	put_dec(&p, crash.tid);
+	put(&p, "/comm");
+	int f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f >= 0) {
+		ssize_t l = read(f, name, sizeof name - 1);
+		close(f);
+		if (l > 0 && name[l - 1] == '\n')
+			l--;
+		name[l > 0 ? l : 0] = 0;
+	}
+#endif
+	mt_enc_thread(&out, &pl, crash.tid, crash.tid == (uint64_t)getpid() ? MT_THREAD_MAIN : 0, name);
+	struct mt_instant_frame in = {crash.tid, crash.tick, 0, MT_CLOCK_TICKS, MT_INSTANT_CRASH, mark};
 	mt_enc_instant(&out, &pl, &in);
 	if (out.p == ob && pl.p == pb) /* nothing grew (it would have taken memory) */
 		for (size_t k = 0; k < out.n;) {
@@ -661,23 +689,28 @@ static void append_instant(void) {
 		}
 }
 
-void mt_crash_report(void) {
+void mt_crash_report(int on_drain_now) {
 	int expected = C_NOTED;
-	const char *line = crash.line;
+	const char *line = crash.line, *mark = crash.mark;
 	static char own_line[sizeof crash.line], own_mark[sizeof crash.mark];
-	if (__atomic_compare_exchange_n(&crash.state, &expected, C_HANDLER_TOOK, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+	int took = __atomic_compare_exchange_n(&crash.state, &expected, C_HANDLER_TOOK, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	if (!took && expected != C_DRAIN_TOOK)
+		return; /* nothing noted */
+	if (__atomic_exchange_n(&crash.printed, 1, __ATOMIC_ACQ_REL))
+		return; /* said already */
+	if (took) {
 		compose(crash.line, sizeof crash.line, crash.mark, sizeof crash.mark);
-		if (crash.on_drain)
-			append_instant();
-		else
-			msgtrace_crash_instant(crash.tid, crash.tick, crash.mark); /* for a pass to come, if any */
-	} else if (expected != C_DRAIN_TOOK) {
-		return; /* not noted (or reported already) */
 	} else if (!__atomic_load_n(&crash.composed, __ATOMIC_ACQUIRE)) {
-		/* the drain took it and did not finish (it waits, or is stuck naming): said without it */
+		/* the drain took it and did not finish (it waits, is stuck naming, or crashed): said
+		 * without it */
 		compose(own_line, sizeof own_line, own_mark, sizeof own_mark);
 		line = own_line;
+		mark = own_mark;
 	}
+	if (on_drain_now)
+		append_instant(mark); /* the drain is this thread: nobody else writes the file */
+	else if (took)
+		msgtrace_crash_instant(crash.tid, crash.tick, mark); /* for a pass to come, if any */
 	size_t n = strlen(line);
 	for (size_t k = 0; k < n;) {
 		ssize_t w = write(2, line + k, n - k);

@@ -146,8 +146,10 @@ int mt_crash_in_library(uintptr_t pc);  /* pc is in the library's text (Go's inc
 void mt_crash_setup(void);              /* at install: the library's text, the interposers' addresses */
 int mt_crash_note(int sig, void *uc, int on_drain); /* in the handler: MT_CRASH_* */
 void mt_crash_drain(void);              /* on the drain, in the crash's pass: names, the instant */
-void mt_crash_report(void);             /* in the handler, after the pass: the instant if the drain
-					 * did not queue it, and the line on stderr */
+/* In the handler, after the pass: the instant if the drain did not queue it (on the drain
+ * thread: appended to the file), and the line on stderr; once. From any crashing signal while a
+ * crash of ours is noted and not yet said (another crash would end the process first). */
+void mt_crash_report(int on_drain_now);
 
 /* ---- drain_signals.c ---- */
 void mt_install_signals(int ring_mode);

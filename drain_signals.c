@@ -97,6 +97,8 @@ static void on_signal(int s, siginfo_t *info, void *uc) {
 		return;
 	}
 	int ours = where == MT_CRASH_OURS || where == MT_CRASH_OURS_ON_DRAIN;
+	if (!ours && is_crash_signal(s))
+		mt_crash_report(on_drain); /* a crash of ours noted on another thread, not said yet: now */
 	/* the last pass, unless the program's own handler is next (it may carry on: a fault it
 	 * expects) and the code is not ours */
 	if ((ours || !program_handler_next(s)) && __atomic_exchange_n(&sig.handling, 1, __ATOMIC_ACQ_REL) == 0 &&
@@ -110,7 +112,7 @@ static void on_signal(int s, siginfo_t *info, void *uc) {
 		}
 	}
 	if (ours)
-		mt_crash_report();
+		mt_crash_report(on_drain);
 	chain(s, info, uc);
 	errno = saved_errno;
 }

@@ -307,6 +307,7 @@ func testStream(t *testing.T, b built) {
 	t.Run("crash-ours", func(t *testing.T) { testCrashOurs(t, b) })
 	t.Run("crash-program", func(t *testing.T) { testCrashProgram(t, b) })
 	t.Run("crash-drain", func(t *testing.T) { testCrashDrain(t, b) })
+	t.Run("crash-stub", func(t *testing.T) { testCrashStub(t, b) })
 	t.Run("wrappers", func(t *testing.T) {
 		if small {
 			t.Skip("the wrappers are host programs: under qemu they cannot load the arm64 library")
@@ -644,6 +645,24 @@ func testCrashDrain(t *testing.T, b built) {
 	ins := crashInstants(s)
 	if s.calls["-[App work]"] != 10 || len(ins) != 1 || !strings.HasPrefix(ins[0].Name, "SIGSEGV in ") {
 		t.Errorf("trace: calls %v, crash instants %+v, totals %+v", s.calls, ins, tot)
+	}
+	t.Logf("%s", lines)
+}
+
+// testCrashStub: a method that returns with rbx / x19 (which the ABI says a callee keeps, and
+// the return stub holds its shadow entry in) overwritten makes the return stub fault: the line
+// names the stub and, from the thread's shadow stack, the call returning.
+func testCrashStub(t *testing.T, b built) {
+	out := filepath.Join(t.TempDir(), "clobber.mtrace")
+	traced := runStress(t, b, map[string]string{"LD_PRELOAD": b.lib, "MSGTRACE_OUT": out}, "clobber")
+	lines := crashLines(traced.stderr)
+	if traced.signal != syscall.SIGSEGV || len(lines) != 1 || !strings.Contains(lines[0], ": msgtrace_after+0x") ||
+		!strings.Contains(lines[0], "(return stub) returning from selector clobber (0x") || !strings.Contains(lines[0], " of class App on thread ") {
+		t.Fatalf("traced: %+v", traced)
+	}
+	s, _ := readStreams(t, out)
+	if ins := crashInstants(s); len(ins) != 1 || !strings.HasSuffix(ins[0].Name, ": selector clobber of class App") {
+		t.Errorf("crash instants %+v", ins)
 	}
 	t.Logf("%s", lines)
 }

@@ -33,6 +33,9 @@
  *                               (signal) and returns: the fault again ends the process.
  *   stress owncrash             the same handler, 10 -[App work], then -[App crash]: a fault in
  *                               the program's own code.
+ *   stress clobber              -[App clobber], a method that returns with the register the ABI
+ *                               says it must keep (rbx / x19) overwritten: run traced only
+ *                               (untraced the caller may or may not notice).
  *   stress badclass             a send to an object whose class (a copy of App's) has a name
  *                               pointer that cannot be read: untraced it runs; traced the drain
  *                               faults naming the class. 10 -[App work] first (given 300 ms to
@@ -49,11 +52,21 @@
 
 #include "tobjc.h"
 
-static SEL s_run, s_step, s_leaf, s_work, s_hang, s_wait, s_crash, s_m[5];
+static SEL s_run, s_step, s_leaf, s_work, s_hang, s_wait, s_crash, s_clobber, s_m[5];
 static Class Worker, App, Child;
 
 typedef long (*send_l)(id, SEL, long);
 #define SEND(o, s, x) ((send_l)objc_msgSend)((id)(o), (s), (x))
+
+/* -[App clobber]: returns 0 with rbx / x19, which a callee must keep, set to 0x10 */
+long clobber_imp(id self, SEL cmd, long x);
+#if defined(__x86_64__)
+__asm__(".text\n.globl clobber_imp\n.type clobber_imp, @function\nclobber_imp:\n"
+	"\tmovq $0x10, %rbx\n\txorl %eax, %eax\n\tret\n.size clobber_imp, .-clobber_imp\n");
+#elif defined(__aarch64__)
+__asm__(".text\n.globl clobber_imp\n.type clobber_imp, %function\nclobber_imp:\n"
+	"\tmov x19, #0x10\n\tmov x0, #0\n\tret\n.size clobber_imp, .-clobber_imp\n");
+#endif
 
 static long leaf(id self, SEL cmd, long x) { (void)self, (void)cmd; return x + 1; }
 static long step(id self, SEL cmd, long x) { (void)cmd; return SEND(self, s_leaf, x); }
@@ -135,6 +148,7 @@ static void setup(void) {
 	s_hang = sel_registerName("hang");
 	s_wait = sel_registerName("wait");
 	s_crash = sel_registerName("crash");
+	s_clobber = sel_registerName("clobber");
 	Worker = objc_allocateClassPair(NULL, "Worker", 0);
 	class_addMethod(Worker, s_run, (IMP)run, "l@:l");
 	class_addMethod(Worker, s_step, (IMP)step, "l@:l");
@@ -150,6 +164,7 @@ static void setup(void) {
 	class_addMethod(App, s_hang, (IMP)hang, "l@:l");
 	class_addMethod(App, s_wait, (IMP)wait_forever, "l@:l");
 	class_addMethod(App, s_crash, (IMP)crash, "l@:l");
+	class_addMethod(App, s_clobber, (IMP)clobber_imp, "l@:l");
 	objc_registerClassPair(App);
 	Child = objc_allocateClassPair(NULL, "Child", 0);
 	class_addMethod(Child, s_work, (IMP)work, "l@:l");
@@ -297,6 +312,14 @@ int main(int argc, char **argv) {
 		if (!strcmp(mode, "owncrash"))
 			return (int)SEND(a, s_crash, 0);
 		return (int)SEND(0x1000, s_work, 0);
+	}
+	if (!strcmp(mode, "clobber")) {
+		id a = class_createInstance(App, 0);
+		for (int i = 0; i < 10; i++)
+			SEND(a, s_work, i);
+		printf("crashing\n");
+		fflush(stdout);
+		return (int)SEND(a, s_clobber, 0);
 	}
 	if (!strcmp(mode, "badclass")) {
 		id a = class_createInstance(App, 0);
