@@ -28,6 +28,13 @@ pins=(
 	# The only real ld64 binary here with chained fixups (macOS 13 minimum; the others all use
 	# classic dyld info), with imports of lib ordinal -3 (BIND_SPECIAL_DYLIB_WEAK_LOOKUP). 88 MB.
 	"@oven/bun-darwin-aarch64@1.4.5 88c398ee13212e8b189119a2bddc7d240ae4f1252c1d0ae2ac1fd44c921fdcb1 package/bin/bun bun-darwin-arm64"
+	# Swift command-line tools (swiftc, universal x86_64 + arm64): Swift classes that the
+	# Objective-C runtime sees under their mangled runtime names (_TtC11ApertureCLI4Once,
+	# _TtCs12_SwiftObject), Swift types in __swift5_types, class vtables.
+	"aperture@7.0.0 a5d42975788bfacea33595234781b661105dedfa865be2619d75d5d47f2121cc package/aperture aperture-darwin-universal"
+	# SwiftLint (arm64, 37 MB): hundreds of Swift classes, file-private ones among them
+	# (_TtC13SwiftLintCoreP33_C50808BC48225F2DD91FDECC9BB249EE5Cache), from many modules.
+	"@expo/swiftlint@0.57.1 1d448d6e74678503868e3da732468a5adfd68735e518961660fa72645373840b package/bin/darwin-arm64/swiftlint swiftlint-darwin-arm64"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
