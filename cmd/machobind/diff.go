@@ -245,9 +245,13 @@ func writeDiffText(w io.Writer, d *tracer.DiffResult, pos []string, top int) {
 		for _, e := range es[:min(top, len(es))] {
 			via := ""
 			if len(e.Via) > 0 {
-				via = "  (via " + strings.Join(e.Via, ", ") + ")"
+				var vs []string
+				for _, v := range e.Via {
+					vs = append(vs, tracer.DisplayName(v))
+				}
+				via = "  (via " + strings.Join(vs, ", ") + ")"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s%s\n", e.Metric, number(e.Metric, e.Base), number(e.Metric, e.Head), change(e), pval(e.PAdjusted), e.Method, via)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s%s\n", e.Metric, number(e.Metric, e.Base), number(e.Metric, e.Head), change(e), pval(e.PAdjusted), tracer.DisplayName(e.Method), via)
 		}
 		tw.Flush()
 		if len(es) > top {
@@ -271,7 +275,7 @@ func writeDiffText(w io.Writer, d *tracer.DiffResult, pos []string, top int) {
 			if p.Regression {
 				mark = "  REGRESSION"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%s%s\n", number("self", p.SelfNanos), number("calls", p.Calls), p.Runs, runs, p.Method, mark)
+			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%s%s\n", number("self", p.SelfNanos), number("calls", p.Calls), p.Runs, runs, tracer.DisplayName(p.Method), mark)
 		}
 		tw.Flush()
 		if len(ps) > top {
@@ -313,11 +317,11 @@ func writeDiffMarkdown(w io.Writer, d *tracer.DiffResult, pos []string, top int)
 		}
 		fmt.Fprintf(w, "\n#### %s (%d)\n\n| method | metric | base / run | head / run | change | p (Holm) |\n|---|---|--:|--:|--:|--:|\n", title, len(es))
 		for _, e := range es[:min(top, len(es))] {
-			m := mdCode(e.Method)
+			m := mdCode(tracer.DisplayName(e.Method))
 			if len(e.Via) > 0 {
 				var vs []string
 				for _, v := range e.Via {
-					vs = append(vs, mdCode(v))
+					vs = append(vs, mdCode(tracer.DisplayName(v)))
 				}
 				m += " via " + strings.Join(vs, ", ")
 			}
@@ -336,7 +340,7 @@ func writeDiffMarkdown(w io.Writer, d *tracer.DiffResult, pos []string, top int)
 		}
 		fmt.Fprintf(w, "\n#### %s (%d)\n\n| method | self / run | calls / run | runs |\n|---|--:|--:|--:|\n", title, len(ps))
 		for _, p := range ps[:min(top, len(ps))] {
-			m := mdCode(p.Method)
+			m := mdCode(tracer.DisplayName(p.Method))
 			if p.Regression {
 				m += " **regression**"
 			}

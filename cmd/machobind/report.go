@@ -236,7 +236,7 @@ func writeCalls(w io.Writer, cs []tracer.ReportCall, children, pids bool) {
 		if c.Unwound {
 			flags += ", unwound"
 		}
-		fmt.Fprintf(w, "  %10s ms  %s  (self %s ms, %s, at %s s%s)\n", ms(c.DurNanos), c.Method, ms(c.SelfNanos), where,
+		fmt.Fprintf(w, "  %10s ms  %s  (self %s ms, %s, at %s s%s)\n", ms(c.DurNanos), tracer.DisplayName(c.Method), ms(c.SelfNanos), where,
 			fmt.Sprintf("%.3f", float64(c.StartNanos)/1e9), flags)
 		if len(c.Stack) > 0 {
 			fmt.Fprintf(w, "                 in %s\n", tracer.StackString(c.Stack))
@@ -247,7 +247,7 @@ func writeCalls(w io.Writer, cs []tracer.ReportCall, children, pids bool) {
 		if children && len(c.Children) > 0 {
 			var ks []string
 			for _, k := range c.Children {
-				ks = append(ks, fmt.Sprintf("%s x%d %s ms", k.Method, k.Calls, ms(k.DurNanos)))
+				ks = append(ks, fmt.Sprintf("%s x%d %s ms", tracer.DisplayName(k.Method), k.Calls, ms(k.DurNanos)))
 			}
 			fmt.Fprintf(w, "                 calls %s\n", strings.Join(ks, ", "))
 		}
@@ -276,7 +276,7 @@ func writeMethodTable(w io.Writer, ms_ []tracer.MethodStat, indent string) {
 		if m.Idle {
 			idle = "  (run-loop wait)"
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%d\t\t%s%s\n", indent, ms(m.SelfNanos), ms(m.TotalNanos), m.Calls, m.Method, idle)
+		fmt.Fprintf(tw, "%s%s\t%s\t%d\t\t%s%s\n", indent, ms(m.SelfNanos), ms(m.TotalNanos), m.Calls, tracer.DisplayName(m.Method), idle)
 	}
 	tw.Flush()
 }

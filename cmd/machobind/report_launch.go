@@ -57,7 +57,7 @@ func writeLaunches(w io.Writer, ls []tracer.Launch) {
 		}{{"+load", l.Load}, {"+initialize", l.Initialize}} {
 			fmt.Fprintf(w, "  %s: %s, %s ms\n", lc.sel, plural(lc.c.Calls, "call", "calls"), ms(lc.c.Nanos))
 			for _, c := range lc.c.List {
-				fmt.Fprintf(w, "  %10s ms  %s  (at %s ms, %s)\n", ms(c.DurNanos), c.Method, ms(c.StartNanos), c.Thread)
+				fmt.Fprintf(w, "  %10s ms  %s  (at %s ms, %s)\n", ms(c.DurNanos), tracer.DisplayName(c.Method), ms(c.StartNanos), c.Thread)
 			}
 			if n := uint64(len(lc.c.List)); n < lc.c.Calls {
 				fmt.Fprintf(w, "  and %d more\n", lc.c.Calls-n)

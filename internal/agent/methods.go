@@ -12,6 +12,7 @@ import (
 
 	"github.com/msgtrace/msgtrace"
 	"github.com/msgtrace/msgtrace/machobind"
+	"github.com/msgtrace/msgtrace/swiftname"
 )
 
 // methodState is what method capture installed in this process.
@@ -292,8 +293,15 @@ func classSelector(patterns []string) func(name, image string) bool {
 	}
 	return func(name, image string) bool {
 		base := path.Base(image)
+		shown := name // a Swift class: its pattern may be written either way (ApertureCLI.*, _TtC11ApertureCLI*)
+		if swiftname.IsMangled(name) {
+			shown = swiftname.Demangle(name)
+		}
 		for _, p := range patterns {
 			if ok, _ := path.Match(p, name); ok {
+				return true
+			}
+			if ok, _ := path.Match(p, shown); ok && shown != name {
 				return true
 			}
 			if ok, _ := path.Match(p, base); ok && image != "" {
