@@ -73,6 +73,10 @@ var cases = []struct{ in, want string }{
 	{"$s4main3FooCyAcA3BarCGD", "main.Foo<main.Foo, main.Bar>"},
 	{"$s4main3Foo33_81859975D46C1BDFDC2AA01284D35740LLCD", "main.(Foo in _81859975)"},
 	{"$s13SwiftLintCore0b4Rule0CD", "SwiftLintCore.LintRule"},
+	// the corpus's symbols: ApertureCLI.ApertureNotification's metadata, a superclass reference
+	{"$s11ApertureCLI0A12NotificationCN", ""},
+	{"$s11ApertureCLI0A12NotificationC", "ApertureCLI.ApertureNotification"},
+	{"_$sSo8NSObjectC", "__C.NSObject"},
 	{"$s13SwiftLintCore0a4Rule0CD", "SwiftLintCore.SwiftRule"},
 	{"$s4main1PPD", "main.P"},
 	{"$sSo8NSObjectCD", "__C.NSObject"},
