@@ -2,6 +2,7 @@
 // programs under msgtrace, converts their traces and answers questions about them.
 //
 //	machobind dump [--arch A] [--symbol NAME] [--json] FILE
+//	machobind dump --classes [--arch A] [--json] FILE
 //	machobind trace TRACE... -o OUT [--format json|perfetto|speedscope|pprof|folded|svg] [filters]
 //	machobind run [--out FILE] [--perfetto FILE] [--speedscope FILE] [--pprof FILE] [--folded FILE] [--flame FILE] [filters] -- APP [ARGS...]
 //	machobind report [--json] [--budget-ms N] [--top N] [filters] TRACE...
@@ -48,9 +49,10 @@ const outputFormats = `output formats, by the output name's extension (or --form
 `
 
 var commands = []command{
-	{"dump", "dump [--arch A] [--symbol NAME] [--json] FILE",
+	{"dump", "dump [--arch A] [--symbol NAME] [--json] FILE\n       dump --classes [--arch A] [--json] FILE",
 		"show a Mach-O file's header, dylibs, segments, fixup style and every symbol-pointer slot\n" +
-			"(what rebinding a symbol would touch)"},
+			"(what rebinding a symbol would touch); --classes: its Objective-C classes, categories and\n" +
+			"methods (+load marked) and its Swift types with their vtables"},
 	{"trace", "trace TRACE... -o OUT [--format json|perfetto|speedscope|pprof|folded|svg] [--name PROGRAM]\n" +
 		"      [--program PATH] [--min-us N] [--max-depth N] [--include PAT]... [--exclude PAT]...\n" +
 		"      [--threads all|main|NAME,ID,...]",
