@@ -14,8 +14,10 @@ import (
 // ClassesDump is what `machobind dump --classes` shows of a Mach-O file: the Objective-C
 // classes and categories each slice defines, with their methods, and its Swift types.
 type ClassesDump struct {
-	File   string             `json:"file"`
-	Fat    bool               `json:"fat"`
+	File string `json:"file"`
+	Fat  bool   `json:"fat"`
+	// Arches counts the file's slices, those Slices leaves out (--arch) included.
+	Arches int                `json:"arches"`
 	Slices []ClassesSliceDump `json:"slices"`
 }
 
@@ -132,6 +134,7 @@ func DumpClasses(path, arch string) (*ClassesDump, error) {
 		defer f.Close()
 		files = append(files, f)
 	}
+	d.Arches = len(files)
 	for _, f := range files {
 		name := archName(f)
 		if arch != "" && name != arch {

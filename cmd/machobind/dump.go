@@ -159,7 +159,7 @@ func writeClassesText(out io.Writer, d *machobind.ClassesDump) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "file: %s", d.File)
 	if d.Fat {
-		fmt.Fprintf(w, " (universal, %d slices)", len(d.Slices))
+		fmt.Fprintf(w, " (universal, %d slices)", d.Arches)
 	}
 	fmt.Fprintln(w)
 	for _, s := range d.Slices {
