@@ -8,3 +8,12 @@ import "github.com/msgtrace/msgtrace/swiftname"
 // report keys, the JSON "method" fields, pprof's system names, the Chrome JSON's args.objc)
 // stays the runtime name.
 func DisplayName(name string) string { return swiftname.Method(name) }
+
+// displayIfOther is DisplayName(name) when it differs from name, else "" (the JSON "display"
+// fields, left out for names shown as they are).
+func displayIfOther(name string) string {
+	if d := DisplayName(name); d != name {
+		return d
+	}
+	return ""
+}

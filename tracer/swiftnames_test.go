@@ -145,3 +145,32 @@ func TestSwiftNamesShown(t *testing.T) {
 		}
 	}
 }
+
+// TestSwiftNamesInReport: report JSON keys methods by their runtime names and adds how people
+// write them; a stack reads as people write it.
+func TestSwiftNamesInReport(t *testing.T) {
+	s := NewReportSink(ReportOptions{})
+	if _, err := Process(bytes.NewReader(swiftTrace(t)), Options{MaxDepth: -1}, s); err != nil {
+		t.Fatal(err)
+	}
+	r := s.Report()
+	seen := map[string]string{}
+	for _, m := range r.Methods.BySelf {
+		seen[m.Method] = m.Display
+	}
+	for m, d := range map[string]string{onceRun: onceRunD, cacheStep: cacheStepD, "-[Foo run]": ""} {
+		if got, ok := seen[m]; !ok || got != d {
+			t.Errorf("report method %s: display %q (present %v), want %q", m, got, ok, d)
+		}
+	}
+	if got := StackString([]string{onceRun, objRun, "-[Foo run]"}); got != onceRunD+" > "+objRunD+" > -[Foo run]" {
+		t.Errorf("StackString: %q", got)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"method":"`+cacheStep+`"`)) || !bytes.Contains(b, []byte(`"display":"`+cacheStepD+`"`)) {
+		t.Errorf("report JSON:\n%s", b)
+	}
+}
