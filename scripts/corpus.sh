@@ -28,7 +28,7 @@ pins=(
 	# The only real ld64 binary here with chained fixups (macOS 13 minimum; the others all use
 	# classic dyld info), with imports of lib ordinal -3 (BIND_SPECIAL_DYLIB_WEAK_LOOKUP). 88 MB.
 	"@oven/bun-darwin-aarch64@1.4.5 88c398ee13212e8b189119a2bddc7d240ae4f1252c1d0ae2ac1fd44c921fdcb1 package/bin/bun bun-darwin-arm64"
-	# C++ plugins of llama.cpp's ggml (ld-prime, chained fixups DYLD_CHAINED_PTR_64_OFFSET):
+	# C++ plugins of llama.cpp's ggml (Xcode 26: ld-1267, SDK 26.5, chained fixups DYLD_CHAINED_PTR_64_OFFSET):
 	# operator new/delete and typeinfo imported with lib ordinal -3 (weak lookup) in the chained
 	# import table while their symbol-table entries name libc++ and carry no N_REF_TO_WEAK; the
 	# Metal one also defines Objective-C classes.
