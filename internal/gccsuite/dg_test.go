@@ -36,11 +36,16 @@ func (w word) String() string {
 	if !w.isL {
 		return w.s
 	}
+	return "{ " + words(w.list) + " }"
+}
+
+// words is ws as written (roughly): words apart, lists braced.
+func words(ws []word) string {
 	var parts []string
-	for _, x := range w.list {
-		parts = append(parts, x.String())
+	for _, w := range ws {
+		parts = append(parts, w.String())
 	}
-	return "{ " + strings.Join(parts, " ") + " }"
+	return strings.Join(parts, " ")
 }
 
 // strs returns a word's strings: itself, or the strings of its list.
@@ -317,7 +322,8 @@ func planSuite(testsuite string, tg target) ([]gccTest, error) {
 }
 
 // applyDirectives reads a dg test's directives into gt: it reports whether the test is a run
-// test (dg-do run, for any target), and sets gt.skip when it does not run on tg.
+// test (dg-do run, for some target), and sets gt.skip when it does not run on tg (the last
+// dg-do for tg is not run, or the test is skipped or needs what tg has not).
 func (gt *gccTest) applyDirectives(src string, tg target) (bool, error) {
 	ds, err := parseDirectives(src)
 	if err != nil {
@@ -329,7 +335,8 @@ func (gt *gccTest) applyDirectives(src string, tg target) (bool, error) {
 	}) {
 		return false, nil
 	}
-	run := false
+	var action string // the last dg-do whose target is this one: what DejaGnu does with the test
+	var dos []string
 	var options, additional []string
 	hasOptions := false
 	skip := func(why string) {
@@ -340,14 +347,14 @@ func (gt *gccTest) applyDirectives(src string, tg target) (bool, error) {
 	for _, d := range ds {
 		switch d.name {
 		case "dg-do":
-			if len(d.args) == 0 || d.args[0].s != "run" {
-				return false, nil
+			if len(d.args) == 0 {
+				return false, fmt.Errorf("dg-do without an action")
 			}
-			run = true
+			dos = append(dos, words(d.args))
 			if ok, err := tg.targetSel(d.args, 1); err != nil {
 				return false, err
-			} else if !ok {
-				skip("dg-do run " + d.args[1].String() + ": not this target")
+			} else if ok {
+				action = d.args[0].s
 			}
 		case "dg-options", "dg-additional-options":
 			if len(d.args) == 0 {
@@ -404,7 +411,7 @@ func (gt *gccTest) applyDirectives(src string, tg target) (bool, error) {
 			if !flagsMatch(flags, include, exclude) {
 				continue
 			}
-			why := fmt.Sprintf("%s %q %v %v %v", d.name, d.args[0].s, d.args[1], d.args[2:3], d.args[3:])
+			why := fmt.Sprintf("%s %q %s", d.name, d.args[0].s, words(d.args[1:]))
 			if d.name == "dg-skip-if" {
 				skip(why)
 			} else {
@@ -412,11 +419,14 @@ func (gt *gccTest) applyDirectives(src string, tg target) (bool, error) {
 			}
 		}
 	}
+	if action != "run" {
+		gt.skip = "dg-do " + strings.Join(dos, ", dg-do ") + ": not run on this target"
+	}
 	if hasOptions {
 		gt.flags = append(gt.flags, options...)
 	}
 	gt.flags = append(gt.flags, additional...)
-	return run, nil
+	return true, nil
 }
 
 // hostTarget is the target as DejaGnu names this machine, for the 64-bit hosts the suite runs on.
@@ -444,6 +454,9 @@ func TestDirectives(t *testing.T) {
 		{src: `/* { dg-do run { target *-*-darwin* } } */`, run: true, skip: true},
 		{src: `/* { dg-do run { target *-*-darwin[89]* *-*-darwin1[0-7]* } } */`, run: true, skip: true},
 		{src: `/* { dg-do run { target *-*-linux* } } */`, run: true},
+		{src: "/* { dg-do compile { target *-*-darwin* } } */\n/* { dg-do run { target *-*-darwin1[0-7]* } } */", run: true, skip: true},
+		{src: "/* { dg-do compile } */\n/* { dg-do run { target *-*-linux* } } */", run: true},
+		{src: "/* { dg-do run } */\n/* { dg-do compile { target *-*-linux* } } */", run: true, skip: true},
 		{src: "/* { dg-do run } */\n/* { dg-options \"-std=c99\" } */", run: true, flags: "-std=c99"},
 		{src: "/* { dg-do run } */\n/* { dg-options \"-mno-constant-cfstrings\" { target *-*-darwin* } } */", run: true},
 		{src: "/* { dg-do run } */\n/* { dg-additional-options \"-Wno-shadow-ivar -fno-local-ivars\" } */", run: true, flags: "-Wno-shadow-ivar -fno-local-ivars"},
