@@ -20,7 +20,7 @@ else
 LIBMSGTRACE := bin/libmsgtrace.so
 endif
 
-# machobind, and next to it the library `machobind run` preloads (on Linux also the small
+# msgtrace and machobind, and next to them the library `msgtrace run` preloads (on Linux also the small
 # preload loader, libmsgtrace-preload.so, that starts it only where there is something to trace).
 # LIBLDFLAGS: the library's Go runtime never sends the traced program SIGURG (its asynchronous
 # preemption signal): a program that installs its own SIGURG handler after the library started
@@ -31,6 +31,7 @@ LIBLDFLAGS := -X=runtime.godebugDefault=asyncpreemptoff=1
 
 build:
 	$(GO) build -o bin/machobind ./cmd/machobind
+	$(GO) build -o bin/msgtrace ./cmd/msgtrace
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags='$(LIBLDFLAGS)' -o $(LIBMSGTRACE) ./cmd/libmsgtrace
 ifneq ($(UNAME),Darwin)
 	$${CC:-cc} -O2 -Wall -shared -fPIC -o bin/libmsgtrace-preload.so cmd/libmsgtrace/loader/loader.c -ldl

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -14,8 +14,9 @@ import (
 	"github.com/msgtrace/msgtrace/tracer"
 )
 
-func report(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("report")
+func (s *Session) report(args []string) error {
+	stdout := s.Stdout
+	fs := NewFlags("report")
 	asJSON := fs.Bool("json", false, "write JSON (for scripts) instead of text")
 	budgetMS := fs.Float64("budget-ms", 16, "the main thread's budget in ms: a call busy longer, none of whose children is, is a hitch")
 	top := fs.Int("top", 10, "the length of every list")
@@ -27,18 +28,18 @@ func report(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&idle, "idle", "a method whose own time is a run loop waiting, not work (repeatable; added to: "+strings.Join(tracer.DefaultIdle, ", ")+")")
 	fs.Var(&inc, "include", "keep only methods matching this pattern (repeatable)")
 	fs.Var(&exc, "exclude", "drop methods matching this pattern (repeatable)")
-	pos, err := parseInterleaved(fs, args)
+	pos, err := ParseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usageError{"report takes one or more traces (streams, a raw dump) or directories of streams"}
+		return usageError("report takes one or more traces (streams, a raw dump) or directories of streams")
 	}
 	if *minUS < 0 || *maxDepth < -1 || *top < 1 || *budgetMS <= 0 {
-		return usageError{"-min-us and -max-depth must not be negative, -top and -budget-ms must be positive"}
+		return usageError("-min-us and -max-depth must not be negative, -top and -budget-ms must be positive")
 	}
 	if err := tracer.ValidateThreads(*threads); err != nil {
-		return usageError{err.Error()}
+		return usageError(err.Error())
 	}
 	files, err := expandTraces(pos)
 	if err != nil {
@@ -58,11 +59,11 @@ func report(args []string, stdout, stderr io.Writer) error {
 	}
 	sink := tracer.NewReportSink(ropt)
 	opt := tracer.Options{MinNanos: *minUS * 1000, MaxDepth: *maxDepth, Include: inc, Exclude: exc, Threads: *threads}
-	tot, err := in.process(opt, sink, stderr)
+	tot, err := in.process(opt, sink, s)
 	if err != nil {
 		return err
 	}
-	reportStreams(stderr, tot)
+	s.reportStreams(tot)
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	if *asJSON {
 		enc := json.NewEncoder(w)
@@ -281,7 +282,7 @@ func writeMethodTable(w io.Writer, ms_ []tracer.MethodStat, indent string) {
 	tw.Flush()
 }
 
-// writeSummary is what machobind run prints after the trace: the top methods by self time
+// writeSummary is what run prints after the trace: the top methods by self time
 // over every thread, and the hitches.
 func writeSummary(w io.Writer, r *tracer.Report, n int) {
 	if len(r.Methods.BySelf) == 0 {
