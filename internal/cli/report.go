@@ -70,7 +70,7 @@ func (s *Session) report(args []string) error {
 		enc.SetIndent("", "  ")
 		err = enc.Encode(sink.Report())
 	} else {
-		writeReport(w, sink.Report())
+		writeReport(w, sink.Report(), *top)
 	}
 	if ferr := w.Flush(); err == nil {
 		err = ferr
@@ -149,11 +149,11 @@ func plural(n uint64, one, many string) string {
 }
 
 // writeReport writes the report for a person.
-func writeReport(w io.Writer, r *tracer.Report) {
+func writeReport(w io.Writer, r *tracer.Report, top int) {
 	rt := r.Recorder
 	fmt.Fprintf(w, "%s (%d kept) on %s of %s; main-thread budget %s ms\n",
 		plural(rt.Calls, "call", "calls"), rt.Kept, plural(rt.Threads, "thread", "threads"), plural(rt.Processes, "process", "processes"), ms(r.BudgetNanos))
-	writeLaunches(w, r.Launches) // report_launch.go
+	writeLaunches(w, r.Launches, top) // report_launch.go
 
 	fmt.Fprintf(w, "\nHITCHES: main-thread calls busy over %s ms none of whose children is (the innermost call that held the thread)\n", ms(r.BudgetNanos))
 	if r.HitchCount == 0 {
