@@ -225,3 +225,46 @@ func TestBuiltHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestBuiltReportThreads: with more threads than --top, the text shows the main thread and the
+// busiest others, then how many more there are with their calls and busy time; JSON has all.
+func TestBuiltReportThreads(t *testing.T) {
+	mt, _ := built(t)
+	in := filepath.Join(t.TempDir(), "threads.mtrace")
+	var b bytes.Buffer
+	w := tracer.NewStreamWriter(&b)
+	w.Process(tracer.StreamProcess{PID: 3, Name: "workers"})
+	w.Clock(tracer.ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
+	w.Methods(tracer.StreamMethod{ID: 1, Class: "Worker", Selector: "work"})
+	// thread 100 the main one, 1 ms; workers 101..106 busy 1..6 ms
+	for i := uint64(0); i < 7; i++ {
+		flags := uint64(0)
+		if i == 0 {
+			flags = tracer.ThreadMain
+		}
+		w.Thread(tracer.StreamThread{TID: 100 + i, Flags: flags, Name: fmt.Sprintf("t%d", i)})
+		w.Events(100+i, 0, []tracer.StreamEvent{{ID: 1, Start: 10, End: 10 + max(i, 1)*1e6}})
+	}
+	w.End(tracer.StreamCounters{Calls: 7})
+	if err := os.WriteFile(in, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCmd(t, mt, "report", "--top", "3", in)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var shown []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "main") || strings.HasPrefix(l, "t") && strings.Contains(l, " of workers") {
+			shown = append(shown, l[:strings.Index(l, " of ")])
+		}
+	}
+	if strings.Join(shown, " ") != "main t5 t6" || !strings.Contains(out, "\nand 4 more threads (4 calls, busy 10.000 ms; report --json lists every thread)\n") {
+		t.Errorf("threads shown %q:\n%s", shown, out)
+	}
+	code, out, _ = runCmd(t, mt, "report", "--top", "3", "--json", in)
+	var r tracer.Report
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil || len(r.Threads) != 7 {
+		t.Errorf("report --json: exit %d, %v, %d threads", code, err, len(r.Threads))
+	}
+}

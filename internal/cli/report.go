@@ -177,7 +177,8 @@ func writeReport(w io.Writer, r *tracer.Report, top int) {
 	}
 
 	fmt.Fprintf(w, "\nTHREADS\n")
-	for _, th := range r.Threads {
+	shown, rest := boundThreads(r.Threads, top)
+	for _, th := range shown {
 		fmt.Fprintf(w, "\n%s", th.Name)
 		if r.Recorder.Processes > 1 || th.Program != "" {
 			fmt.Fprintf(w, " of %s (pid %d)", th.Program, th.PID)
@@ -198,6 +199,18 @@ func writeReport(w io.Writer, r *tracer.Report, top int) {
 		}
 		fmt.Fprintln(w)
 		writeMethodTops(w, th.Methods, "  ")
+	}
+	if len(rest) > 0 {
+		var calls, busy uint64
+		for _, th := range rest {
+			calls, busy = calls+th.Calls, busy+th.BusyNanos
+		}
+		what := "threads"
+		if len(rest) == 1 {
+			what = "thread"
+		}
+		fmt.Fprintf(w, "\nand %d more %s (%s, busy %s ms; report --json lists every thread)\n",
+			len(rest), what, plural(calls, "call", "calls"), ms(busy))
 	}
 	if len(r.Threads) > 1 {
 		fmt.Fprintf(w, "\nALL THREADS\n")
@@ -221,6 +234,38 @@ func writeReport(w io.Writer, r *tracer.Report, top int) {
 		fmt.Fprintf(w, "  streams: %d damaged frames skipped (%d bytes), %d bytes cut at the end, %d of %d processes did not end cleanly, %d bytes the recorder could not write\n",
 			rt.BadFrames, rt.BadBytes, rt.TornBytes, rt.Unended, rt.Processes, rt.Unwritten)
 	}
+}
+
+// boundThreads picks the threads the text shows, in the report's order: every one when there
+// are at most top, else the main threads and the busiest others, top in all (at least the
+// main threads); the others are rest.
+func boundThreads(ths []tracer.ThreadReport, top int) (shown, rest []tracer.ThreadReport) {
+	if len(ths) <= top {
+		return ths, nil
+	}
+	order := make([]int, len(ths))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		x, y := &ths[order[a]], &ths[order[b]]
+		if x.Main != y.Main {
+			return x.Main
+		}
+		return x.BusyNanos > y.BusyNanos
+	})
+	keep := make([]bool, len(ths))
+	for n, i := range order {
+		keep[i] = n < top || ths[i].Main
+	}
+	for i, th := range ths {
+		if keep[i] {
+			shown = append(shown, th)
+		} else {
+			rest = append(rest, th)
+		}
+	}
+	return shown, rest
 }
 
 // writeCalls lists calls with their stacks (and children, for hitches).
