@@ -104,16 +104,16 @@ bench-dump: build corpus
 bench-rebind: fixtures corpus
 	$(GO) test ./machobind -run '^$$' -bench 'Rebind|Match' -benchtime 200x
 
-# Trace the demo app under `machobind run`: trace.pftrace and trace.json (ui.perfetto.dev),
+# Trace the demo app under `msgtrace run`: trace.pftrace and trace.json (ui.perfetto.dev),
 # trace.speedscope.json (speedscope), trace.pb.gz (go tool pprof), trace.folded and trace.svg
 # (a flame graph) in the current directory, and the report's summary (top methods, hitches).
 # Linux: testdata/gnustep/demo.m, a Foundation app built by gcc against gnustep-base, every
-# method traced (scripts/demo.sh); its streams stay in bin/demo/streams for `machobind report`.
+# method traced (scripts/demo.sh); its streams stay in bin/demo/streams for `msgtrace report`.
 ifeq ($(UNAME),Darwin)
 demo: build
 	mkdir -p bin/demo
 	clang -fobjc-arc -O1 -g -o bin/demo/demoapp testdata/src/demo.m -framework Foundation
-	./bin/machobind run --out trace.json --perfetto trace.pftrace --speedscope trace.speedscope.json --pprof trace.pb.gz --folded trace.folded --flame trace.svg -- bin/demo/demoapp
+	./bin/msgtrace run --out trace.json --perfetto trace.pftrace --speedscope trace.speedscope.json --pprof trace.pb.gz --folded trace.folded --flame trace.svg -- bin/demo/demoapp
 else
 demo: setup build
 	bash scripts/demo.sh bin/demo
