@@ -248,7 +248,7 @@ func (s *Session) runTraced(args []string) error {
 	}
 	rep := tracer.NewReportSink(tracer.ReportOptions{BudgetNanos: uint64(*budgetMS * 1e6), Top: max(*top, 1)})
 	main := sinkFor(outFormat, *out)
-	tot, err := convertStreams(streams, *out, opt, func(w io.Writer) tracer.Sink { return tracer.Tee(main(w), rep) })
+	tot, err := s.convertStreams(streams, *out, opt, func(w io.Writer) tracer.Sink { return tracer.Tee(main(w), rep) })
 	if err != nil {
 		return err
 	}
@@ -257,7 +257,7 @@ func (s *Session) runTraced(args []string) error {
 		if *o.path == "" {
 			continue
 		}
-		if _, err := convertStreams(streams, *o.path, opt, sinkFor(o.format, *o.path)); err != nil {
+		if _, err := s.convertStreams(streams, *o.path, opt, sinkFor(o.format, *o.path)); err != nil {
 			return err
 		}
 		files = append(files, *o.path)
@@ -296,11 +296,12 @@ func copyFile(from, to string) error {
 }
 
 // convertStreams writes the streams (one per process, on one timeline) through a sink to
-// path; nothing is left at path on failure.
-func convertStreams(streams []string, path string, opt tracer.Options, sink func(io.Writer) tracer.Sink) (tracer.Totals, error) {
+// path, showing progress on a terminal; nothing is left at path on failure.
+func (s *Session) convertStreams(streams []string, path string, opt tracer.Options, sink func(io.Writer) tracer.Sink) (tracer.Totals, error) {
 	var ins []tracer.Input
-	for _, s := range streams {
-		f, err := os.Open(s)
+	var total int64
+	for _, name := range streams {
+		f, err := os.Open(name)
 		if err != nil {
 			return tracer.Totals{}, err
 		}
@@ -309,7 +310,13 @@ func convertStreams(streams []string, path string, opt tracer.Options, sink func
 		if err != nil {
 			return tracer.Totals{}, err
 		}
-		ins = append(ins, tracer.Input{R: f, Size: st.Size(), Name: s})
+		ins = append(ins, tracer.Input{R: f, Size: st.Size(), Name: name})
+		total += st.Size()
+	}
+	p := newProgress(s, path, 2*total) // streams are read twice
+	defer p.finish()
+	for i := range ins {
+		ins[i].R = countingReaderAt{ins[i].R, p}
 	}
 	f, err := os.Create(path)
 	if err != nil {
