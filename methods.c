@@ -522,7 +522,9 @@ unsigned char (*msgtrace_orig_class_addMethod)(void *, void *, void *, const cha
 unsigned char msgtrace_class_addMethod(void *cls, void *sel, void *imp, const char *types) {
 #if !MT_APPLE_API
 	if (mt_objc_kind() == MT_RT_GNU) {
-		if (!cls || !imp || mt_is_trampoline(imp)) /* a behaviour's method, instrumented where it came from */
+		/* a class not selected (read without the lock; a restore may forget it meanwhile), or a
+		 * behaviour's method, instrumented where it came from: the runtime's alone */
+		if (!cls || !imp || mt_is_trampoline(imp) || !mt_growmap_get(&selected, cls))
 			return msgtrace_orig_class_addMethod(cls, sel, imp, types);
 		mt_objc_lock(); /* recursive; held around the runtime's: the new method list is the class's first */
 		struct mt_tramp_data *d = NULL;
@@ -572,7 +574,7 @@ void msgtrace_added_methods(struct mt_methods_stats *st) {
 }
 
 #if !MT_APPLE_API
-/* gcc's runtime: at once, in the thread that registered the class or added the method (the
- * runtime's lock may be held: the callee takes it first, and asks nothing of the loader) */
+/* gcc's runtime: at once, in the thread that registered the class (the runtime's lock may be
+ * held: the callee takes it first, and asks nothing of the loader) */
 void mt_class_arrived(void *cls, void *creator) { msgtraceClassRegistered(cls, creator); }
 #endif
