@@ -6,7 +6,7 @@ FIXTURES := testdata/fixtures
 CORPUS := testdata/corpus
 FUZZTIME ?= 60s
 
-.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-viewers bench-convert cross clean
+.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-firsttouch bench-viewers bench-convert cross clean
 
 all: build
 
@@ -62,7 +62,7 @@ fuzz: fixtures
 	$(GO) test ./machobind -run '^$$' -fuzz '^FuzzDump$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1
 	$(GO) test ./tracer -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1
 
-bench: bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost
+bench: bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-firsttouch
 
 # Raw trace (10,000,000 records) to Chrome JSON: records/s and peak RSS; 4,000,000 calls read
 # from a stream against the same calls from a raw dump (calls/s, bytes/call).
@@ -95,6 +95,13 @@ bench-startup: build
 # adds before main and after it (BASE=dir: a second build in the same rounds).
 bench-fixedcost: build
 	bash scripts/bench-fixedcost.sh $${RUNS:-30} bin $${BASE:-}
+
+# Crashes, not time: a gnustep-base program whose threads first touch Foundation before its main
+# thread does (testdata/gnustep/firsttouch.m; gnustep-base crashes so now and then by itself),
+# RUNS=300 runs each untraced, traced at the default selection and with MSGTRACE_METHODS=all,
+# alternated; how many died of a signal in each (BASE=dir: a second build in the same rounds).
+bench-firsttouch: build
+	bash scripts/bench-firsttouch.sh $${RUNS:-300} bin $${BASE:-}
 
 # Time `machobind dump --json` against llvm-objdump on the largest corpus binary.
 bench-dump: build corpus

@@ -276,11 +276,16 @@ func (a *Agent) restoreMethods() {
 	}
 }
 
-// MethodStats is what method capture instrumented so far, and how long the first install took.
+// MethodStats is what method capture instrumented so far (the methods added to selected classes
+// on gcc's runtime included), and how long the first install took.
 func (a *Agent) MethodStats() (msgtrace.MethodStats, time.Duration) {
 	a.methods.mu.Lock()
 	defer a.methods.mu.Unlock()
-	return a.methods.stats, a.methods.took
+	st := a.methods.stats
+	if st.Classes > 0 {
+		addStats(&st, msgtrace.AddedMethods())
+	}
+	return st, a.methods.took
 }
 
 // classSelector turns MSGTRACE_METHODS into a predicate on (class name, image path).
