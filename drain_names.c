@@ -110,6 +110,12 @@ void mt_names_reset(void) {
  * one is named (methods buffer) before its first use. */
 uint32_t mt_method_id(uint64_t cls, uint64_t sel) {
 	int found;
+#if !defined(__APPLE__)
+	/* Off Apple, an unaligned receiver is a small object whose class its low bits alone give
+	 * (libobjc2's objc_registerSmallObjectClass_np): one raw key per class, not per value. */
+	if (cls >> FLAG_SHIFT & F_TAGGED && cls & MT_UNALIGNED_BITS)
+		cls &= ~((1ull << CLS_BITS) - 1) | MT_UNALIGNED_BITS;
+#endif
 	struct slot *s = table_find(&names.raw_ids, cls, sel, &found);
 	if (found)
 		return s->id;

@@ -29,16 +29,27 @@ import "unsafe"
 //	                                                           space": the ptrauth layout, in a macOS process
 //	devices arm64 (iOS, tvOS)   1<<63      0x0000000ffffffff8  isa.h ISA_MASK (arm64) = ISA_MASK (arm64e) &
 //	                                                           coveringMask(0xFC0000000 - 1) (xnu, not macOS)
-//	not Apple (GNUstep, tests)  0          ^0                  isa is the class, nothing is tagged
+//	not Apple (GNUstep, tests)  0          ^0                  isa is the class; libobjc2's small objects:
+//	                                                           the low bits, below
+//
+// Every tag mask the interposers use also has the low three bits set (unalignedBits, rt.h's
+// MT_UNALIGNED_BITS): a receiver that is not 8-byte aligned is not an object pointer on any
+// 64-bit runtime, so it is never dereferenced, and it is named through the runtime's
+// object_getClass. These are GNUstep libobjc2's small objects (OBJC_SMALL_OBJECT_MASK, 7 on
+// 64-bit: objc_registerSmallObjectClass_np gives the class of every receiver whose low bits are
+// the class's index; gnustep-base registers small integers, floats, doubles and tiny strings).
 //
 // The class mask is objc_debug_isa_class_mask, not ISA_MASK, wherever the two differ (the
 // ptrauth and arm64 simulator layouts keep the isa's signature in bits above the address).
 // internal/crosscheck reads these values back from every artifact `make cross` builds.
 
+// unalignedBits are in every tag mask (rt.h MT_UNALIGNED_BITS).
+const unalignedBits = 7
+
 // Masks are the masks the interposers use to find a receiver's class.
 type Masks struct {
 	Class  uint64 // isa & Class is the receiver's class
-	Tag    uint64 // receiver & Tag != 0: a tagged pointer (0: none are)
+	Tag    uint64 // receiver & Tag != 0: a tagged pointer (at least unalignedBits)
 	Source string // "runtime" when read from the Objective-C runtime, else "fallback"
 }
 
@@ -70,6 +81,7 @@ func runtimeMasks(lookup func(name string) uintptr) (m Masks, ok bool) {
 	if ta != 0 {
 		m.Tag = readWord(ta)
 	}
+	m.Tag |= unalignedBits
 	return m, true
 }
 

@@ -6,7 +6,8 @@ import (
 )
 
 // TestRuntimeMasks: the masks the runtime exports replace the fallback, a runtime with tagged
-// pointers disabled (mask 0) gets none, and one that exports nothing leaves the fallback.
+// pointers disabled (mask 0) gets none, and one that exports nothing leaves the fallback;
+// unaligned receivers are tagged under every mask.
 func TestRuntimeMasks(t *testing.T) {
 	saved := CurrentMasks()
 	defer func() {
@@ -23,6 +24,9 @@ func TestRuntimeMasks(t *testing.T) {
 	}()
 	if saved.Source != "fallback" {
 		t.Fatalf("masks before Install come from %q, want the fallback", saved.Source)
+	}
+	if saved.Tag&unalignedBits != unalignedBits {
+		t.Errorf("fallback tag mask %#x does not hold the unaligned bits %#x", saved.Tag, unalignedBits)
 	}
 	runtime := func(class, tag *uint64) func(string) uintptr {
 		return func(name string) uintptr {
@@ -43,9 +47,9 @@ func TestRuntimeMasks(t *testing.T) {
 	}{
 		{"nothing exported", nil, nil, saved},
 		{"a zero class mask is ignored", &zero, &tag, saved},
-		{"both", &class, &tag, Masks{class, tag, "runtime"}},
-		{"tagged pointers disabled", &class, &zero, Masks{class, 0, "runtime"}},
-		{"no tag mask exported", &class, nil, Masks{class, 0, "runtime"}},
+		{"both", &class, &tag, Masks{class, tag | unalignedBits, "runtime"}},
+		{"tagged pointers disabled", &class, &zero, Masks{class, unalignedBits, "runtime"}},
+		{"no tag mask exported", &class, nil, Masks{class, unalignedBits, "runtime"}},
 	} {
 		if got := applyRuntimeMasks(runtime(c.class, c.tag)); got != c.want {
 			t.Errorf("%s: masks %+v, want %+v", c.name, got, c.want)

@@ -300,12 +300,11 @@ struct mt_tramp_data *mt_take_trampoline(void *cls, void *m, void *sel, void *im
 	return d;
 }
 
-/* Gives one method of cls a trampoline; returns whether its IMP changed. */
-int mt_instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
-	void *imp = mt_objc_method_imp(m);
+/* Whether a method of cls (selector sel, IMP imp) is one to give a trampoline: not ours already,
+ * named, not on the never-instrument list (counted there), not a forwarder. */
+static int instrumentable(void *cls, void *sel, void *imp, struct mt_methods_stats *st) {
 	if (!imp || mt_is_trampoline(imp))
 		return 0; /* ours already (a class looked at again): no name needed */
-	void *sel = mt_objc_method_sel(m);
 	/* the selector's name: remembered once asked for (gcc's sel_getName takes the runtime's
 	 * lock each time), so that neither the drain nor the next install asks the runtime */
 	const char *name = sel ? mt_objc_remembered_sel_name(sel) : NULL;
@@ -323,6 +322,15 @@ int mt_instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
 		st->never++;
 		return 0;
 	}
+	return 1;
+}
+
+/* Gives one method of cls a trampoline; returns whether its IMP changed. */
+int mt_instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
+	void *imp = mt_objc_method_imp(m);
+	void *sel = imp && !mt_is_trampoline(imp) ? mt_objc_method_sel(m) : NULL;
+	if (!instrumentable(cls, sel, imp, st))
+		return 0;
 	if (!mt_objc_method_settable(m, imp)) { /* not the layout we know: hands off */
 		st->foreign++;
 		return 0;
@@ -375,6 +383,23 @@ int mt_instrument_class(void *cls, struct mt_methods_stats *st) {
 #endif
 }
 
+#if !MT_APPLE_API
+/* gcc's runtime: the classes the selection chose, and their metaclasses (each given to
+ * msgtrace_methods_install since the last restore): a method the program adds to one of them
+ * later is given a trampoline as it is added (msgtrace_class_addMethod). Under the runtime's
+ * lock. */
+static struct mt_growmap selected = {NULL, 0, 10, 22};
+static struct mt_methods_stats added; /* what msgtrace_class_addMethod instrumented */
+
+static void select_class(void *cls, void *meta) {
+	mt_growmap_put(&selected, cls, 1, 0); /* full: methods added to it wait for the next install */
+	if (meta)
+		mt_growmap_put(&selected, meta, 1, 0);
+}
+#else
+static void select_class(void *cls, void *meta) { (void)cls, (void)meta; }
+#endif
+
 void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats *st) {
 	if (mt_objc_kind() == MT_RT_NONE)
 		return;
@@ -385,6 +410,7 @@ void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats 
 		void *cls = classes[i];
 		void *meta = mt_objc_metaclass(cls);
 		st->classes++;
+		select_class(cls, meta);
 		if (mt_instrument_class(cls, st) && changed)
 			changed[nc++] = cls;
 		if (meta && mt_instrument_class(meta, st) && changed)
@@ -459,6 +485,9 @@ void msgtrace_methods_restore(struct mt_methods_stats *st) {
 		d->method = NULL; /* the trampoline stays, forwarding to the original */
 	}
 	homes_filled = 1;
+#if !MT_APPLE_API
+	mt_growmap_reset(&selected); /* a reinstall chooses them again */
+#endif
 	mt_objc_methods_changed(changed, nc);
 	st->pool_used = mt_tramps_used;
 	mt_objc_unlock();
@@ -475,10 +504,50 @@ void msgtrace_objc_registerClassPair(void *cls) {
 }
 
 /* A method added to a registered class (KVO adds its setters to NSKVONotifying_* so, as they
- * get observed): the class is reported again once the method is there. */
+ * get observed; gnustep-base's +initialize methods add a behaviour's methods so).
+ *
+ * gcc's runtime: in C, nothing asked of the Go side. A method added to a selected class is given
+ * its trampoline before it exists: the runtime is handed the trampoline as the IMP, so the one
+ * dispatch-table refresh it does for the new method puts the trampoline there, and we refresh
+ * nothing. Most such methods are added inside a +initialize, which gcc's runtime runs holding
+ * its lock, and while it runs, other threads run whatever classes it has finished (a subclass
+ * it initialized on the way is one: gnustep-base's NSMutableArray inside +[NSArray initialize],
+ * before NSArray has set up what NSMutableArray's methods use). Time spent here widens that
+ * window: a call into Go per method (a cgo callback, on a thread new to Go a whole M set up),
+ * the class's image looked up, a second refresh, made gnustep-base's own first-touch crash
+ * several times as frequent (make bench-firsttouch). Here it costs a lookup in the selected
+ * classes and, for a selected one, a trampoline handed out. */
 unsigned char (*msgtrace_orig_class_addMethod)(void *, void *, void *, const char *);
 
 unsigned char msgtrace_class_addMethod(void *cls, void *sel, void *imp, const char *types) {
+#if !MT_APPLE_API
+	if (mt_objc_kind() == MT_RT_GNU) {
+		/* a class not selected (read without the lock; a restore may forget it meanwhile), or a
+		 * behaviour's method, instrumented where it came from: the runtime's alone */
+		if (!cls || !imp || mt_is_trampoline(imp) || !mt_growmap_get(&selected, cls))
+			return msgtrace_orig_class_addMethod(cls, sel, imp, types);
+		mt_objc_lock(); /* recursive; held around the runtime's: the new method list is the class's first */
+		struct mt_tramp_data *d = NULL;
+		/* a class still being built (never selected) is instrumented when it registers */
+		if (mt_growmap_get(&selected, cls) && mt_objc_registered_class(cls) && instrumentable(cls, sel, imp, &added))
+			d = mt_new_trampoline(cls, NULL, sel, imp, &added);
+		size_t k = d ? (size_t)(d - msgtrace_tramp_data) : 0;
+		void *tramp = d ? msgtrace_tramp_text + k * MT_STRIDE : imp;
+		unsigned char ok = msgtrace_orig_class_addMethod(cls, sel, tramp, types);
+		if (d && ok) {
+			/* the runtime links a list of the one method in front of the class's lists */
+			struct mt_gnu_method_list *l = MT_GNU_CLASS_METHODS(cls);
+			if (l && l->count == 1 && l->m[0].imp == tramp)
+				d->method = &l->m[0]; /* for a restore; else the trampoline stays, forwarding */
+			added.instrumented++;
+		} else if (d && k + 1 == mt_tramps_used) { /* not added (the class has one of that name): never seen */
+			*d = (struct mt_tramp_data){0};
+			mt_tramps_used--;
+		}
+		mt_objc_unlock();
+		return ok;
+	}
+#endif
 	unsigned char ok = msgtrace_orig_class_addMethod(cls, sel, imp, types);
 	if (ok && cls && mt_objc_kind() != MT_RT_NONE) {
 		/* a class still being built is reported when it registers */
@@ -489,8 +558,23 @@ unsigned char msgtrace_class_addMethod(void *cls, void *sel, void *imp, const ch
 	return ok;
 }
 
+void msgtrace_added_methods(struct mt_methods_stats *st) {
 #if !MT_APPLE_API
-/* gcc's runtime: at once, in the thread that registered the class or added the method (the
- * runtime's lock may be held: the callee takes it first, and asks nothing of the loader) */
+	/* counters, read without the runtime's lock (a thread may hold it for long: a +initialize
+	 * that never returns must not hang the report at exit) */
+	*st = (struct mt_methods_stats){
+	    .instrumented = __atomic_load_n(&added.instrumented, __ATOMIC_RELAXED),
+	    .never = __atomic_load_n(&added.never, __ATOMIC_RELAXED),
+	    .full = __atomic_load_n(&added.full, __ATOMIC_RELAXED),
+	    .pool_used = __atomic_load_n(&mt_tramps_used, __ATOMIC_RELAXED),
+	};
+#else
+	*st = (struct mt_methods_stats){0};
+#endif
+}
+
+#if !MT_APPLE_API
+/* gcc's runtime: at once, in the thread that registered the class (the runtime's lock may be
+ * held: the callee takes it first, and asks nothing of the loader) */
 void mt_class_arrived(void *cls, void *creator) { msgtraceClassRegistered(cls, creator); }
 #endif

@@ -203,6 +203,14 @@ func EndEarlyMethods() MethodStats {
 	return statsOf(func(c *C.struct_mt_methods_stats) { C.msgtrace_early_methods_end(c) })
 }
 
+// AddedMethods is what the rebound class_addMethod instrumented so far on gcc's runtime: the
+// methods a program added to selected classes, each given its trampoline as it was added (no
+// call into Go, no dispatch-table refresh of ours: most are added inside a +initialize, under
+// the runtime's lock). Zero elsewhere.
+func AddedMethods() MethodStats {
+	return statsOf(func(c *C.struct_mt_methods_stats) { C.msgtrace_added_methods(c) })
+}
+
 // UnseenClasses keeps, of classes, those it has not been given before and those given methods
 // since it last was (gcc's runtime: the runtime links a category's method list, or an added
 // method's, in front of a class's lists, so an unchanged first list is a class given no

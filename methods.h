@@ -81,9 +81,14 @@ extern void msgtraceModuleLoaded(void *module);   /* Go (methods.go) */
 extern void (*msgtrace_orig_objc_registerClassPair)(void *) __attribute__((visibility("hidden")));
 void msgtrace_objc_registerClassPair(void *cls);
 extern void msgtraceClassRegistered(void *cls, void *creator); /* Go (methods.go) */
-/* class_addMethod rebound: the original, then msgtraceClassRegistered for a registered class. */
+/* class_addMethod rebound. gcc's runtime: a method added to a class the selection chose (given to
+ * msgtrace_methods_install) gets a trampoline as it is added, in C; elsewhere the original, then
+ * msgtraceClassRegistered for a registered class. */
 extern unsigned char (*msgtrace_orig_class_addMethod)(void *, void *, void *, const char *) __attribute__((visibility("hidden")));
 unsigned char msgtrace_class_addMethod(void *cls, void *sel, void *imp, const char *types);
+/* What msgtrace_class_addMethod instrumented so far and the trampolines handed out (gcc's
+ * runtime; zeros elsewhere): counters read without a lock. */
+void msgtrace_added_methods(struct mt_methods_stats *st);
 /* Apple: watches images loaded later through objc_addLoadImageFunc; msgtraceImagesLoaded runs
  * on a thread of ours after each. 0 where that is not available. */
 int msgtrace_watch_loaded_images(void);

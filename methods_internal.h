@@ -11,7 +11,7 @@
 #include "trampoline.h"
 
 #pragma GCC visibility push(hidden)
-extern size_t mt_tramps_used;       /* trampolines handed out (never freed), under the caller's lock */
+extern size_t mt_tramps_used;       /* trampolines handed out (never freed; one no method ever had may be taken back), under the caller's lock */
 extern unsigned char mt_kept[];     /* per trampoline: never given back (a +load's) */
 /* Whether imp is one of the pool's trampolines. */
 static inline int mt_is_trampoline(const void *imp) {

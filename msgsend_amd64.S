@@ -303,7 +303,7 @@ END(\name)
  *   close     close the entry below r10; closed: back to retry
  *   overflow  the shadow stack is full
  *   register  the thread's first traced call
- *   untraced  straight to the original
+ *   untraced  straight to the original: tracing off or paused falls through into it
  */
 .macro INTERPOSE name, orig, recv, sel, mode
 FUNC(\name)
@@ -316,7 +316,14 @@ FUNC(\name)
 	jz LOCAL(untraced_\name)                /* nil receiver: untraced */
 .endif
 	cmpl $(0), SYM(msgtrace_active)(%rip)
-	je LOCAL(untraced_\name)                /* tracing off or paused */
+	jne LOCAL(retry_\name)                  /* tracing: record */
+LOCAL(untraced_\name):                      /* untraced (off or paused falls through here): */
+.if \mode == MODE_METHOD                    /* straight to the original */
+	movq RZ_DATA(%rsp), %r11
+	jmp *MD_ORIG(%r11)
+.else
+	jmp *SYM(\orig)(%rip)
+.endif
 LOCAL(retry_\name):
 	LOAD_SELF %r11                          /* r11 = struct mt_thread * */
 	testq %r11, %r11
@@ -471,13 +478,6 @@ LOCAL(register_\name):
 .endif
 	jmp LOCAL(retry_\name)
 
-LOCAL(untraced_\name):                      /* untraced: straight to the original */
-.if \mode == MODE_METHOD
-	movq RZ_DATA(%rsp), %r11
-	jmp *MD_ORIG(%r11)
-.else
-	jmp *SYM(\orig)(%rip)
-.endif
 	.cfi_endproc
 END(\name)
 .endm

@@ -315,7 +315,7 @@ END(\name)
  *   close     close the entry below x10, then back to retry
  *   overflow  the shadow stack is full
  *   register  the thread's first traced call
- *   untraced  straight to the original
+ *   untraced  straight to the original: tracing off or paused falls through into it
  */
 .macro INTERPOSE name, orig, mode
 FUNC(\name)
@@ -324,7 +324,14 @@ FUNC(\name)
 	cbz x0, LOCAL(untraced_\name)           /* nil receiver: untraced */
 .endif
 	LOAD_GLOBAL_W x16, w16, msgtrace_active
-	cbz w16, LOCAL(untraced_\name)          /* off or paused */
+	cbnz w16, LOCAL(retry_\name)            /* tracing: record */
+LOCAL(untraced_\name):                      /* untraced (off or paused falls through here): */
+.if \mode == MODE_METHOD                    /* straight to the original */
+	ldr x16, [x17, #MD_ORIG]
+.else
+	LOAD_GLOBAL x16, \orig
+.endif
+	br x16
 LOCAL(retry_\name):
 	LOAD_SELF x9, x16                       /* x9 = struct mt_thread * */
 	cbz x9, LOCAL(register_\name)           /* first traced call of this thread */
@@ -458,13 +465,6 @@ LOCAL(register_\name):
 	.cfi_restore x30
 	b LOCAL(retry_\name)
 
-LOCAL(untraced_\name):                      /* untraced: straight to the original */
-.if \mode == MODE_METHOD
-	ldr x16, [x17, #MD_ORIG]
-.else
-	LOAD_GLOBAL x16, \orig
-.endif
-	br x16
 	.cfi_endproc
 END(\name)
 .endm

@@ -37,32 +37,39 @@ volatile uint32_t msgtrace_active;
 uint64_t msgtrace_min_ticks;
 uint64_t msgtrace_xsave_size;
 /* The class is read inline as isa & mask (what object_getClass does for ordinary objects); a
- * tagged pointer has no isa and keeps the receiver itself. On Apple platforms Install replaces
- * both with the runtime's own objc_debug_isa_class_mask and objc_debug_taggedpointer_mask (0
- * when tagged pointers are disabled); these are the fallback, the runtime's values per target
- * as objc4-951 computes them (sources and table: masks.go). Tags: the low bit on x86_64 macOS
- * and Mac Catalyst only, the high bit everywhere else (objc-internal.h). Class: ISA_MASK
- * limited to the address space (objc-runtime-new.mm): 47 bits in a macOS process (x86_64,
- * arm64 = the arm64e runtime, the simulators), 36 bits on arm64 devices. Elsewhere (the test
- * runtime, GNUstep) isa is the class and nothing is tagged. */
+ * tagged pointer has no isa and keeps the receiver itself, named later by the runtime's
+ * object_getClass. On Apple platforms Install replaces both with the runtime's own
+ * objc_debug_isa_class_mask and objc_debug_taggedpointer_mask (0 when tagged pointers are
+ * disabled); these are the fallback, the runtime's values per target as objc4-951 computes them
+ * (sources and table: masks.go). Tags: the low bit on x86_64 macOS and Mac Catalyst only, the
+ * high bit everywhere else (objc-internal.h). Class: ISA_MASK limited to the address space
+ * (objc-runtime-new.mm): 47 bits in a macOS process (x86_64, arm64 = the arm64e runtime, the
+ * simulators), 36 bits on arm64 devices. Elsewhere (GNUstep, the test runtime) isa is the class.
+ *
+ * Every tag mask also holds MT_UNALIGNED_BITS: a receiver that is not 8-byte aligned cannot be
+ * an object on any 64-bit runtime (objects are malloc'd, classes are pointer-aligned data), so
+ * it is never dereferenced. Those are GNUstep libobjc2's small objects exactly (its
+ * OBJC_SMALL_OBJECT_MASK on 64-bit: objc_registerSmallObjectClass_np gives the class of the
+ * receivers whose low 3 bits are the class's index), and a runtime we do not know that tags in
+ * the low bits is safe too. */
 #if defined(__APPLE__)
 #include <TargetConditionals.h>
 #endif
 #if defined(__APPLE__) && defined(__x86_64__) && !TARGET_OS_SIMULATOR /* macOS, Mac Catalyst */
 uint64_t msgtrace_isa_mask = 0x00007ffffffffff8ULL;
-uint64_t msgtrace_tag_mask = 1;
+uint64_t msgtrace_tag_mask = 1 | MT_UNALIGNED_BITS;
 #elif defined(__APPLE__) && defined(__x86_64__) /* simulators on Intel Macs */
 uint64_t msgtrace_isa_mask = 0x00007ffffffffff8ULL;
-uint64_t msgtrace_tag_mask = 0x8000000000000000ULL;
+uint64_t msgtrace_tag_mask = 0x8000000000000000ULL | MT_UNALIGNED_BITS;
 #elif defined(__APPLE__) && defined(__aarch64__) && (TARGET_OS_OSX || TARGET_OS_MACCATALYST || TARGET_OS_SIMULATOR)
 uint64_t msgtrace_isa_mask = 0x00007ffffffffff8ULL; /* a macOS process on Apple silicon */
-uint64_t msgtrace_tag_mask = 0x8000000000000000ULL;
+uint64_t msgtrace_tag_mask = 0x8000000000000000ULL | MT_UNALIGNED_BITS;
 #elif defined(__APPLE__) && defined(__aarch64__) /* iOS, tvOS, visionOS devices */
 uint64_t msgtrace_isa_mask = 0x0000000ffffffff8ULL;
-uint64_t msgtrace_tag_mask = 0x8000000000000000ULL;
+uint64_t msgtrace_tag_mask = 0x8000000000000000ULL | MT_UNALIGNED_BITS;
 #else
 uint64_t msgtrace_isa_mask = ~(uint64_t)0;
-uint64_t msgtrace_tag_mask;
+uint64_t msgtrace_tag_mask = MT_UNALIGNED_BITS;
 #endif
 void *msgtrace_orig_objc_msgSend, *msgtrace_orig_objc_msgSendSuper2;
 void *msgtrace_orig_objc_msgSend_stret, *msgtrace_orig_objc_msgSend_fpret;

@@ -113,6 +113,9 @@ MT_CHECK_MT_THREAD;
 extern volatile uint32_t msgtrace_active MT_HIDDEN; /* 0: every call is a pass-through */
 extern uint64_t msgtrace_isa_mask MT_HIDDEN;        /* object's isa & mask = class */
 extern uint64_t msgtrace_tag_mask MT_HIDDEN;        /* receiver & mask != 0: tagged pointer */
+/* In every tag mask: a receiver with any of these bits set is not an aligned object pointer
+ * (libobjc2's small objects, OBJC_SMALL_OBJECT_MASK on 64-bit), never dereferenced (rt.c). */
+#define MT_UNALIGNED_BITS 7ULL
 extern uint64_t msgtrace_min_ticks MT_HIDDEN;       /* calls shorter than this are not recorded */
 extern uint64_t msgtrace_xsave_size MT_HIDDEN;      /* amd64: XSAVE area bytes; 0: FXSAVE */
 /* The originals the interposers forward to (set before any slot points at an interposer). */

@@ -137,18 +137,20 @@ func TestSpecialOrdinals(t *testing.T) {
 // the imports of operator new/delete and typeinfo that the weak-bind table coalesces over a
 // regular bind are "weak", linked from libc++, and selected by a Library filter of "weak" or
 // "libc++.1.dylib": parcel's watcher.node (bundles), libvips-cpp (a dylib) and leveldown's
-// universal addon, whose bind and weak-bind tables each list every such slot twice.
+// universal addon, whose bind and weak-bind tables each list every such slot twice; and, with
+// chained fixups, ggml's plugins (ld-prime), where only the chained import table says "weak
+// lookup" (their symbol-table entries name libc++ without N_REF_TO_WEAK).
 func TestWeakCoalescedLinkedLibrary(t *testing.T) {
 	found := map[string][]string{}
 	for _, f := range testfiles.Corpus(t) {
-		for _, p := range []string{"parcel-watcher", "libvips-cpp", "leveldown"} {
+		for _, p := range []string{"parcel-watcher", "libvips-cpp", "leveldown", "ggml-cpu", "ggml-metal"} {
 			if strings.HasPrefix(filepath.Base(f), p) {
 				found[p] = append(found[p], f)
 			}
 		}
 	}
 	var files []string
-	for _, p := range []string{"parcel-watcher", "libvips-cpp", "leveldown"} {
+	for _, p := range []string{"parcel-watcher", "libvips-cpp", "leveldown", "ggml-cpu", "ggml-metal"} {
 		if len(found[p]) == 0 {
 			t.Fatalf("no %s binary in the corpus: run `make corpus`", p)
 		}

@@ -208,6 +208,13 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 	twoLevel := img.Header.Flags&types.TwoLevel != 0
 	// dyld coalesces weak definitions of images that have or bind to them
 	coalesces := img.Header.Flags&(types.WeakDefines|types.BindsToWeak) != 0
+	// chained fixups: the import table says which imports dyld binds by a weak or flat
+	// lookup (ld64 and ld-prime do not always mark such references N_REF_TO_WEAK)
+	var chainedSpecial map[string]int
+	chainedRead := false
+	if binds == nil && img.hasChained {
+		chainedSpecial, chainedRead = img.chainedSpecialImports()
+	}
 	var slot Slot
 	for _, sec := range ptrSecs {
 		kind, stride, _ := img.slotKind(sec)
@@ -254,7 +261,15 @@ func (img *Image) WalkSlots(visit SlotVisitor) error {
 					slot.Ordinal = int(o)
 				}
 				slot.Weak = undefined && desc&nWeakRef != 0
-				if binds == nil && desc&nWeakDef != 0 && (undefined || ntype&0x01 != 0) && coalesces {
+				if o, ok := chainedSpecial[string(name)]; ok && undefined && o != ambiguousOrdinal {
+					// an import of a special ordinal in the chained import table
+					if o == WeakLookupOrdinal {
+						slot.LinkedOrdinal = slot.Ordinal
+					}
+					slot.Ordinal = o
+				} else if chainedRead && undefined {
+					// the import table has it with a regular ordinal (the symbol table's)
+				} else if binds == nil && desc&nWeakDef != 0 && (undefined || ntype&0x01 != 0) && coalesces {
 					// no bind opcodes (chained fixups, or an old image dyld binds from the
 					// symbol table): a reference to a weak definition, or the image's own
 					// exported weak definition, is bound by coalescing, as the chained import's
@@ -436,3 +451,76 @@ func (img *Image) ChainedFormats() ([]fixupchains.DCPtrKind, error) {
 	}
 	return out, nil
 }
+
+// chainedSpecialImports reads the import table of LC_DYLD_CHAINED_FIXUPS and returns the
+// imports bound through a special library ordinal (this image 0, the main executable -1, a
+// flat lookup -2, a weak lookup -3), by name, and true when the table was read. A chained
+// image's slots say which import they bind only in the file (dyld overwrites them), so the
+// walk names a slot's import by its symbol: every import of a name not in the map has a
+// regular ordinal. A name imported under two ordinals maps to ambiguousOrdinal.
+func (img *Image) chainedSpecialImports() (map[string]int, bool) {
+	data, err := img.ChainedFixupsData()
+	if err != nil || len(data) < chainedHeaderSize {
+		return nil, false
+	}
+	var hdr fixupchains.DyldChainedFixupsHeader
+	if _, err := binary.Decode(data, binary.LittleEndian, &hdr); err != nil || hdr.FixupsVersion != 0 || hdr.SymbolsFormat != 0 {
+		return nil, false
+	}
+	le := binary.LittleEndian
+	var size uint64
+	switch hdr.ImportsFormat {
+	case fixupchains.DC_IMPORT:
+		size = 4
+	case fixupchains.DC_IMPORT_ADDEND:
+		size = 8
+	case fixupchains.DC_IMPORT_ADDEND64:
+		size = 16
+	default:
+		return nil, false
+	}
+	io, n, so := uint64(hdr.ImportsOffset), uint64(hdr.ImportsCount), uint64(hdr.SymbolsOffset)
+	if io > uint64(len(data)) || n > (uint64(len(data))-io)/size || so > uint64(len(data)) {
+		return nil, false
+	}
+	names := data[so:]
+	special := map[string]int{}
+	regular := map[string]bool{} // names of special imports also imported with a regular ordinal
+	for i := uint64(0); i < n; i++ {
+		e := data[io+i*size:]
+		var ord int
+		var off uint64
+		if size == 16 {
+			v := le.Uint64(e)
+			ord, off = int(int16(uint16(v))), v>>32
+		} else {
+			v := le.Uint32(e)
+			ord, off = int(int8(uint8(v))), uint64(v>>9)
+		}
+		if off >= uint64(len(names)) {
+			return nil, false
+		}
+		z := bytes.IndexByte(names[off:], 0)
+		if z < 0 {
+			return nil, false
+		}
+		name := names[off : off+uint64(z)]
+		if ord > 0 {
+			if _, ok := special[string(name)]; ok {
+				special[string(name)] = ambiguousOrdinal
+			} else {
+				regular[string(name)] = true
+			}
+			continue
+		}
+		if prev, ok := special[string(name)]; ok && prev != ord || regular[string(name)] {
+			ord = ambiguousOrdinal
+		}
+		special[string(name)] = ord
+	}
+	return special, true
+}
+
+// ambiguousOrdinal marks a name the chained import table imports under two ordinals: the
+// symbol table's ordinal stands.
+const ambiguousOrdinal = -1 << 20

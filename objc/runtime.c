@@ -111,7 +111,13 @@ const char *mt_objc_class_name(void *cls) { return found() && cls ? rt.class_get
 const char *mt_objc_sel_name(void *sel) { return found() && sel ? rt.sel_getName(sel) : NULL; }
 void *mt_objc_superclass(void *cls) { return found() && rt.class_getSuperclass ? rt.class_getSuperclass(cls) : NULL; }
 unsigned char mt_objc_is_meta(void *cls) { return found() && rt.class_isMetaClass ? rt.class_isMetaClass(cls) : 0; }
-void *mt_objc_object_class(void *obj) { return found() && rt.object_getClass ? rt.object_getClass(obj) : NULL; }
+/* A tagged receiver's class. gcc's runtime has no small objects: its object_getClass would read
+ * an unaligned receiver as an object (the send itself would have faulted in the runtime first). */
+void *mt_objc_object_class(void *obj) {
+	if (!found() || !rt.object_getClass || (rt.kind == MT_RT_GNU && (uintptr_t)obj & 7))
+		return NULL;
+	return rt.object_getClass(obj);
+}
 /* gcc's runtime sets up its lock, selector and class tables in the first __objc_exec_class
  * call: before it (a module arriving first, instrumented early) its selectors and classes are
  * not asked for. */

@@ -28,6 +28,19 @@ pins=(
 	# The only real ld64 binary here with chained fixups (macOS 13 minimum; the others all use
 	# classic dyld info), with imports of lib ordinal -3 (BIND_SPECIAL_DYLIB_WEAK_LOOKUP). 88 MB.
 	"@oven/bun-darwin-aarch64@1.4.5 88c398ee13212e8b189119a2bddc7d240ae4f1252c1d0ae2ac1fd44c921fdcb1 package/bin/bun bun-darwin-arm64"
+	# C++ plugins of llama.cpp's ggml (Xcode 26: ld-1267, SDK 26.5, chained fixups DYLD_CHAINED_PTR_64_OFFSET):
+	# operator new/delete and typeinfo imported with lib ordinal -3 (weak lookup) in the chained
+	# import table while their symbol-table entries name libc++ and carry no N_REF_TO_WEAK; the
+	# Metal one also defines Objective-C classes.
+	"@node-llama-cpp/mac-arm64-metal@3.21.1 cd11a52fab1935fde5abd221b5ecf8167686b45e386b6a02df49cb9b2814e9d6 package/bins/mac-arm64-metal/libggml-cpu-apple_m1.so ggml-cpu-darwin-arm64.so"
+	"@node-llama-cpp/mac-arm64-metal@3.21.1 cd11a52fab1935fde5abd221b5ecf8167686b45e386b6a02df49cb9b2814e9d6 package/bins/mac-arm64-metal/libggml-metal.so ggml-metal-darwin-arm64.so"
+	# Swift command-line tools (swiftc, universal x86_64 + arm64): Swift classes that the
+	# Objective-C runtime sees under their mangled runtime names (_TtC11ApertureCLI4Once,
+	# _TtCs12_SwiftObject), Swift types in __swift5_types, class vtables.
+	"aperture@7.0.0 a5d42975788bfacea33595234781b661105dedfa865be2619d75d5d47f2121cc package/aperture aperture-darwin-universal"
+	# SwiftLint (arm64, 37 MB): hundreds of Swift classes, file-private ones among them
+	# (_TtC13SwiftLintCoreP33_C50808BC48225F2DD91FDECC9BB249EE5Cache), from many modules.
+	"@expo/swiftlint@0.57.1 1d448d6e74678503868e3da732468a5adfd68735e518961660fa72645373840b package/bin/darwin-arm64/swiftlint swiftlint-darwin-arm64"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

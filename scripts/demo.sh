@@ -2,9 +2,9 @@
 # `make demo` on Linux: builds testdata/gnustep/demo.m (a little Foundation app: a run loop, a
 # timer, collections, a sort that calls back into the app, a worker NSThread, and one 40 ms
 # block on the main thread) with gcc against gnustep-base, and traces every method of the
-# process (MSGTRACE_METHODS=all) under `machobind run`: every output format in the current
+# process (MSGTRACE_METHODS=all) under `msgtrace run`: every output format in the current
 # directory, the streams in OUTDIR/streams, and the report's summary (top methods, hitches).
-#   bash scripts/demo.sh [OUTDIR]    (default bin/demo; bin/machobind must be built)
+#   bash scripts/demo.sh [OUTDIR]    (default bin/demo; bin/msgtrace must be built)
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 out=${1:-bin/demo}
@@ -17,6 +17,6 @@ done
 (cd "$out" && gcc -std=gnu11 $(gnustep-config --objc-flags) -o demo "$MSGTRACE_ROOT/testdata/gnustep/demo.m" \
 	$(gnustep-config --base-libs) -lpthread)
 rm -rf "$out/streams"
-MSGTRACE_METHODS=all "$MSGTRACE_ROOT/bin/machobind" run --out trace.json --perfetto trace.pftrace \
+MSGTRACE_METHODS=all "$MSGTRACE_ROOT/bin/msgtrace" run --out trace.json --perfetto trace.pftrace \
 	--speedscope trace.speedscope.json --pprof trace.pb.gz --folded trace.folded --flame trace.svg \
 	--streams "$out/streams" -- "$out/demo"

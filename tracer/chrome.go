@@ -222,8 +222,18 @@ func (c *jsonNames) entry(name string) *jsonName {
 	}
 	e := &c[uintptr(unsafe.Pointer(unsafe.StringData(name)))>>3%uintptr(len(c))]
 	if len(e.s) != len(name) || unsafe.StringData(e.s) != unsafe.StringData(name) {
-		e.s, e.q = name, appendJSONString(e.q[:0], name)
+		d := DisplayName(name)
+		e.s, e.q = name, appendJSONString(e.q[:0], d)
 		e.b = callHeadOf(e.b[:0], 'B', e.q)
+		if d != name {
+			// a Swift class's method: named as people write it, its runtime name (what
+			// identifies it, and what the Objective-C runtime calls it) kept in the begin's
+			// args, the same for every call of it (speedscope keys frames by name and args)
+			e.b = e.b[:len(e.b)-len(`,"ts":`)]
+			e.b = append(e.b, `,"args":{"objc":`...)
+			e.b = appendJSONString(e.b, name)
+			e.b = append(e.b, `},"ts":`...)
+		}
 		e.e = callHeadOf(e.e[:0], 'E', e.q)
 	}
 	return e

@@ -114,6 +114,7 @@ func DefaultDiffOptions() DiffOptions {
 // is 0.
 type DiffEntry struct {
 	Method    string   `json:"method"`
+	Display   string   `json:"display,omitempty"` // Method as people write it, when it differs (a Swift class's)
 	Metric    string   `json:"metric"`
 	Base      float64  `json:"base"`
 	Head      float64  `json:"head"`
@@ -130,6 +131,7 @@ type DiffEntry struct {
 // PresenceEntry is a method seen on one side only: medians per run over that side's runs.
 type PresenceEntry struct {
 	Method     string   `json:"method"`
+	Display    string   `json:"display,omitempty"` // Method as people write it, when it differs
 	Calls      float64  `json:"calls"`
 	SelfNanos  float64  `json:"self_ns"`
 	Runs       int      `json:"runs"` // runs it appears in
@@ -321,7 +323,7 @@ func Diff(base, head []*RunProfile, opt DiffOptions) *DiffResult {
 // a few runs. The entry carries the rank test's p-value, for the caller to decide.
 func screen(name, metric string, b, h []uint64, floor float64, opt DiffOptions) (DiffEntry, int) {
 	mb, mh := median(b), median(h)
-	e := DiffEntry{Method: name, Metric: metric, Base: mb, Head: mh, BaseMin: float64(slices.Min(b)), HeadMin: float64(slices.Min(h)),
+	e := DiffEntry{Method: name, Display: displayIfOther(name), Metric: metric, Base: mb, Head: mh, BaseMin: float64(slices.Min(b)), HeadMin: float64(slices.Min(h)),
 		P: 1, PAdjusted: 1, BaseRuns: b, HeadRuns: h}
 	if mb > 0 {
 		pct := 100 * (mh - mb) / mb
@@ -348,7 +350,7 @@ func screen(name, metric string, b, h []uint64, floor float64, opt DiffOptions) 
 func constant(v []uint64) bool { return slices.Min(v) == slices.Max(v) }
 
 func (d *DiffResult) presence(name string, calls, self, otherSelf []uint64, in int) PresenceEntry {
-	return PresenceEntry{Method: name, Calls: median(calls), SelfNanos: median(self), Runs: in, P: MannWhitneyP(otherSelf, self), SelfRuns: self}
+	return PresenceEntry{Method: name, Display: displayIfOther(name), Calls: median(calls), SelfNanos: median(self), Runs: in, P: MannWhitneyP(otherSelf, self), SelfRuns: self}
 }
 
 func present(calls []uint64) int {

@@ -118,24 +118,24 @@ func TestDiff(t *testing.T) {
 	for i := uint64(0); i < 5; i++ {
 		jit := i * 50_000 // 0.05 ms steps
 		b := profileOf(
-			MethodStat{"-[A slow]", 10, 10*ms + jit, 10*ms + jit, false},            // +50 %: a regression
-			MethodStat{"-[A tiny]", 1000, 2000 + 1000*i, 2000 + 1000*i, false},      // +40 % of 2 us: under the floor
-			MethodStat{"-[A noisy]", 10, 20*ms + 3*jit*10, 20*ms + 3*jit*10, false}, // overlapping runs: noise
-			MethodStat{"-[A caller]", 1, 1 * ms, 31*ms + jit, false},                // total grows through -[A slow]
-			MethodStat{"-[A chatty]", 100 + i, 5*ms + jit, 5*ms + jit, false},       // calls 100 -> 400
-			MethodStat{"-[A faster]", 10, 8*ms + jit, 8*ms + jit, false},            // -50 %
-			MethodStat{"-[A gone]", 1, 2*ms + jit, 2*ms + jit, false},               // vanished
+			MethodStat{"-[A slow]", 10, 10*ms + jit, 10*ms + jit, false, ""},            // +50 %: a regression
+			MethodStat{"-[A tiny]", 1000, 2000 + 1000*i, 2000 + 1000*i, false, ""},      // +40 % of 2 us: under the floor
+			MethodStat{"-[A noisy]", 10, 20*ms + 3*jit*10, 20*ms + 3*jit*10, false, ""}, // overlapping runs: noise
+			MethodStat{"-[A caller]", 1, 1 * ms, 31*ms + jit, false, ""},                // total grows through -[A slow]
+			MethodStat{"-[A chatty]", 100 + i, 5*ms + jit, 5*ms + jit, false, ""},       // calls 100 -> 400
+			MethodStat{"-[A faster]", 10, 8*ms + jit, 8*ms + jit, false, ""},            // -50 %
+			MethodStat{"-[A gone]", 1, 2*ms + jit, 2*ms + jit, false, ""},               // vanished
 		)
 		noisy := 20*ms + 3*(4-i)*jit*10/max(i, 1)
 		h := profileOf(
-			MethodStat{"-[A slow]", 10, 15*ms + jit, 15*ms + jit, false},
-			MethodStat{"-[A tiny]", 1000, 2800 + 1000*i, 2800 + 1000*i, false},
-			MethodStat{"-[A noisy]", 10, noisy, noisy, false},
-			MethodStat{"-[A caller]", 1, 1 * ms, 36*ms + jit, false},
-			MethodStat{"-[A chatty]", 400 + i, 5*ms + jit, 5*ms + jit, false},
-			MethodStat{"-[A faster]", 10, 4*ms + jit, 4*ms + jit, false},
-			MethodStat{"-[A added]", 3, 4*ms + jit, 4*ms + jit, false}, // new, 4 ms per run
-			MethodStat{"-[A small]", 3, 1000, 1000, false},             // new, 1 us
+			MethodStat{"-[A slow]", 10, 15*ms + jit, 15*ms + jit, false, ""},
+			MethodStat{"-[A tiny]", 1000, 2800 + 1000*i, 2800 + 1000*i, false, ""},
+			MethodStat{"-[A noisy]", 10, noisy, noisy, false, ""},
+			MethodStat{"-[A caller]", 1, 1 * ms, 36*ms + jit, false, ""},
+			MethodStat{"-[A chatty]", 400 + i, 5*ms + jit, 5*ms + jit, false, ""},
+			MethodStat{"-[A faster]", 10, 4*ms + jit, 4*ms + jit, false, ""},
+			MethodStat{"-[A added]", 3, 4*ms + jit, 4*ms + jit, false, ""}, // new, 4 ms per run
+			MethodStat{"-[A small]", 3, 1000, 1000, false, ""},             // new, 1 us
 		)
 		h.Edges[[2]string{"-[A caller]", "-[A middle]"}] = struct{}{}
 		h.Edges[[2]string{"-[A middle]", "-[A slow]"}] = struct{}{}

@@ -123,7 +123,7 @@ func flameFrames(a *stackTrie, maxFrames int) ([]flameFrame, int) {
 			sort.Slice(ks, func(i, j int) bool { return a.names[a.nodes[ks[i]].name] < a.names[a.nodes[ks[j]].name] })
 			for _, k := range ks {
 				if incl[k] > 0 && (cut.t == 0 || !less(share{incl[k], total}, cut)) {
-					out = append(out, flameFrame{name: a.names[a.nodes[k].name], section: si, depth: depth, off: off, value: incl[k], total: total})
+					out = append(out, flameFrame{name: DisplayName(a.names[a.nodes[k].name]), section: si, depth: depth, off: off, value: incl[k], total: total})
 					walk(k, depth+1, off)
 				}
 				off += incl[k]

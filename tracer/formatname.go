@@ -2,22 +2,22 @@ package tracer
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 )
 
-// formatExtensions are the output file name endings each format owns, longest first where one
-// ends another (.speedscope.json before .json).
-var formatExtensions = []struct{ ext, format string }{
-	{".speedscope.json", "speedscope"},
-	{".json", "json"},
-	{".pftrace", "perfetto"},
-	{".perfetto-trace", "perfetto"},
-	{".pb.gz", "pprof"},
-	{".pprof", "pprof"},
-	{".pb", "pprof"},
-	{".folded", "folded"},
-	{".svg", "svg"},
-}
+// formatExtensions are the output file name endings each format owns (Registry's), longest
+// first, so that one that ends another matches first (.speedscope.json before .json).
+var formatExtensions = func() []struct{ ext, format string } {
+	var es []struct{ ext, format string }
+	for _, f := range Registry {
+		for _, e := range f.Extensions {
+			es = append(es, struct{ ext, format string }{e, f.Name})
+		}
+	}
+	sort.SliceStable(es, func(i, j int) bool { return len(es[i].ext) > len(es[j].ext) })
+	return es
+}()
 
 // StreamExtension is the name ending of the recorder's own stream files.
 const StreamExtension = ".mtrace"
@@ -36,18 +36,21 @@ func WithPID(path string, pid int) string {
 	return fmt.Sprintf("%s.%d", path, pid)
 }
 
-// KnownExtensions lists the output name endings FormatFor accepts, for messages.
+// KnownExtensions lists the output name endings FormatFor accepts, for messages, in
+// Registry's order.
 func KnownExtensions() string {
 	var s []string
-	for _, e := range formatExtensions {
-		s = append(s, e.ext+" ("+e.format+")")
+	for _, f := range Registry {
+		for _, e := range f.Extensions {
+			s = append(s, e+" ("+f.Name+")")
+		}
 	}
 	return strings.Join(s, ", ")
 }
 
-// FormatFor is the strict form of FormatOf: the format an output file name's extension names
-// (case-insensitive), or an error when no format owns it. A .mtrace name is the recorder's
-// stream, which no converter writes.
+// FormatFor is the format an output file name's extension names (case-insensitive), or an
+// error when no format owns it (no default for an unknown name). A .mtrace name is the
+// recorder's stream, which no converter writes.
 func FormatFor(path string) (string, error) {
 	p := strings.ToLower(path)
 	for _, e := range formatExtensions {

@@ -28,62 +28,130 @@ func (m Meta) process(h *Header) string {
 	return "pid " + strconv.FormatUint(h.PID, 10)
 }
 
-// Formats are the output formats NewSink knows, in the order the help text lists them.
-var Formats = []string{"json", "perfetto", "speedscope", "pprof", "folded", "svg"}
-
-// FormatOf infers a format from an output file name: .pftrace/.perfetto-trace Perfetto,
-// .speedscope.json speedscope, .pb.gz/.pprof/.pb pprof, .folded/.txt folded, .svg a flame
-// graph, anything else Chrome JSON.
-func FormatOf(path string) string {
-	p := strings.ToLower(path)
-	switch {
-	case strings.HasSuffix(p, ".speedscope.json"):
-		return "speedscope"
-	case strings.HasSuffix(p, ".pftrace"), strings.HasSuffix(p, ".perfetto-trace"):
-		return "perfetto"
-	case strings.HasSuffix(p, ".pb.gz"), strings.HasSuffix(p, ".pprof"), strings.HasSuffix(p, ".pb"):
-		return "pprof"
-	case strings.HasSuffix(p, ".folded"):
-		return "folded"
-	case strings.HasSuffix(p, ".svg"):
-		return "svg"
-	}
-	return "json"
+// Format is one output format. Registry is the one list of them: the command line (trace's
+// --format, the output name's extension), run's extra-output flags, MSGTRACE_FORMAT and the
+// help text all read it.
+type Format struct {
+	Name string // what --format and MSGTRACE_FORMAT take
+	// Extensions are the output name endings the format owns (case-insensitive), the one it is
+	// written with first.
+	Extensions []string
+	Kind       FormatKind
+	// RunFlag is the flag of `run` that writes this format beside --out ("": none).
+	RunFlag string
+	Help    string // what it is and what opens it, one line
+	// DefaultBudget is the number of calls a timeline keeps unless told otherwise (0: every
+	// call; budget.go says why these numbers).
+	DefaultBudget int
+	New           func(w io.Writer, m Meta) Sink
 }
 
-// Extension is the file name extension a format is written with by default.
+// FormatKind tells a timeline (every call at its time, kept within a budget) from an
+// aggregate (one node per distinct stack: pprof, folded stacks, flame graphs).
+type FormatKind int
+
+// The kinds of formats.
+const (
+	Timeline FormatKind = iota
+	Aggregate
+)
+
+func (k FormatKind) String() string {
+	if k == Timeline {
+		return "timeline"
+	}
+	return "aggregate"
+}
+
+// Registry lists the output formats in the order the help text shows them.
+var Registry = []Format{
+	{Name: "json", Extensions: []string{".json"}, Kind: Timeline, DefaultBudget: 1_000_000,
+		Help: "Chrome trace events: ui.perfetto.dev, chrome://tracing, speedscope",
+		New: func(w io.Writer, m Meta) Sink {
+			s := NewChromeSink(w)
+			s.Meta = m
+			return s
+		}},
+	{Name: "perfetto", Extensions: []string{".pftrace", ".perfetto-trace"}, Kind: Timeline, RunFlag: "perfetto", DefaultBudget: 20_000_000,
+		Help: "Perfetto protobuf trace: ui.perfetto.dev (the smallest timeline)",
+		New:  func(w io.Writer, m Meta) Sink { return NewPerfettoSink(w, m) }},
+	{Name: "speedscope", Extensions: []string{".speedscope.json"}, Kind: Timeline, RunFlag: "speedscope", DefaultBudget: 2_000_000,
+		Help: "speedscope's own format: www.speedscope.app (hot methods per thread)",
+		New:  func(w io.Writer, m Meta) Sink { return NewSpeedscopeSink(w, m) }},
+	{Name: "pprof", Extensions: []string{".pb.gz", ".pprof", ".pb"}, Kind: Aggregate, RunFlag: "pprof",
+		Help: "pprof profile: go tool pprof -http=: FILE (calls, self time)",
+		New: func(w io.Writer, m Meta) Sink {
+			s := NewPprofSink(w)
+			s.Meta = m
+			return s
+		}},
+	{Name: "folded", Extensions: []string{".folded"}, Kind: Aggregate, RunFlag: "folded",
+		Help: "folded stacks: flamegraph.pl, inferno, speedscope",
+		New:  func(w io.Writer, m Meta) Sink { return NewFoldedSink(w) }},
+	{Name: "svg", Extensions: []string{".svg"}, Kind: Aggregate, RunFlag: "flame",
+		Help: "a flame graph for a browser, per thread, zoom and search",
+		New: func(w io.Writer, m Meta) Sink {
+			title := "msgtrace flame graph"
+			if m.Program != "" || m.Path != "" {
+				title = m.process(&Header{})
+			}
+			s := NewFlameSink(w, title)
+			s.Meta = m
+			return s
+		}},
+}
+
+// Formats are the names of the output formats, in Registry's order.
+var Formats = formatNames()
+
+func formatNames() []string {
+	var n []string
+	for _, f := range Registry {
+		n = append(n, f.Name)
+	}
+	return n
+}
+
+// FormatNamed returns the format called name, or nil.
+func FormatNamed(name string) *Format {
+	for i := range Registry {
+		if Registry[i].Name == name {
+			return &Registry[i]
+		}
+	}
+	return nil
+}
+
+// Extension is the file name extension a format is written with by default ("" for a name
+// no format has).
 func Extension(format string) string {
-	return map[string]string{"json": ".json", "perfetto": ".pftrace", "speedscope": ".speedscope.json",
-		"pprof": ".pb.gz", "folded": ".folded", "svg": ".svg"}[format]
+	if f := FormatNamed(format); f != nil {
+		return f.Extensions[0]
+	}
+	return ""
 }
 
 // NewSink returns the sink that writes format to w.
 func NewSink(format string, w io.Writer, m Meta) (Sink, error) {
-	switch format {
-	case "json":
-		s := NewChromeSink(w)
-		s.Meta = m
-		return s, nil
-	case "perfetto":
-		return NewPerfettoSink(w, m), nil
-	case "speedscope":
-		return NewSpeedscopeSink(w, m), nil
-	case "pprof":
-		s := NewPprofSink(w)
-		s.Meta = m
-		return s, nil
-	case "folded":
-		return NewFoldedSink(w), nil
-	case "svg":
-		title := "msgtrace flame graph"
-		if m.Program != "" || m.Path != "" {
-			title = m.process(&Header{})
-		}
-		s := NewFlameSink(w, title)
-		s.Meta = m
-		return s, nil
+	if f := FormatNamed(format); f != nil {
+		return f.New(w, m), nil
 	}
 	return nil, fmt.Errorf("unknown format %q (%s)", format, strings.Join(Formats, ", "))
+}
+
+// FormatsHelp is the help text's table of the output formats: each one's default extension,
+// name and help line, then the other extensions.
+func FormatsHelp() string {
+	var b strings.Builder
+	var also []string
+	for _, f := range Registry {
+		fmt.Fprintf(&b, "  %-17s %-11s %s\n", f.Extensions[0], f.Name, f.Help)
+		if len(f.Extensions) > 1 {
+			also = append(also, strings.Join(f.Extensions[1:], " and ")+" "+f.Name)
+		}
+	}
+	fmt.Fprintf(&b, "  (%s too; any other name is refused)\n", strings.Join(also, ", "))
+	return b.String()
 }
 
 // threadLabel is how a thread is named in every output: "main" for the main thread, else its

@@ -317,7 +317,7 @@ func (s *PerfettoSink) tell(iid uint64) bool {
 
 // appendInterned appends the InternedData telling iid's name.
 func (s *PerfettoSink) appendInterned(b []byte, iid uint64) []byte {
-	name := s.nameStr[iid]
+	name := DisplayName(s.nameStr[iid])
 	en := 1 + protowire.SizeVarint(iid) + 1 + protowire.SizeBytes(len(name))
 	b = append(b, tagInterned)
 	b = protowire.AppendVarint(b, uint64(1+protowire.SizeBytes(en)))

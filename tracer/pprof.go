@@ -185,10 +185,16 @@ func (a *stackTrie) writePprof(w io.Writer, meta Meta) error {
 		p.out = ppAppendBytes(p.out, ppLocation, p.msg)
 	}
 	for id := uint64(1); id <= nlocs; id++ {
-		s := p.str(a.names[byID[id]])
+		name := a.names[byID[id]]
+		d := DisplayName(name)
+		s := p.str(d)
+		sys := s
+		if d != name {
+			sys = p.str(name) // a Swift class's runtime name: the system (mangled) name
+		}
 		p.msg = ppAppendInt(p.msg[:0], ppFunctionID, id)
 		p.msg = ppAppendInt(p.msg, ppFunctionName, s)
-		p.msg = ppAppendInt(p.msg, ppFunctionSystem, s)
+		p.msg = ppAppendInt(p.msg, ppFunctionSystem, sys)
 		p.out = ppAppendBytes(p.out, ppFunction, p.msg)
 	}
 	if tn != 0 {

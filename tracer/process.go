@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/msgtrace/msgtrace/swiftname"
 )
 
 // Options select what is written.
@@ -298,10 +300,23 @@ func (p pattern) match(s string) bool {
 	return strings.HasSuffix(s, p[len(p)-1])
 }
 
+// matchAny reports whether a pattern matches the method name s or, for a Swift class's method,
+// its demangled name ("-[ApertureCLI.* *]" and "-[_TtC11ApertureCLI* *]" both match
+// "-[_TtC11ApertureCLI4Once run]").
 func matchAny(ps []pattern, s string) bool {
 	for _, p := range ps {
 		if p.match(s) {
 			return true
+		}
+	}
+	if len(ps) == 0 {
+		return false
+	}
+	if d := swiftname.Method(s); d != s {
+		for _, p := range ps {
+			if p.match(d) {
+				return true
+			}
 		}
 	}
 	return false

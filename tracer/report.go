@@ -103,6 +103,7 @@ type ReportCall struct {
 	PID        uint64      `json:"pid"`
 	TID        uint64      `json:"tid"`
 	Method     string      `json:"method"`
+	Display    string      `json:"display,omitempty"` // Method as people write it, when it differs (a Swift class's)
 	StartNanos uint64      `json:"start_ns"`
 	DurNanos   uint64      `json:"dur_ns"`
 	SelfNanos  uint64      `json:"self_ns"`
@@ -128,7 +129,8 @@ type MethodStat struct {
 	Calls      uint64 `json:"calls"`
 	SelfNanos  uint64 `json:"self_ns"`
 	TotalNanos uint64 `json:"total_ns"`
-	Idle       bool   `json:"idle,omitempty"` // a run-loop wait (ReportOptions.Idle): its self time is waiting
+	Idle       bool   `json:"idle,omitempty"`    // a run-loop wait (ReportOptions.Idle): its self time is waiting
+	Display    string `json:"display,omitempty"` // a Swift class's method as people write it (DisplayName), when it differs
 }
 
 // MethodTops are the top methods three ways.
@@ -328,7 +330,7 @@ func (r *reportTree) Exit(c *Call, depth int) error {
 		r.rep.Unwound++
 	}
 	mk := func() ReportCall {
-		rc := ReportCall{Thread: r.label, PID: th.PID, TID: th.TID, Method: m.name, StartNanos: f.start,
+		rc := ReportCall{Thread: r.label, PID: th.PID, TID: th.TID, Method: m.name, Display: displayIfOther(m.name), StartNanos: f.start,
 			DurNanos: dur, SelfNanos: self, IdleNanos: idle, WaitNanos: f.wait, Open: open, Unwound: unwound,
 			Stack: make([]string, depth)}
 		for i := 0; i < depth; i++ {
@@ -440,10 +442,10 @@ func (r *reportTree) EndThread() error {
 	th := r.th
 	ms := make([]MethodStat, 0, len(r.methods))
 	for _, m := range r.methods {
-		ms = append(ms, MethodStat{Method: m.name, Calls: m.calls, SelfNanos: m.self, TotalNanos: m.total, Idle: m.idle})
+		ms = append(ms, MethodStat{Method: m.name, Display: displayIfOther(m.name), Calls: m.calls, SelfNanos: m.self, TotalNanos: m.total, Idle: m.idle})
 		a := r.all[m.name]
 		if a == nil {
-			a = &MethodStat{Method: m.name, Idle: m.idle}
+			a = &MethodStat{Method: m.name, Display: displayIfOther(m.name), Idle: m.idle}
 			r.all[m.name] = a
 		}
 		a.Calls += m.calls
@@ -523,5 +525,11 @@ func (t topCalls) list() []ReportCall {
 	return t
 }
 
-// StackString joins a stack for a person: outermost first.
-func StackString(stack []string) string { return strings.Join(stack, " > ") }
+// StackString joins a stack for a person: outermost first, each method as DisplayName shows it.
+func StackString(stack []string) string {
+	ds := make([]string, len(stack))
+	for i, s := range stack {
+		ds[i] = DisplayName(s)
+	}
+	return strings.Join(ds, " > ")
+}

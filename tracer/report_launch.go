@@ -25,9 +25,9 @@ type Launch struct {
 	DurNanos  uint64       `json:"dur_ns"`                   // from the first mark (process start) to the end
 	MainNanos uint64       `json:"before_main_ns,omitempty"` // from process start to main, when both are known
 
-	// The +load and +initialize calls (selector load or initialize, any class), in the order
-	// they started; at most MaxLaunchCalls each are listed, every one counted. A call nested in
-	// another of the same selector counts in Calls but not again in Nanos.
+	// The +load and +initialize calls (selector load or initialize, any class), every one, in
+	// the order they started (the report's text lists the longest). A call nested in another
+	// of the same selector counts in Calls but not again in Nanos.
 	Load       LaunchCalls `json:"load"`
 	Initialize LaunchCalls `json:"initialize"`
 }
@@ -63,9 +63,6 @@ type LaunchCalls struct {
 	List  []ReportCall `json:"list"`
 }
 
-// MaxLaunchCalls bounds the +load and +initialize calls a Launch lists.
-const MaxLaunchCalls = 200
-
 // launchState is the report's view of one process's launch while the trace is read.
 type launchState struct {
 	l        *Launch
@@ -74,6 +71,18 @@ type launchState struct {
 	long     *ReportCall // the earliest long call on the main thread after main
 	lastEnd  uint64
 	active   [2]int // +load / +initialize calls open on the current thread's stack
+}
+
+// LaunchOutermost says whether a +load or +initialize call is outside every other call of its
+// selector (its time is counted in LaunchCalls.Nanos).
+func LaunchOutermost(c *ReportCall) bool {
+	k := launchSelector(c.Method)
+	for _, s := range c.Stack {
+		if launchSelector(s) == k {
+			return false
+		}
+	}
+	return true
 }
 
 // launchSelector tells a +load (0) or +initialize (1) call by its name; -1 for others.
@@ -139,9 +148,7 @@ func (r *reportTree) launchExit(c *Call, mk func() ReportCall, busyLong, idle bo
 		if st.active[k] == 0 {
 			lc.Nanos += c.DurNanos
 		}
-		if len(lc.List) < MaxLaunchCalls {
-			lc.List = append(lc.List, mk())
-		}
+		lc.List = append(lc.List, mk())
 	}
 	if r.th.Main && busyLong && !idle && (!st.haveMain || c.StartNanos >= st.main) &&
 		(st.long == nil || c.StartNanos < st.long.StartNanos) {

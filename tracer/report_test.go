@@ -347,7 +347,7 @@ func TestReportReadsAtExit(t *testing.T) {
 	if _, err := ProcessStreams(in, Options{MaxDepth: -1}, PreOrder(enterBlind{p.treeSink()})); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Profile().Methods["-[A b]"]; got != (MethodStat{"-[A b]", 2, 49 * ms, 50 * ms, false}) {
+	if got := p.Profile().Methods["-[A b]"]; got != (MethodStat{"-[A b]", 2, 49 * ms, 50 * ms, false, ""}) {
 		t.Errorf("profile: %+v", got)
 	}
 	if _, ok := p.Profile().Edges[[2]string{"-[A b]", "-[A c]"}]; !ok || len(p.Profile().Edges) != 2 {

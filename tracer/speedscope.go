@@ -208,7 +208,7 @@ func (t speedscopeTree) Close(Totals) error {
 			b = append(b, ',')
 		}
 		b = append(b, `{"name":`...)
-		b = appendJSONString(b, n)
+		b = appendJSONString(b, DisplayName(n))
 		b = append(b, '}')
 		if len(b) > 1<<15 {
 			s.w.Write(b)

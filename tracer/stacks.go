@@ -265,7 +265,7 @@ func (a *stackTrie) isRoot(n int32) bool { return a.nodes[n].parent < 0 }
 func (a *stackTrie) stack(n int32, out []string) []string {
 	out = out[:0]
 	for ; n >= 0; n = a.nodes[n].parent {
-		out = append(out, a.names[a.nodes[n].name])
+		out = append(out, DisplayName(a.names[a.nodes[n].name]))
 	}
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 		out[i], out[j] = out[j], out[i]

@@ -12,9 +12,9 @@ import (
 // Timelines want pre-order (a call before its children), and in a GUI app one call (the run
 // loop) encloses the whole run: rebuilding each outermost call's tree before writing it would
 // hold every call of the run. Instead, a thread's events are cut into segments (an events
-// frame, or 32 Ki events of a bigger one) and pre-order is produced segment by segment: all
-// that a segment lacks is which calls that end in a later segment must be entered in it, and
-// where. Pass 1 finds them with a stack of pending groups (below); pass 2 replays each
+// frame, or segEvents, 16 Ki, events of a bigger one) and pre-order is produced segment by
+// segment: all that a segment lacks is which calls that end in a later segment must be entered
+// in it, and where. Pass 1 finds them with a stack of pending groups (below); pass 2 replays each
 // segment's own little tree plus those calls, keeping an output stack of the calls entered and
 // not yet exited.
 //

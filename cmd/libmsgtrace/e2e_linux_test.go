@@ -271,6 +271,7 @@ func TestPreloadEndToEnd(t *testing.T) {
 			t.Run("app", func(t *testing.T) { testApp(t, b) })
 			t.Run("app-libgcc", func(t *testing.T) { testApp(t, withLibgcc(t, b)) })
 			t.Run("dlopen", func(t *testing.T) { testDlopen(t, b) })
+			t.Run("small-objects", func(t *testing.T) { testSmallObjects(t, b) })
 			t.Run("badenv", func(t *testing.T) { testBadEnv(t, b) })
 			t.Run("filters", func(t *testing.T) { testFilters(t, b) })
 			t.Run("capi", func(t *testing.T) { testCAPI(t, b, a.cc, false) })
@@ -370,6 +371,68 @@ func testApp(t *testing.T, b built) {
 	if t.Failed() {
 		b, _ := os.ReadFile(out)
 		t.Logf("trace.json (first 4 KiB):\n%.4096s", b)
+	}
+}
+
+// testSmallObjects sends to small objects (tagged receivers with no isa, their class registered
+// for their low bits, as GNUstep's libobjc2 makes them) from four threads, through
+// objc_msgSend, _fpret and _stret: traced, the app prints the same and every call is named by
+// the class the runtime's object_getClass gives.
+func testSmallObjects(t *testing.T, b built) {
+	plain, _ := runApp(t, b, nil, "small")
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"defaults", nil},
+		{"ring", map[string]string{"MSGTRACE_MODE": "ring"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(b.dir, "small-"+c.name+".json")
+			env := map[string]string{"LD_PRELOAD": b.lib, "MSGTRACE_OUT": out}
+			maps.Copy(env, c.env)
+			traced, _ := runApp(t, b, env, "small")
+			if traced != plain {
+				t.Fatalf("the app printed differently under the tracer:\n--- plain\n%s--- traced\n%s", plain, traced)
+			}
+			tr := readTrace(t, out)
+			if tr.orphans != 0 {
+				t.Errorf("%d calls without their caller", tr.orphans)
+			}
+			const rounds = 200 // SMALL_ROUNDS in testapp.cpp
+			for _, th := range []string{"main", "small-1", "small-2", "small-3"} {
+				for name, want := range map[string]int{
+					"+[SmallInt with:]": 2 * rounds, "-[SmallInt plus:]": rounds, "-[SmallInt intValue]": 3 * rounds,
+					"-[SmallDouble doubleValue]": rounds, "-[TinyString bounds]": rounds, "-[TinyString length]": rounds,
+				} {
+					if n, _ := tr.count(th, name); n != want {
+						t.Errorf("%s: %d %s, want %d", th, n, name, want)
+					}
+				}
+				for _, c := range tr.threads[th] {
+					if strings.Contains(c.Name, "0x") {
+						t.Errorf("%s: a call named %q: the small object's class was not found", th, c.Name)
+						break
+					}
+				}
+			}
+			// nested sends to small objects keep their depth (by depth, not by path: under qemu
+			// the counter's microsecond ticks make many calls instants, which carry their depth)
+			atDepth := func(th, name string, depth int) (n int) {
+				for _, c := range tr.threads[th] {
+					if c.Name == name && c.Args.Depth == depth {
+						n++
+					}
+				}
+				return n
+			}
+			if n := atDepth("main", "-[SmallInt intValue]", 2); n != 2*rounds {
+				t.Errorf("main: %d -[SmallInt intValue] at depth 2 (inside -[SmallInt plus:]), want %d", n, 2*rounds)
+			}
+			if n := atDepth("small-2", "-[TinyString length]", 2); n != rounds {
+				t.Errorf("small-2: %d -[TinyString length] at depth 2 (inside -[TinyString bounds]), want %d", n, rounds)
+			}
+		})
 	}
 }
 

@@ -298,6 +298,54 @@ func TestGNUstepMethods(t *testing.T) {
 		}
 	})
 
+	t.Run("firsttouch", func(t *testing.T) {
+		// four threads first touch Foundation and the app's class, whose +initialize adds an
+		// instance and a class method (class_addMethod, as gnustep-base's behaviours do): the
+		// added methods are traced, named by their class. The main thread touches Foundation
+		// first (FIRSTTOUCH_MAIN): gnustep-base's own race, which make bench-firsttouch counts,
+		// is not run here
+		mustGNUstepCC(t, g.dir, "firsttouch", filepath.Join(root, "testdata", "gnustep", "firsttouch.m"), "-lpthread")
+		ft := filepath.Join(g.dir, "firsttouch")
+		env := map[string]string{"FIRSTTOUCH_MAIN": "1", "FIRSTTOUCH_THREADS": "4"}
+		plain, _, err := g.run(t, false, "home", nil, nil, "env", "FIRSTTOUCH_MAIN=1", "FIRSTTOUCH_THREADS=4", ft)
+		if err != nil || plain != "firsttouch: 4 threads, 4 touches\n" {
+			t.Fatalf("firsttouch: %v\nstdout %q", err, plain)
+		}
+		for _, methods := range []string{"app", "all"} {
+			out := filepath.Join(g.dir, "firsttouch-"+methods+".json")
+			env["MSGTRACE_OUT"], env["MSGTRACE_METHODS"], env["MSGTRACE_VERBOSE"] = out, methods, "1"
+			so, se, err := g.run(t, true, "home", env, nil, ft)
+			if err != nil || so != plain {
+				t.Fatalf("%s: traced firsttouch: %v\nstdout %q, want %q\nstderr:\n%s", methods, err, so, plain, se)
+			}
+			tr := readTrace(t, out)
+			// the workers share the program's name; the methods added by +initialize on them
+			for name, n := range map[string]int{"+[MTFirstTouch initialize]": 1, "-[MTFirstTouch touch]": 4} {
+				if got, _ := tr.count("firsttouch", name); got != n {
+					t.Errorf("%s: %d %s on the threads, want %d", methods, got, name, n)
+				}
+			}
+			if got, _ := tr.count("main", "+[MTFirstTouch touches]"); got != 1 {
+				t.Errorf("%s: %d +[MTFirstTouch touches] on main, want 1", methods, got)
+			}
+			if methods == "app" {
+				// +initialize and the two methods it added: the app's three
+				if !strings.Contains(se, "methods at exit: 3 instrumented") {
+					t.Errorf("app: want 3 methods instrumented at exit, stderr:\n%s", se)
+				}
+				continue
+			}
+			// gnustep-base's: NSMutableArray is initialized inside +[NSArray initialize], before
+			// GSMutableArray (whose +initialize adds GSArray's methods to it)
+			for _, p := range []string{"+[NSArray initialize] > +[NSMutableArray initialize]", "+[NSArray initialize] > +[GSMutableArray initialize]"} {
+				tr.one(t, "main", p)
+			}
+			if tr.orphans != 0 {
+				t.Errorf("all: %d calls without their caller", tr.orphans)
+			}
+		}
+	})
+
 	t.Run("sends-only", func(t *testing.T) {
 		// gcc's runtime has no objc_msgSend: capturing sends alone sees nothing
 		out := filepath.Join(g.dir, "sends.json")

@@ -124,7 +124,7 @@ var preparedEarly bool
 func msgtraceExit() {
 	defer survive("writing the trace at exit", func() {
 		if p := msgtrace.StreamPath(); p != "" {
-			fmt.Fprintf(stderr, "msgtrace: the stream stays in %s (machobind trace converts it)\n", p)
+			fmt.Fprintf(stderr, "msgtrace: the stream stays in %s (msgtrace trace converts it)\n", p)
 		}
 	})
 	a, err := get()

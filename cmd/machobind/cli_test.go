@@ -10,10 +10,10 @@ import (
 // TestHelp: every command's --help and -h print its usage on stdout and exit 0; the global
 // usage names every command and output format.
 func TestHelp(t *testing.T) {
-	for _, c := range commands {
-		for _, h := range [][]string{{c.name, "--help"}, {c.name, "-h"}, {"help", c.name}} {
+	for _, c := range program.Commands {
+		for _, h := range [][]string{{c.Name, "--help"}, {c.Name, "-h"}, {"help", c.Name}} {
 			code, out, stderr := runCLI(h...)
-			if code != 0 || stderr != "" || !strings.HasPrefix(out, "usage: machobind "+c.name+" ") || !strings.Contains(out, "flags:\n") {
+			if code != 0 || stderr != "" || !strings.HasPrefix(out, "usage: machobind "+c.Name+" ") || !strings.Contains(out, "flags:\n") {
 				t.Errorf("machobind %v: exit %d, stderr %q, stdout:\n%s", h, code, stderr, out)
 			}
 		}

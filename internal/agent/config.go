@@ -21,7 +21,7 @@ var Formats = append(append([]string(nil), tracer.Formats...), "stream")
 // Config is what the MSGTRACE_* variables set.
 type Config struct {
 	Out      string   // MSGTRACE_OUT: where the trace is written; %p pid, %h host, %t tmpdir, %%
-	Format   string   // MSGTRACE_FORMAT: json (Chrome trace events), perfetto, speedscope, pprof, folded, svg or stream
+	Format   string   // MSGTRACE_FORMAT: a name of tracer.Registry, or stream
 	MinUS    float64  // MSGTRACE_MIN_US: calls shorter than this are left out
 	Budget   int      // MSGTRACE_MAX_CALLS: calls a timeline keeps (the longest); 0 the format's default, -1 all
 	MaxDepth int      // MSGTRACE_MAX_DEPTH: calls deeper than this are left out; -1: no limit
@@ -85,7 +85,7 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 		if c.Out != "" {
 			f, err := formatOf(c.Out)
 			if err != nil {
-				return c, &ConfigError{"MSGTRACE_OUT", c.Out, "no format has this extension (name it .json, .pftrace, .speedscope.json, .pb.gz, .folded, .svg or .mtrace, or set MSGTRACE_FORMAT)"}
+				return c, &ConfigError{"MSGTRACE_OUT", c.Out, "no format has this extension (name it " + tracer.KnownExtensions() + " or .mtrace (stream), or set MSGTRACE_FORMAT)"}
 			}
 			c.Format = f
 		}

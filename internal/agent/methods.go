@@ -12,6 +12,7 @@ import (
 
 	"github.com/msgtrace/msgtrace"
 	"github.com/msgtrace/msgtrace/machobind"
+	"github.com/msgtrace/msgtrace/swiftname"
 )
 
 // methodState is what method capture installed in this process.
@@ -275,11 +276,16 @@ func (a *Agent) restoreMethods() {
 	}
 }
 
-// MethodStats is what method capture instrumented so far, and how long the first install took.
+// MethodStats is what method capture instrumented so far (the methods added to selected classes
+// on gcc's runtime included), and how long the first install took.
 func (a *Agent) MethodStats() (msgtrace.MethodStats, time.Duration) {
 	a.methods.mu.Lock()
 	defer a.methods.mu.Unlock()
-	return a.methods.stats, a.methods.took
+	st := a.methods.stats
+	if st.Classes > 0 {
+		addStats(&st, msgtrace.AddedMethods())
+	}
+	return st, a.methods.took
 }
 
 // classSelector turns MSGTRACE_METHODS into a predicate on (class name, image path).
@@ -292,8 +298,15 @@ func classSelector(patterns []string) func(name, image string) bool {
 	}
 	return func(name, image string) bool {
 		base := path.Base(image)
+		shown := name // a Swift class: its pattern may be written either way (ApertureCLI.*, _TtC11ApertureCLI*)
+		if swiftname.IsMangled(name) {
+			shown = swiftname.Demangle(name)
+		}
 		for _, p := range patterns {
 			if ok, _ := path.Match(p, name); ok {
+				return true
+			}
+			if ok, _ := path.Match(p, shown); ok && shown != name {
 				return true
 			}
 			if ok, _ := path.Match(p, base); ok && image != "" {

@@ -10,6 +10,14 @@
  * throws, Catcher catches), three threads worker-1..3 each -[Worker fib:] 10 (177 sends),
  * -[Worker scale:by:] and -[Worker rect]. `testapp dlopen` then loads libtplugin.so by bare
  * name (found through the app's RUNPATH $ORIGIN) and calls plugin_run: -[Plugin work].
+ *
+ * `testapp small` instead sends to small objects, as GNUstep's libobjc2 and gnustep-base make
+ * them (tagged receivers with no isa, the class registered for their low bits): SmallInt (tag
+ * 1), TinyString (tag 4) and SmallDouble (tag 6). +[App small] sends +[SmallInt with:],
+ * -[SmallInt plus:] (-> -[SmallInt intValue] on both), -[SmallDouble doubleValue] (a double:
+ * objc_msgSend_fpret on x86-64), -[TinyString length] and -[TinyString bounds] (a 32-byte struct:
+ * objc_msgSend_stret on x86-64, d0-d3 on arm64) SMALL_ROUNDS times, then three threads small-1..3
+ * each +[App small].
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -91,6 +99,98 @@ static double imp_scale(id, SEL, double v, double by) { return v * by; }
 
 static Rect imp_rect(id, SEL) { return Rect{1, 2, 3, 4}; }
 
+static Class define(Class super, const char *name);
+static void add(Class c, SEL s, void *imp);
+
+// Small objects: the value above the 3 tag bits.
+static const unsigned long SMALL_INT_TAG = 1, TINY_STRING_TAG = 4, SMALL_DOUBLE_TAG = 6;
+static const int SMALL_ROUNDS = 200;
+static SEL s_with, s_plus, s_intValue, s_doubleValue, s_length, s_bounds, s_small;
+static Class SmallInt, TinyString, SmallDouble;
+
+static id small(long v, unsigned long tag) { return (id)((unsigned long)v << 3 | tag); }
+static long payload(id self) { return (long)((unsigned long)self >> 3); }
+
+static id imp_small_with(id, SEL, long v) { return small(v, SMALL_INT_TAG); }
+static long imp_small_int_value(id self, SEL) { return payload(self); }
+static id imp_small_plus(id self, SEL, id other) {
+	return small(SEND(long)(self, s_intValue) + SEND(long)(other, s_intValue), SMALL_INT_TAG);
+}
+static double imp_small_double_value(id self, SEL) { return payload(self) / 4.0; }
+static long imp_tiny_length(id self, SEL) { return payload(self) % 8; }
+static Rect imp_tiny_bounds(id self, SEL) {
+	double l = (double)SEND(long)(self, s_length);
+	return Rect{0, 0, l * 7, 12};
+}
+
+// One round of sends to small objects; the same result on every thread.
+static double small_round(int i) {
+	id a = SEND(id, long)((id)SmallInt, s_with, i), b = SEND(id, long)((id)SmallInt, s_with, 1);
+	long sum = SEND(long)(SEND(id, id)(a, s_plus, b), s_intValue);
+#if defined(__x86_64__)
+	double d = ((double (*)(id, SEL))objc_msgSend_fpret)(small(i, SMALL_DOUBLE_TAG), s_doubleValue);
+	Rect r;
+	((void (*)(Rect *, id, SEL))objc_msgSend_stret)(&r, small(i, TINY_STRING_TAG), s_bounds);
+#else
+	double d = SEND(double)(small(i, SMALL_DOUBLE_TAG), s_doubleValue);
+	Rect r = SEND(Rect)(small(i, TINY_STRING_TAG), s_bounds);
+#endif
+	return (double)sum + d + r.w;
+}
+
+static double imp_app_small(id, SEL) {
+	double total = 0;
+	for (int i = 0; i < SMALL_ROUNDS; i++)
+		total += small_round(i);
+	return total;
+}
+
+static double small_results[3];
+static void *small_main(void *arg) {
+	long i = (long)arg;
+	char name[16];
+	snprintf(name, sizeof name, "small-%ld", i + 1);
+	pthread_setname_np(pthread_self(), name);
+	small_results[i] = SEND(double)((id)App, s_small);
+	return nullptr;
+}
+
+static int run_small(void) {
+	s_with = sel_registerName("with:");
+	s_plus = sel_registerName("plus:");
+	s_intValue = sel_registerName("intValue");
+	s_doubleValue = sel_registerName("doubleValue");
+	s_length = sel_registerName("length");
+	s_bounds = sel_registerName("bounds");
+	s_small = sel_registerName("small");
+	SmallInt = define(Base, "SmallInt");
+	TinyString = define(Base, "TinyString");
+	SmallDouble = define(Base, "SmallDouble");
+	if (!objc_registerSmallObjectClass_np(SmallInt, SMALL_INT_TAG) ||
+	    !objc_registerSmallObjectClass_np(TinyString, TINY_STRING_TAG) ||
+	    !objc_registerSmallObjectClass_np(SmallDouble, SMALL_DOUBLE_TAG)) {
+		fprintf(stderr, "testapp: registering the small-object classes failed\n");
+		return 1;
+	}
+	add(object_getClass((id)SmallInt), s_with, (void *)imp_small_with);
+	add(SmallInt, s_intValue, (void *)imp_small_int_value);
+	add(SmallInt, s_plus, (void *)imp_small_plus);
+	add(SmallDouble, s_doubleValue, (void *)imp_small_double_value);
+	add(TinyString, s_length, (void *)imp_tiny_length);
+	add(TinyString, s_bounds, (void *)imp_tiny_bounds);
+	add(object_getClass((id)App), s_small, (void *)imp_app_small);
+	printf("small = %.2f\n", SEND(double)((id)App, s_small));
+	printf("small class = %s\n", class_getName(object_getClass(small(5, TINY_STRING_TAG))));
+	pthread_t th[3];
+	for (long i = 0; i < 3; i++)
+		pthread_create(&th[i], nullptr, small_main, (void *)i);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], nullptr);
+	printf("threads small = %.2f %.2f %.2f\n", small_results[0], small_results[1], small_results[2]);
+	printf("done\n");
+	return 0;
+}
+
 static long thread_results[3];
 static void *worker_main(void *arg) {
 	long i = (long)arg;
@@ -164,6 +264,8 @@ int main(int argc, char **argv) {
 	Thrower = define(Base, "Thrower");
 	add(Thrower, s_boom, (void *)imp_boom);
 	App = define(Base, "App");
+	if (argc > 1 && strcmp(argv[1], "small") == 0)
+		return run_small();
 	add(object_getClass((id)App), s_run, (void *)imp_app_run);
 
 	SEND(long)((id)App, s_run);

@@ -2,6 +2,7 @@
 #include "tobjc.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +109,24 @@ id class_createInstance(Class cls, size_t extra) {
 }
 
 const char *class_getName(Class cls) { return cls ? cls->name : "nil"; }
-Class object_getClass(id obj) { return obj ? obj->isa : NULL; }
+/* The small-object classes by the receiver's low bits; read by the dispatch (tobjc_*.S). */
+__attribute__((visibility("hidden"))) Class tobjc_small_classes[TOBJC_SMALL_MASK + 1];
+
+BOOL objc_registerSmallObjectClass_np(Class cls, unsigned long mask) {
+	BOOL ok = 0;
+	pthread_mutex_lock(&lock);
+	if (mask && mask <= TOBJC_SMALL_MASK && !tobjc_small_classes[mask]) {
+		tobjc_small_classes[mask] = cls;
+		ok = 1;
+	}
+	pthread_mutex_unlock(&lock);
+	return ok;
+}
+
+Class object_getClass(id obj) {
+	uintptr_t small = (uintptr_t)obj & TOBJC_SMALL_MASK;
+	return small ? tobjc_small_classes[small] : obj ? obj->isa : NULL;
+}
 Class class_getSuperclass(Class cls) { return cls ? cls->superclass : NULL; }
 BOOL class_isMetaClass(Class cls) { return cls && cls->meta; }
 

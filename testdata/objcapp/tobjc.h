@@ -7,6 +7,10 @@
  * Layout read by the assembly (tobjc_*.S), checked by tobjc.c:
  *   struct tobjc_class { Class isa; Class superclass; struct tobjc_method *methods; ... }
  *   methods end with a {0, 0} entry.
+ *
+ * Small objects as GNUstep's libobjc2 makes them: a receiver whose low TOBJC_SMALL_MASK bits
+ * are not 0 is no pointer but a value, its class tobjc_small_classes[receiver & mask], set by
+ * objc_registerSmallObjectClass_np (libobjc2's name and contract for 64-bit).
  */
 #ifndef TOBJC_H
 #define TOBJC_H
@@ -14,6 +18,7 @@
 #define TOBJC_CLASS_SUPER 8
 #define TOBJC_CLASS_METHODS 16
 #define TOBJC_METHOD_SIZE 16
+#define TOBJC_SMALL_MASK 7
 
 #ifndef __ASSEMBLER__
 #include <stddef.h>
@@ -66,6 +71,9 @@ Class objc_allocateClassPair(Class superclass, const char *name, size_t extra);
 BOOL class_addMethod(Class cls, SEL name, IMP imp, const char *types);
 void objc_registerClassPair(Class cls);
 id class_createInstance(Class cls, size_t extra);
+/* cls is the class of every receiver whose low bits are mask (1-7); 0 when mask is out of range
+ * or taken by another class. */
+BOOL objc_registerSmallObjectClass_np(Class cls, unsigned long mask);
 #ifdef __cplusplus
 }
 #endif

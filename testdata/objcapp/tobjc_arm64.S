@@ -1,7 +1,7 @@
 /*
  * tobjc dispatch for arm64, with objc_msgSend's contract: find the IMP and branch to it with
  * x0-x8, q0-q7 and the stack untouched. x16 holds the class, x17 the method entry, x9 its
- * selector.
+ * selector. A small object (low bits set) has no isa: its class comes from tobjc_small_classes.
  */
 #include "tobjc.h"
 
@@ -27,8 +27,15 @@
 objc_msgSend:                                   /* x0 = receiver, x1 = selector */
 	.cfi_startproc
 	cbz x0, 9f
+	tst x0, #TOBJC_SMALL_MASK
+	b.ne 8f
 	ldr x16, [x0]                           /* x16 = class (isa) */
-	LOOKUP
+0:	LOOKUP
+8:	and x16, x0, #TOBJC_SMALL_MASK          /* a small object: x16 = its class by its low bits */
+	adrp x17, tobjc_small_classes
+	add x17, x17, :lo12:tobjc_small_classes
+	ldr x16, [x17, x16, lsl #3]
+	b 0b
 9:	mov x0, #0                              /* nil receiver: zero results */
 	mov x1, #0
 	movi v0.2d, #0

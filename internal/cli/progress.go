@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 // first after half a second (small files never show it), then every 200 ms.
 type progress struct {
 	w       io.Writer
+	prog    string
 	label   string
 	total   int64 // bytes the conversion will read
 	done    int64
@@ -22,9 +23,9 @@ type progress struct {
 }
 
 // newProgress reports to stderr when it is a terminal, and otherwise stays silent.
-func newProgress(stderr io.Writer, label string, total int64) *progress {
-	f, ok := stderr.(*os.File)
-	return &progress{w: stderr, label: label, total: total, start: time.Now(), delay: 500 * time.Millisecond,
+func newProgress(s *Session, label string, total int64) *progress {
+	f, ok := s.Stderr.(*os.File)
+	return &progress{w: s.Stderr, prog: s.Prog, label: label, total: total, start: time.Now(), delay: 500 * time.Millisecond,
 		enabled: ok && isTerminal(f.Fd())}
 }
 
@@ -39,7 +40,7 @@ func (p *progress) add(n int) {
 	}
 	p.last, p.shown = now, true
 	pct := 100 * float64(min(p.done, p.total)) / float64(max(p.total, 1))
-	fmt.Fprintf(p.w, "\rmachobind: converting %s: %3.0f%% (%.1f of %.1f MB read)\x1b[K", p.label, pct, float64(p.done)/1e6, float64(p.total)/1e6)
+	fmt.Fprintf(p.w, "\r%s: converting %s: %3.0f%% (%.1f of %.1f MB read)\x1b[K", p.prog, p.label, pct, float64(p.done)/1e6, float64(p.total)/1e6)
 }
 
 // finish clears the line.

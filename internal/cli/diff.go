@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -15,8 +15,9 @@ import (
 	"github.com/msgtrace/msgtrace/tracer"
 )
 
-func diff(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("diff")
+func (s *Session) diff(args []string) error {
+	stdout := s.Stdout
+	fs := NewFlags("diff")
 	asJSON := fs.Bool("json", false, "write JSON")
 	markdown := fs.Bool("markdown", false, "write Markdown (a pull request comment)")
 	threshold := fs.Float64("threshold", 10, "a change must be at least this many percent of the base")
@@ -30,32 +31,32 @@ func diff(args []string, stdout, stderr io.Writer) error {
 	var inc, exc patterns
 	fs.Var(&inc, "include", "keep only methods matching this pattern (repeatable)")
 	fs.Var(&exc, "exclude", "drop methods matching this pattern (repeatable)")
-	pos, err := parseInterleaved(fs, args)
+	pos, err := ParseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 2 {
-		return usageError{fmt.Sprintf("diff takes BASE and HEAD, got %d arguments", len(pos))}
+		return usageError(fmt.Sprintf("diff takes BASE and HEAD, got %d arguments", len(pos)))
 	}
 	if *asJSON && *markdown {
-		return usageError{"--json or --markdown, not both"}
+		return usageError("--json or --markdown, not both")
 	}
 	if *threshold < 0 || *minSelfMS < 0 || *minCalls < 0 || *alpha <= 0 || *alpha > 1 || *top < 1 {
-		return usageError{"--threshold, --min-self-ms and --min-calls must not be negative, --alpha is in (0, 1], --top positive"}
+		return usageError("--threshold, --min-self-ms and --min-calls must not be negative, --alpha is in (0, 1], --top positive")
 	}
 	if (*pprofBase == "") != (*pprofHead == "") {
-		return usageError{"--pprof-base and --pprof-head go together"}
+		return usageError("--pprof-base and --pprof-head go together")
 	}
 	for _, p := range []string{*pprofBase, *pprofHead} {
 		if p == "" {
 			continue
 		}
 		if err := tracer.CheckOutputName(p, "pprof"); err != nil {
-			return usageError{err.Error()}
+			return usageError(err.Error())
 		}
 	}
 	if err := tracer.ValidateThreads(*threads); err != nil {
-		return usageError{err.Error()}
+		return usageError(err.Error())
 	}
 	opt := tracer.Options{MaxDepth: -1, Include: inc, Exclude: exc, Threads: *threads}
 	var sides [2][]*tracer.RunProfile
@@ -67,7 +68,7 @@ func diff(args []string, stdout, stderr io.Writer) error {
 		out := []string{*pprofBase, *pprofHead}[i]
 		var profs []*profile.Profile
 		for _, r := range runs {
-			prof, pp, err := profileRun(r, opt, out != "", stderr)
+			prof, pp, err := profileRun(r, opt, out != "", s)
 			if err != nil {
 				return err
 			}
@@ -102,7 +103,7 @@ func diff(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("writing output: %w", err)
 	}
 	if d.Regressed() {
-		return exitStatus(3)
+		return ExitStatus(3)
 	}
 	return nil
 }
@@ -140,7 +141,7 @@ func runsOf(path string) ([][]string, error) {
 }
 
 // profileRun reads one run: its methods, and its pprof profile when asked.
-func profileRun(files []string, opt tracer.Options, withPprof bool, stderr io.Writer) (*tracer.RunProfile, *profile.Profile, error) {
+func profileRun(files []string, opt tracer.Options, withPprof bool, s *Session) (*tracer.RunProfile, *profile.Profile, error) {
 	in, err := openTraces(files)
 	if err != nil {
 		return nil, nil, err
@@ -154,11 +155,11 @@ func profileRun(files []string, opt tracer.Options, withPprof bool, stderr io.Wr
 		pp.Meta = tracer.Meta{Program: filepath.Base(files[0])}
 		sink = tracer.Tee(ps, pp)
 	}
-	tot, err := in.process(opt, sink, stderr)
+	tot, err := in.process(opt, sink, s)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", strings.Join(files, ", "), err)
 	}
-	reportStreams(stderr, tot)
+	s.reportStreams(tot)
 	if !withPprof {
 		return ps.Profile(), nil, nil
 	}
@@ -245,9 +246,13 @@ func writeDiffText(w io.Writer, d *tracer.DiffResult, pos []string, top int) {
 		for _, e := range es[:min(top, len(es))] {
 			via := ""
 			if len(e.Via) > 0 {
-				via = "  (via " + strings.Join(e.Via, ", ") + ")"
+				var vs []string
+				for _, v := range e.Via {
+					vs = append(vs, tracer.DisplayName(v))
+				}
+				via = "  (via " + strings.Join(vs, ", ") + ")"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s%s\n", e.Metric, number(e.Metric, e.Base), number(e.Metric, e.Head), change(e), pval(e.PAdjusted), e.Method, via)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s%s\n", e.Metric, number(e.Metric, e.Base), number(e.Metric, e.Head), change(e), pval(e.PAdjusted), tracer.DisplayName(e.Method), via)
 		}
 		tw.Flush()
 		if len(es) > top {
@@ -271,7 +276,7 @@ func writeDiffText(w io.Writer, d *tracer.DiffResult, pos []string, top int) {
 			if p.Regression {
 				mark = "  REGRESSION"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%s%s\n", number("self", p.SelfNanos), number("calls", p.Calls), p.Runs, runs, p.Method, mark)
+			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%s%s\n", number("self", p.SelfNanos), number("calls", p.Calls), p.Runs, runs, tracer.DisplayName(p.Method), mark)
 		}
 		tw.Flush()
 		if len(ps) > top {
@@ -313,11 +318,11 @@ func writeDiffMarkdown(w io.Writer, d *tracer.DiffResult, pos []string, top int)
 		}
 		fmt.Fprintf(w, "\n#### %s (%d)\n\n| method | metric | base / run | head / run | change | p (Holm) |\n|---|---|--:|--:|--:|--:|\n", title, len(es))
 		for _, e := range es[:min(top, len(es))] {
-			m := mdCode(e.Method)
+			m := mdCode(tracer.DisplayName(e.Method))
 			if len(e.Via) > 0 {
 				var vs []string
 				for _, v := range e.Via {
-					vs = append(vs, mdCode(v))
+					vs = append(vs, mdCode(tracer.DisplayName(v)))
 				}
 				m += " via " + strings.Join(vs, ", ")
 			}
@@ -336,7 +341,7 @@ func writeDiffMarkdown(w io.Writer, d *tracer.DiffResult, pos []string, top int)
 		}
 		fmt.Fprintf(w, "\n#### %s (%d)\n\n| method | self / run | calls / run | runs |\n|---|--:|--:|--:|\n", title, len(ps))
 		for _, p := range ps[:min(top, len(ps))] {
-			m := mdCode(p.Method)
+			m := mdCode(tracer.DisplayName(p.Method))
 			if p.Regression {
 				m += " **regression**"
 			}

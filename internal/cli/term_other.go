@@ -1,6 +1,6 @@
 //go:build !linux && !darwin
 
-package main
+package cli
 
 // isTerminal reports false: progress is shown on Linux and macOS only.
 func isTerminal(uintptr) bool { return false }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -16,11 +16,6 @@ import (
 	"github.com/msgtrace/msgtrace/tracer"
 )
 
-// exitStatus ends machobind with the traced program's exit status, printing nothing more.
-type exitStatus int
-
-func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
-
 // libraryNames are the file names of the library to preload on this platform, preferred
 // first: on Linux the small preload loader, which starts the Go library only in processes
 // that have something to trace.
@@ -33,7 +28,7 @@ func libraryNames() []string {
 
 // findLibrary returns the library to preload: --lib, $MSGTRACE_LIB, or the one next to this
 // executable (bin/ after `make build`) or in ../lib.
-func findLibrary(flagValue string) (string, error) {
+func findLibrary(flagValue, prog string) (string, error) {
 	if flagValue == "" {
 		flagValue = os.Getenv("MSGTRACE_LIB")
 	}
@@ -55,7 +50,7 @@ func findLibrary(flagValue string) (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("%s is not next to machobind: build it with `make build` or give --lib PATH", libraryNames()[0])
+	return "", fmt.Errorf("%s is not next to %s: build it with `make build` or give --lib PATH", libraryNames()[0], prog)
 }
 
 // preloadEnv returns env with the library preloaded and the streams sent to the pattern raw.
@@ -97,64 +92,69 @@ func injectionAdvice(app string) string {
 		"when the program ends by a signal or _exit"
 }
 
-func runTraced(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run")
-	out := fs.String("out", "trace.json", "the trace, in the format its extension names: .json Chrome JSON, .pftrace Perfetto, .speedscope.json speedscope, .pb.gz pprof, .folded, .svg")
-	perfettoOut := fs.String("perfetto", "", "also write a Perfetto protobuf trace (ui.perfetto.dev)")
-	speedscopeOut := fs.String("speedscope", "", "also write a speedscope file (speedscope.app)")
-	pprofOut := fs.String("pprof", "", "also write a pprof profile (go tool pprof -http=: FILE)")
-	foldedOut := fs.String("folded", "", "also write folded stacks (flamegraph.pl, speedscope)")
+func (s *Session) runTraced(args []string) error {
+	stdout, stderr := s.Stdout, s.Stderr
+	fs := NewFlags("run")
+	out := fs.String("out", "trace.json", "the trace, in the format its extension names (see below)")
+	// one flag per format of the registry that has one: also write that format
+	type output struct {
+		flag, format string
+		path         *string
+	}
+	var extra []output
+	for _, f := range tracer.Registry {
+		if f.RunFlag != "" {
+			extra = append(extra, output{f.RunFlag, f.Name, fs.String(f.RunFlag, "", fmt.Sprintf("also write %s (%s): %s", f.Name, f.Extensions[0], f.Help))})
+		}
+	}
 	streamsOut := fs.String("streams", "", "also keep the stream files (one per process that sent messages) in this directory (created if missing)")
-	flameOut := fs.String("flame", "", "also write an SVG flame graph")
-	lib := fs.String("lib", "", "the msgtrace library to preload (default: next to machobind)")
+	reportOut := fs.String("report", "", "also write the whole report as JSON (what report --json prints) to this file")
+	lib := fs.String("lib", "", "the msgtrace library to preload (default: next to this program)")
 	top := fs.Int("top", 10, "how many methods and hitches the summary lists (0: no summary)")
 	budgetMS := fs.Float64("budget-ms", 16, "the main thread's budget: a call busy longer, none of whose children is, is a hitch")
 	minUS := fs.Float64("min-us", 0, "drop calls shorter than this many microseconds")
 	maxDepth := fs.Int("max-depth", -1, "drop calls deeper than this (0 = outermost only)")
 	threads := fs.String("threads", "all", "all, main, or a comma list of thread names and ids")
 	var keep budget
-	fs.Var(&keep, "max-calls", budgetUsage)
+	fs.Var(&keep, "max-calls", budgetUsage())
 	var inc, exc patterns
 	fs.Var(&inc, "include", "keep only methods matching this pattern (repeatable)")
 	fs.Var(&exc, "exclude", "drop methods matching this pattern (repeatable)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
 	cmdline := fs.Args()
 	if len(cmdline) == 0 {
-		return usageError{"run needs a program: machobind run [flags] -- APP [ARGS...]"}
+		return usageError("run needs a program: " + s.Prog + " run [flags] -- APP [ARGS...]")
 	}
 	if *minUS < 0 || *maxDepth < -1 || *top < 0 || *budgetMS <= 0 {
-		return usageError{"-min-us, -max-depth and -top must not be negative, -budget-ms must be positive"}
+		return usageError("-min-us, -max-depth and -top must not be negative, -budget-ms must be positive")
 	}
 	if err := tracer.ValidateThreads(*threads); err != nil {
-		return usageError{err.Error()}
+		return usageError(err.Error())
 	}
 	outFormat, err := tracer.FormatFor(*out)
 	if err != nil {
-		return usageError{"--out " + err.Error()}
-	}
-	extra := []struct {
-		flag, path, format string
-	}{
-		{"perfetto", *perfettoOut, "perfetto"},
-		{"speedscope", *speedscopeOut, "speedscope"},
-		{"pprof", *pprofOut, "pprof"},
-		{"folded", *foldedOut, "folded"},
-		{"flame", *flameOut, "svg"},
+		return usageError("--out " + err.Error())
 	}
 	for _, o := range extra {
-		if o.path == "" {
+		if *o.path == "" {
 			continue
 		}
-		if o.path == "-" {
-			return usageError{fmt.Sprintf("--%s -: run writes files, not standard output (the program has it)", o.flag)}
+		if *o.path == "-" {
+			return usageError(fmt.Sprintf("--%s -: run writes files, not standard output (the program has it)", o.flag))
 		}
-		if err := tracer.CheckOutputName(o.path, o.format); err != nil {
-			return usageError{"--" + o.flag + " " + err.Error()}
+		if err := tracer.CheckOutputName(*o.path, o.format); err != nil {
+			return usageError("--" + o.flag + " " + err.Error())
 		}
 	}
-	libPath, err := findLibrary(*lib)
+	if *reportOut == "-" {
+		return usageError("--report -: run writes files, not standard output (the program has it)")
+	}
+	if *reportOut != "" && tracer.CheckOutputName(*reportOut, "json") != nil {
+		return usageError(fmt.Sprintf("--report %s: the report is JSON; name it .json", *reportOut))
+	}
+	libPath, err := findLibrary(*lib, s.Prog)
 	if err != nil {
 		return err
 	}
@@ -168,18 +168,22 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	// Outputs must be writable before the program runs, not after.
-	for _, p := range []string{*out, *pprofOut, *foldedOut, *flameOut, *perfettoOut, *speedscopeOut, filepath.Join(*streamsOut, "x")} {
+	check := []string{*out, *reportOut, filepath.Join(*streamsOut, "x")}
+	for _, o := range extra {
+		check = append(check, *o.path)
+	}
+	for _, p := range check {
 		if p == "" || p == "x" {
 			continue
 		}
-		f, err := os.CreateTemp(filepath.Dir(p), ".machobind-check-*")
+		f, err := os.CreateTemp(filepath.Dir(p), "."+s.Prog+"-check-*")
 		if err != nil {
 			return fmt.Errorf("cannot write %s: %w", p, errors.Unwrap(err))
 		}
 		f.Close()
 		os.Remove(f.Name())
 	}
-	tmp, err := os.MkdirTemp("", "machobind-run-")
+	tmp, err := os.MkdirTemp("", s.Prog+"-run-")
 	if err != nil {
 		return err
 	}
@@ -192,7 +196,7 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 	cmd.Args[0] = cmdline[0]
 	cmd.Env = preloadEnv(os.Environ(), libPath, pattern)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	// The terminal's ^C goes to the program; machobind waits for it to write its trace.
+	// The terminal's ^C goes to the program; the command waits for it to write its trace.
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
 	defer signal.Reset(syscall.SIGINT, syscall.SIGQUIT)
 	started := time.Now()
@@ -206,18 +210,18 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 		status = ee.ExitCode()
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			status = 128 + int(ws.Signal())
-			fmt.Fprintf(stderr, "machobind: %s was killed by %v\n", cmdline[0], ws.Signal())
+			fmt.Fprintf(stderr, "%s: %s was killed by %v\n", s.Prog, cmdline[0], ws.Signal())
 		}
 	} else if werr != nil {
 		return werr
 	}
 	streams, _ := filepath.Glob(filepath.Join(tmp, "trace-*.mtrace"))
 	if len(streams) == 0 {
-		fmt.Fprintf(stderr, "machobind: %s ran without writing a trace (exit status %d): %s\n", cmdline[0], status, injectionAdvice(app))
+		fmt.Fprintf(stderr, "%s: %s ran without writing a trace (exit status %d): %s\n", s.Prog, cmdline[0], status, injectionAdvice(app))
 		if status == 0 {
 			status = 1
 		}
-		return exitStatus(status)
+		return ExitStatus(status)
 	}
 	opt := tracer.Options{MinNanos: *minUS * 1000, MaxDepth: *maxDepth, Include: inc, Exclude: exc, Threads: *threads}
 	var kept []string
@@ -244,40 +248,41 @@ func runTraced(args []string, stdout, stderr io.Writer) error {
 	}
 	rep := tracer.NewReportSink(tracer.ReportOptions{BudgetNanos: uint64(*budgetMS * 1e6), Top: max(*top, 1)})
 	main := sinkFor(outFormat, *out)
-	tot, err := convertStreams(streams, *out, opt, func(w io.Writer) tracer.Sink { return tracer.Tee(main(w), rep) })
+	tot, err := s.convertStreams(streams, *out, opt, func(w io.Writer) tracer.Sink { return tracer.Tee(main(w), rep) })
 	if err != nil {
 		return err
 	}
-	written := []string{*out}
+	files := []string{*out}
 	for _, o := range extra {
-		if o.path == "" {
+		if *o.path == "" {
 			continue
 		}
-		if _, err := convertStreams(streams, o.path, opt, sinkFor(o.format, o.path)); err != nil {
+		if _, err := s.convertStreams(streams, *o.path, opt, sinkFor(o.format, *o.path)); err != nil {
 			return err
 		}
-		written = append(written, o.path)
+		files = append(files, *o.path)
 	}
-	fmt.Fprintf(stderr, "machobind: %d calls on %d threads of %s (%d kept; %d lost: no buffer space; %d past the shadow stack",
-		tot.Calls, tot.Threads, plural(uint64(len(streams)), "process", "processes"), tot.Kept, tot.Dropped, tot.Overflow)
-	if tot.Open > 0 {
-		fmt.Fprintf(stderr, "; %d still running at the end", tot.Open)
+	if *reportOut != "" {
+		if err := writeJSONFile(*reportOut, rep.Report()); err != nil {
+			return err
+		}
 	}
-	if tot.Unended > 0 {
-		fmt.Fprintf(stderr, "; %d processes ended without closing their stream (killed or crashed)", tot.Unended)
+	if *reportOut != "" {
+		files = append(files, *reportOut)
 	}
-	fmt.Fprintf(stderr, ") -> %s\n", strings.Join(written, ", "))
-	for _, o := range written {
-		reportFolded(stderr, o, made[o])
+	formats := map[string]string{*out: outFormat, *reportOut: "report"}
+	for _, o := range extra {
+		formats[*o.path] = o.format
 	}
+	s.reportWritten(written(tot, uint64(len(streams)), files, formats, made))
 	if *top > 0 {
 		writeSummary(stderr, rep.Report(), *top)
 		if len(kept) > 0 {
-			fmt.Fprintf(stderr, "the whole report: machobind report %s\n", shellQuote(*streamsOut))
+			fmt.Fprintf(stderr, "the whole report: %s report %s\n", s.Prog, shellQuote(*streamsOut))
 		}
 	}
 	if status != 0 {
-		return exitStatus(status)
+		return ExitStatus(status)
 	}
 	return nil
 }
@@ -291,11 +296,12 @@ func copyFile(from, to string) error {
 }
 
 // convertStreams writes the streams (one per process, on one timeline) through a sink to
-// path; nothing is left at path on failure.
-func convertStreams(streams []string, path string, opt tracer.Options, sink func(io.Writer) tracer.Sink) (tracer.Totals, error) {
+// path, showing progress on a terminal; nothing is left at path on failure.
+func (s *Session) convertStreams(streams []string, path string, opt tracer.Options, sink func(io.Writer) tracer.Sink) (tracer.Totals, error) {
 	var ins []tracer.Input
-	for _, s := range streams {
-		f, err := os.Open(s)
+	var total int64
+	for _, name := range streams {
+		f, err := os.Open(name)
 		if err != nil {
 			return tracer.Totals{}, err
 		}
@@ -304,7 +310,13 @@ func convertStreams(streams []string, path string, opt tracer.Options, sink func
 		if err != nil {
 			return tracer.Totals{}, err
 		}
-		ins = append(ins, tracer.Input{R: f, Size: st.Size(), Name: s})
+		ins = append(ins, tracer.Input{R: f, Size: st.Size(), Name: name})
+		total += st.Size()
+	}
+	p := newProgress(s, path, 2*total) // streams are read twice
+	defer p.finish()
+	for i := range ins {
+		ins[i].R = countingReaderAt{ins[i].R, p}
 	}
 	f, err := os.Create(path)
 	if err != nil {

@@ -1,17 +1,19 @@
-package main
+package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/msgtrace/msgtrace/tracer"
 )
 
 // writeLaunches writes the LAUNCH section: per process, its launch marks with the time from
-// the process's start and from the mark before, where the launch ended and why, and the +load
-// and +initialize calls.
-func writeLaunches(w io.Writer, ls []tracer.Launch) {
+// the process's start and from the mark before, where the launch ended and why, and the top
+// longest +load and +initialize calls with the count and time of the others.
+func writeLaunches(w io.Writer, ls []tracer.Launch, top int) {
 	if len(ls) == 0 {
 		return
 	}
@@ -55,13 +57,40 @@ func writeLaunches(w io.Writer, ls []tracer.Launch) {
 			sel string
 			c   tracer.LaunchCalls
 		}{{"+load", l.Load}, {"+initialize", l.Initialize}} {
-			fmt.Fprintf(w, "  %s: %s, %s ms\n", lc.sel, plural(lc.c.Calls, "call", "calls"), ms(lc.c.Nanos))
-			for _, c := range lc.c.List {
-				fmt.Fprintf(w, "  %10s ms  %s  (at %s ms, %s)\n", ms(c.DurNanos), c.Method, ms(c.StartNanos), c.Thread)
-			}
-			if n := uint64(len(lc.c.List)); n < lc.c.Calls {
-				fmt.Fprintf(w, "  and %d more\n", lc.c.Calls-n)
+			writeLaunchCalls(w, lc.sel, &lc.c, top)
+		}
+	}
+}
+
+// writeLaunchCalls writes the calls of one selector: their count and time, the top longest
+// (then in the order they started), and how many others there are and their time (of those
+// outside every other call of the selector, as the count's time).
+func writeLaunchCalls(w io.Writer, sel string, lc *tracer.LaunchCalls, top int) {
+	fmt.Fprintf(w, "  %s: %s, %s ms", sel, plural(lc.Calls, "call", "calls"), ms(lc.Nanos))
+	list := lc.List
+	if len(list) > top {
+		list = slices.Clone(list)
+		slices.SortStableFunc(list, func(a, b tracer.ReportCall) int { return cmp.Compare(b.DurNanos, a.DurNanos) })
+		list = list[:top]
+		slices.SortStableFunc(list, func(a, b tracer.ReportCall) int { return cmp.Compare(a.StartNanos, b.StartNanos) })
+		fmt.Fprintf(w, "; the %d longest:", top)
+	}
+	fmt.Fprintln(w)
+	for _, c := range list {
+		fmt.Fprintf(w, "  %10s ms  %s  (at %s ms, %s)\n", ms(c.DurNanos), tracer.DisplayName(c.Method), ms(c.StartNanos), c.Thread)
+	}
+	if n := uint64(len(list)); n < lc.Calls {
+		var rest uint64
+		for _, c := range lc.List {
+			if tracer.LaunchOutermost(&c) {
+				rest += c.DurNanos
 			}
 		}
+		for _, c := range list {
+			if tracer.LaunchOutermost(&c) {
+				rest -= c.DurNanos
+			}
+		}
+		fmt.Fprintf(w, "  and %d more (total %s ms)\n", lc.Calls-n, ms(rest))
 	}
 }

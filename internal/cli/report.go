@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -14,8 +14,9 @@ import (
 	"github.com/msgtrace/msgtrace/tracer"
 )
 
-func report(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("report")
+func (s *Session) report(args []string) error {
+	stdout := s.Stdout
+	fs := NewFlags("report")
 	asJSON := fs.Bool("json", false, "write JSON (for scripts) instead of text")
 	budgetMS := fs.Float64("budget-ms", 16, "the main thread's budget in ms: a call busy longer, none of whose children is, is a hitch")
 	top := fs.Int("top", 10, "the length of every list")
@@ -27,18 +28,18 @@ func report(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&idle, "idle", "a method whose own time is a run loop waiting, not work (repeatable; added to: "+strings.Join(tracer.DefaultIdle, ", ")+")")
 	fs.Var(&inc, "include", "keep only methods matching this pattern (repeatable)")
 	fs.Var(&exc, "exclude", "drop methods matching this pattern (repeatable)")
-	pos, err := parseInterleaved(fs, args)
+	pos, err := ParseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usageError{"report takes one or more traces (streams, a raw dump) or directories of streams"}
+		return usageError("report takes one or more traces (streams, a raw dump) or directories of streams")
 	}
 	if *minUS < 0 || *maxDepth < -1 || *top < 1 || *budgetMS <= 0 {
-		return usageError{"-min-us and -max-depth must not be negative, -top and -budget-ms must be positive"}
+		return usageError("-min-us and -max-depth must not be negative, -top and -budget-ms must be positive")
 	}
 	if err := tracer.ValidateThreads(*threads); err != nil {
-		return usageError{err.Error()}
+		return usageError(err.Error())
 	}
 	files, err := expandTraces(pos)
 	if err != nil {
@@ -58,18 +59,18 @@ func report(args []string, stdout, stderr io.Writer) error {
 	}
 	sink := tracer.NewReportSink(ropt)
 	opt := tracer.Options{MinNanos: *minUS * 1000, MaxDepth: *maxDepth, Include: inc, Exclude: exc, Threads: *threads}
-	tot, err := in.process(opt, sink, stderr)
+	tot, err := in.process(opt, sink, s)
 	if err != nil {
 		return err
 	}
-	reportStreams(stderr, tot)
+	s.reportStreams(tot)
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	if *asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(sink.Report())
 	} else {
-		writeReport(w, sink.Report())
+		writeReport(w, sink.Report(), *top)
 	}
 	if ferr := w.Flush(); err == nil {
 		err = ferr
@@ -148,11 +149,11 @@ func plural(n uint64, one, many string) string {
 }
 
 // writeReport writes the report for a person.
-func writeReport(w io.Writer, r *tracer.Report) {
+func writeReport(w io.Writer, r *tracer.Report, top int) {
 	rt := r.Recorder
 	fmt.Fprintf(w, "%s (%d kept) on %s of %s; main-thread budget %s ms\n",
 		plural(rt.Calls, "call", "calls"), rt.Kept, plural(rt.Threads, "thread", "threads"), plural(rt.Processes, "process", "processes"), ms(r.BudgetNanos))
-	writeLaunches(w, r.Launches) // report_launch.go
+	writeLaunches(w, r.Launches, top) // report_launch.go
 
 	fmt.Fprintf(w, "\nHITCHES: main-thread calls busy over %s ms none of whose children is (the innermost call that held the thread)\n", ms(r.BudgetNanos))
 	if r.HitchCount == 0 {
@@ -176,7 +177,8 @@ func writeReport(w io.Writer, r *tracer.Report) {
 	}
 
 	fmt.Fprintf(w, "\nTHREADS\n")
-	for _, th := range r.Threads {
+	shown, rest := boundThreads(r.Threads, top)
+	for _, th := range shown {
 		fmt.Fprintf(w, "\n%s", th.Name)
 		if r.Recorder.Processes > 1 || th.Program != "" {
 			fmt.Fprintf(w, " of %s (pid %d)", th.Program, th.PID)
@@ -197,6 +199,18 @@ func writeReport(w io.Writer, r *tracer.Report) {
 		}
 		fmt.Fprintln(w)
 		writeMethodTops(w, th.Methods, "  ")
+	}
+	if len(rest) > 0 {
+		var calls, busy uint64
+		for _, th := range rest {
+			calls, busy = calls+th.Calls, busy+th.BusyNanos
+		}
+		what := "threads"
+		if len(rest) == 1 {
+			what = "thread"
+		}
+		fmt.Fprintf(w, "\nand %d more %s (%s, busy %s ms; report --json lists every thread)\n",
+			len(rest), what, plural(calls, "call", "calls"), ms(busy))
 	}
 	if len(r.Threads) > 1 {
 		fmt.Fprintf(w, "\nALL THREADS\n")
@@ -222,6 +236,38 @@ func writeReport(w io.Writer, r *tracer.Report) {
 	}
 }
 
+// boundThreads picks the threads the text shows, in the report's order: every one when there
+// are at most top, else the main threads and the busiest others, top in all (at least the
+// main threads); the others are rest.
+func boundThreads(ths []tracer.ThreadReport, top int) (shown, rest []tracer.ThreadReport) {
+	if len(ths) <= top {
+		return ths, nil
+	}
+	order := make([]int, len(ths))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		x, y := &ths[order[a]], &ths[order[b]]
+		if x.Main != y.Main {
+			return x.Main
+		}
+		return x.BusyNanos > y.BusyNanos
+	})
+	keep := make([]bool, len(ths))
+	for n, i := range order {
+		keep[i] = n < top || ths[i].Main
+	}
+	for i, th := range ths {
+		if keep[i] {
+			shown = append(shown, th)
+		} else {
+			rest = append(rest, th)
+		}
+	}
+	return shown, rest
+}
+
 // writeCalls lists calls with their stacks (and children, for hitches).
 func writeCalls(w io.Writer, cs []tracer.ReportCall, children, pids bool) {
 	for _, c := range cs {
@@ -236,7 +282,7 @@ func writeCalls(w io.Writer, cs []tracer.ReportCall, children, pids bool) {
 		if c.Unwound {
 			flags += ", unwound"
 		}
-		fmt.Fprintf(w, "  %10s ms  %s  (self %s ms, %s, at %s s%s)\n", ms(c.DurNanos), c.Method, ms(c.SelfNanos), where,
+		fmt.Fprintf(w, "  %10s ms  %s  (self %s ms, %s, at %s s%s)\n", ms(c.DurNanos), tracer.DisplayName(c.Method), ms(c.SelfNanos), where,
 			fmt.Sprintf("%.3f", float64(c.StartNanos)/1e9), flags)
 		if len(c.Stack) > 0 {
 			fmt.Fprintf(w, "                 in %s\n", tracer.StackString(c.Stack))
@@ -247,7 +293,7 @@ func writeCalls(w io.Writer, cs []tracer.ReportCall, children, pids bool) {
 		if children && len(c.Children) > 0 {
 			var ks []string
 			for _, k := range c.Children {
-				ks = append(ks, fmt.Sprintf("%s x%d %s ms", k.Method, k.Calls, ms(k.DurNanos)))
+				ks = append(ks, fmt.Sprintf("%s x%d %s ms", tracer.DisplayName(k.Method), k.Calls, ms(k.DurNanos)))
 			}
 			fmt.Fprintf(w, "                 calls %s\n", strings.Join(ks, ", "))
 		}
@@ -276,12 +322,12 @@ func writeMethodTable(w io.Writer, ms_ []tracer.MethodStat, indent string) {
 		if m.Idle {
 			idle = "  (run-loop wait)"
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%d\t\t%s%s\n", indent, ms(m.SelfNanos), ms(m.TotalNanos), m.Calls, m.Method, idle)
+		fmt.Fprintf(tw, "%s%s\t%s\t%d\t\t%s%s\n", indent, ms(m.SelfNanos), ms(m.TotalNanos), m.Calls, tracer.DisplayName(m.Method), idle)
 	}
 	tw.Flush()
 }
 
-// writeSummary is what machobind run prints after the trace: the top methods by self time
+// writeSummary is what run prints after the trace: the top methods by self time
 // over every thread, and the hitches.
 func writeSummary(w io.Writer, r *tracer.Report, n int) {
 	if len(r.Methods.BySelf) == 0 {
