@@ -8,6 +8,9 @@
  * __objc_uninstalled_dtable, the table every never-messaged class shares) nor
  * class_replaceMethod (on a subclass it replaces the superclass's method).
  * Apple's runtime: class_replaceMethod on the defining class (flushes only its subtree).
+ * GNUstep's libobjc2: method_setImplementation on the very method (its dispatch tables hold the
+ * methods themselves, so the next send reads the new IMP: nothing to refresh), the methods
+ * listed by class_copyMethodList; its modules' methods before they load: methods_gnustep.c.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -348,9 +351,21 @@ int mt_instrument_method(void *cls, void *m, struct mt_methods_stats *st) {
 
 int mt_instrument_class(void *cls, struct mt_methods_stats *st) {
 #if !MT_APPLE_API
-	/* gcc's runtime (the only one msgtrace_methods_install lets through here): the class's
-	 * method lists walked in place, as its class_copyMethodList does into an array it
-	 * allocates (the runtime's lock is held: the lists do not change meanwhile) */
+	if (mt_objc_kind() == MT_RT_GNUSTEP) {
+		/* libobjc2: every method of the list, a category's and the class's own of the same
+		 * selector alike (method_setImplementation reaches the exact method: none chains into
+		 * another's trampoline; dispatch finds the category's, first in the list) */
+		unsigned n = 0;
+		void **ms = mt_objc_copy_method_list(cls, &n);
+		int changed = 0;
+		for (unsigned i = 0; i < n; i++)
+			changed |= mt_instrument_method(cls, ms[i], st);
+		free(ms);
+		return changed;
+	}
+	/* gcc's runtime: the class's method lists walked in place, as its class_copyMethodList
+	 * does into an array it allocates (the runtime's lock is held: the lists do not change
+	 * meanwhile) */
 	int any = 0;
 	for (struct mt_gnu_method_list *l = MT_GNU_CLASS_METHODS(cls); l; l = l->next)
 		for (int j = 0; j < l->count; j++) {

@@ -22,9 +22,10 @@ type MethodRuntime = objc.Kind
 
 // The runtimes method capture knows.
 const (
-	RuntimeNone  = objc.None  // none loaded, or one whose internals we do not know
-	RuntimeGNU   = objc.GNU   // gcc's GNU runtime (libobjc.so.4): objc_msg_lookup
-	RuntimeApple = objc.Apple // Apple's objc4
+	RuntimeNone    = objc.None    // none loaded, or one whose internals we do not know
+	RuntimeGNU     = objc.GNU     // gcc's GNU runtime (libobjc.so.4): objc_msg_lookup
+	RuntimeApple   = objc.Apple   // Apple's objc4
+	RuntimeGNUstep = objc.GNUstep // GNUstep's libobjc2: objc_msgSend, modules through __objc_load
 )
 
 // TrampolinePool is how many methods can be instrumented in one process: the trampolines are
@@ -78,6 +79,9 @@ func Classes() []uintptr { return objc.Classes() }
 
 // ImageClasses lists the classes an image defines, realizing only those (objc.ImageClasses).
 func ImageClasses(image string) []uintptr { return objc.ImageClasses(image) }
+
+// SmallObjectClasses lists libobjc2's small-object classes by tag (objc.SmallObjectClasses).
+func SmallObjectClasses() []uintptr { return objc.SmallObjectClasses() }
 
 // ClassName is the runtime's name of a class (objc.ClassName).
 func ClassName(cls uintptr) string { return objc.ClassName(cls) }
@@ -243,8 +247,8 @@ var (
 	categoryHook atomic.Pointer[func(Module)]
 )
 
-// Module is an object's module registered by gcc's runtime (__objc_exec_class), as seen after
-// the runtime registered it.
+// Module is an object's module registered by gcc's runtime (__objc_exec_class) or libobjc2
+// (__objc_load), as seen after the runtime registered it.
 type Module struct {
 	ptr        unsafe.Pointer
 	Image      string   // the object that holds it
@@ -259,21 +263,21 @@ func (m Module) InstallCategory(i int) MethodStats {
 	return statsOf(func(c *C.struct_mt_methods_stats) { C.msgtrace_module_category_install(m.ptr, C.size_t(i), c) })
 }
 
-// WatchModules calls fn with each module gcc's runtime registers later, after the classes
-// its ModuleRebindings callback got (once the rebindings are in place).
+// WatchModules calls fn with each module gcc's runtime or libobjc2 registers later, after the
+// classes its ModuleRebindings callback got (once the rebindings are in place).
 func WatchModules(fn func(Module)) { categoryHook.Store(&fn) }
 
 // ModuleRebindings are the rebindings that report classes registered after install, and
-// methods added to registered classes: on gcc's runtime, classes register from module
-// constructors (__objc_exec_class), which may run after ours (the main program's always do);
-// on both runtimes, classes created at run time register with objc_registerClassPair (KVO's
-// NSKVONotifying_* among them) and get methods with class_addMethod, before or after. fn gets
-// each module's classes and the classes its categories extend, or the new class, or the
-// class a method was added to, after the runtime registered them. Nil where no runtime we
-// instrument is loaded.
+// methods added to registered classes: on gcc's runtime and libobjc2, classes register from
+// module constructors (__objc_exec_class, __objc_load), which may run after ours (the main
+// program's always do); on every runtime, classes created at run time register with
+// objc_registerClassPair (KVO's NSKVONotifying_* among them) and get methods with
+// class_addMethod, before or after. fn gets each module's classes and the classes its
+// categories extend, or the new class, or the class a method was added to, after the runtime
+// registered them. Nil where no runtime we instrument is loaded.
 func ModuleRebindings(fn func(classes []uintptr)) []machobind.Rebinding {
 	rt := MethodsRuntime()
-	if rt != RuntimeGNU && rt != RuntimeApple {
+	if rt != RuntimeGNU && rt != RuntimeApple && rt != RuntimeGNUstep {
 		return nil
 	}
 	moduleHook.Store(&fn)
@@ -287,7 +291,7 @@ func ModuleRebindings(fn func(classes []uintptr)) []machobind.Rebinding {
 				*(*uintptr)(unsafe.Pointer(&C.msgtrace_orig_class_addMethod)) = orig
 			}},
 	}
-	if rt == RuntimeGNU {
+	if rt == RuntimeGNU || rt == RuntimeGNUstep {
 		// from now on every module registration calls back (modules registered before went
 		// through the interposer untouched, as the Go runtime may not have been up)
 		C.msgtrace_watch_modules(1)
@@ -299,6 +303,12 @@ func ModuleRebindings(fn func(classes []uintptr)) []machobind.Rebinding {
 		rs = append(rs, machobind.Rebinding{Name: "__objc_exec_class", Replacement: uintptr(unsafe.Pointer(C.msgtrace___objc_exec_class)),
 			Publish: func(orig uintptr) {
 				*(*uintptr)(unsafe.Pointer(&C.msgtrace_orig___objc_exec_class)) = orig
+			}})
+	}
+	if rt == RuntimeGNUstep && C.msgtrace_exec_class_interposed() == 0 {
+		rs = append(rs, machobind.Rebinding{Name: "__objc_load", Replacement: uintptr(unsafe.Pointer(C.msgtrace___objc_load)),
+			Publish: func(orig uintptr) {
+				*(*uintptr)(unsafe.Pointer(&C.msgtrace_orig___objc_load)) = orig
 			}})
 	}
 	return rs
@@ -338,10 +348,10 @@ func msgtraceClassRegistered(cls, creator unsafe.Pointer) {
 	}
 }
 
-// ArrivingModule is a module gcc's runtime is about to register (__objc_exec_class, called by
-// the constructor of the object that holds it), as the compiler emitted it: the runtime sends
-// the +load methods of its classes and categories while it registers it, so only methods given
-// trampolines now have those calls traced.
+// ArrivingModule is a module gcc's runtime or libobjc2 is about to register (__objc_exec_class,
+// __objc_load, called by the constructor of the object that holds it), as the compiler emitted
+// it: the runtime sends the +load methods of its classes and categories while it registers it,
+// so only methods given trampolines now have those calls traced.
 type ArrivingModule struct {
 	ptr     unsafe.Pointer
 	Image   string   // the object that holds it
@@ -376,7 +386,7 @@ func (m ArrivingModule) InstallStatic(selected []bool) MethodStats {
 // arrivingHook is called with each module before gcc's runtime registers it.
 var arrivingHook atomic.Pointer[func(ArrivingModule)]
 
-// WatchArrivingModules calls fn with each module gcc's runtime is about to register, from
+// WatchArrivingModules calls fn with each module gcc's runtime or libobjc2 is about to register, from
 // the time ModuleRebindings returns: in the thread that registers it (a module constructor:
 // inside dlopen for an object loaded later, with the loader's lock held; inside a +load that
 // loads a plugin, with the runtime's lock held too).

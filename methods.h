@@ -34,7 +34,8 @@ void msgtrace_methods_install(void **classes, size_t n, struct mt_methods_stats 
 size_t msgtrace_classes_unseen(void **classes, size_t n);
 /* Gives every method we instrumented its original IMP back where the IMP is still ours. */
 void msgtrace_methods_restore(struct mt_methods_stats *st);
-/* GNU: the classes a module defines and the loaded classes its categories extend. */
+/* GNU and libobjc2 (a module: gcc's struct objc_module, libobjc2's struct objc_init): the classes a
+ * module defines and the loaded classes its categories extend. */
 size_t msgtrace_module_classes(void *module, void **out, size_t max);
 /* GNU: the class names a module's categories extend, in order (up to max; returns how many). */
 size_t msgtrace_module_categories(void *module, const char **classes, size_t max);
@@ -54,11 +55,16 @@ void msgtrace_module_install_static(void *module, const unsigned char *selected,
  * registered given to the trampolines, msgtraceModuleLoaded; only the runtime's until
  * msgtrace_watch_modules(1). */
 void msgtrace_exec_class(void *module, void (*real)(void *));
+/* libobjc2: what every module's __objc_load goes through (the interposed and the rebound), as
+ * msgtrace_exec_class for gcc's: module is its struct objc_init (methods_gnustep.c). */
+void msgtrace_objc_load(void *init, void (*real)(void *));
+extern void (*msgtrace_orig___objc_load)(void *) __attribute__((visibility("hidden")));
+void msgtrace___objc_load(void *init);
 void msgtrace_watch_modules(int on);
 /* GNU, MSGTRACE_METHODS=all started by the preload loader at the first module a library
  * registers: recording on (msgtrace_launch_record_early) and every module instrumented by
  * msgtrace_exec_class in C until msgtrace_early_methods_end. 1 when it started; 0 (nothing
- * changed) when the variables say not to record yet, or this is not gcc's runtime. */
+ * changed) when the variables say not to record yet, or this is neither gcc's runtime nor libobjc2. */
 int msgtrace_early_methods(void);
 /* The Go side has its selection (or gave up): modules go its way from now on; *st is what the
  * early modules instrumented. */
@@ -69,8 +75,8 @@ void msgtrace_early_methods_end(struct mt_methods_stats *st);
  * so that it finds them there. Once; harmless at any time, and where the kernel cannot (before
  * Linux 5.14) it does nothing. */
 void msgtrace_early_prefault(void);
-/* GNU: whether the objects bind __objc_exec_class to this library's (or the preload loader's)
- * definition, so that no slot needs rebinding for it. */
+/* GNU: whether the objects bind __objc_exec_class (libobjc2: __objc_load) to this library's (or
+ * the preload loader's) definition, so that no slot needs rebinding for it. */
 int msgtrace_exec_class_interposed(void);
 /* GNU: __objc_exec_class as the rebound slots see it: msgtrace_exec_class with the original. */
 extern void (*msgtrace_orig___objc_exec_class)(void *) __attribute__((visibility("hidden")));

@@ -1,7 +1,8 @@
 /*
  * Inside method capture, shared by methods.c (the trampolines, installs and restores),
- * methods_modules.c (gcc's runtime, module by module) and methods_images.c (Apple's, image by
- * image). Hidden: none of it is in the library's dynamic symbol table.
+ * methods_modules.c (gcc's runtime, module by module), methods_gnustep.c (libobjc2's, module by
+ * module) and methods_images.c (Apple's, image by image). Hidden: none of it is in the
+ * library's dynamic symbol table.
  */
 #ifndef MSGTRACE_METHODS_INTERNAL_H
 #define MSGTRACE_METHODS_INTERNAL_H
@@ -41,6 +42,18 @@ static inline struct mt_tramp_data *mt_new_trampoline(void *cls, void *m, void *
 int mt_instrument_method(void *cls, void *m, struct mt_methods_stats *st); /* 1: its IMP changed */
 int mt_instrument_class(void *cls, struct mt_methods_stats *st);
 void mt_class_arrived(void *cls, void *creator); /* a class registered or given a method at run time */
+#if !MT_APPLE_API
+/* libobjc2 (methods_gnustep.c): what methods.h's msgtrace_module_* do for its modules (the
+ * struct objc_init __objc_load is given), and the hook every __objc_load goes through: the
+ * early install (early: *early_st adds what it did) or, watched, the Go side's callbacks
+ * around the runtime's (real). */
+size_t mt_gs_module_defs(void *init, const char **names, size_t max, size_t *nclasses);
+void mt_gs_module_install_static(void *init, const unsigned char *selected, size_t n, struct mt_methods_stats *st);
+size_t mt_gs_module_classes(void *init, void **out, size_t max);
+size_t mt_gs_module_categories(void *init, const char **classes, size_t max);
+void mt_gs_module_category_install(void *init, size_t i, struct mt_methods_stats *st);
+void mt_gs_objc_load(void *init, void (*real)(void *), int early, int watched, struct mt_methods_stats *early_st);
+#endif
 #if MT_APPLE_API
 int mt_is_apple_load(void *cls, void *m);
 int mt_instrument_load(void *cls, void *m, struct mt_methods_stats *st);

@@ -3,7 +3,9 @@
  * __objc_exec_class (a module's classes and categories, their compiled method lists), methods
  * given trampolines before the runtime registers a module and sends its +load, the SELs fixed
  * up after, the early modules of MSGTRACE_METHODS=all (before the Go side is up), and the
- * __objc_exec_class this library defines where it is preloaded.
+ * __objc_exec_class this library defines where it is preloaded. The msgtrace_module_* functions
+ * and the early start serve libobjc2's modules too (__objc_load: methods_gnustep.c does the
+ * work).
  * The trampolines themselves are methods.c's (methods_internal.h).
  */
 #ifndef _GNU_SOURCE
@@ -31,6 +33,10 @@
  * Once a module is registered, its categories' lists are linked into their classes, names
  * turned into selectors: these are the methods dispatch finds. */
 size_t msgtrace_module_classes(void *module, void **out, size_t max) {
+#if !MT_APPLE_API
+	if (mt_objc_kind() == MT_RT_GNUSTEP)
+		return mt_gs_module_classes(module, out, max);
+#endif
 	struct mt_gnu_symtab t;
 	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t))
 		return 0;
@@ -47,6 +53,10 @@ size_t msgtrace_module_classes(void *module, void **out, size_t max) {
 }
 
 size_t msgtrace_module_categories(void *module, const char **classes, size_t max) {
+#if !MT_APPLE_API
+	if (mt_objc_kind() == MT_RT_GNUSTEP)
+		return mt_gs_module_categories(module, classes, max);
+#endif
 	struct mt_gnu_symtab t;
 	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t))
 		return 0;
@@ -76,6 +86,12 @@ static void category_install(void *cat, void *cls, struct mt_methods_stats *st) 
 }
 
 void msgtrace_module_category_install(void *module, size_t i, struct mt_methods_stats *st) {
+#if !MT_APPLE_API
+	if (mt_objc_kind() == MT_RT_GNUSTEP) {
+		mt_gs_module_category_install(module, i, st);
+		return;
+	}
+#endif
 	struct mt_gnu_symtab t;
 	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t) || i >= t.ncat)
 		return;
@@ -120,6 +136,10 @@ static void install_static_list(void *cls, int meta, struct mt_gnu_method_list *
 
 size_t msgtrace_module_defs(void *module, const char **names, size_t max, size_t *nclasses) {
 	*nclasses = 0;
+#if !MT_APPLE_API
+	if (mt_objc_kind() == MT_RT_GNUSTEP)
+		return mt_gs_module_defs(module, names, max, nclasses);
+#endif
 	struct mt_gnu_symtab t;
 	if (mt_objc_kind() != MT_RT_GNU || !mt_gnu_module_symtab(module, &t))
 		return 0;
@@ -163,6 +183,12 @@ static void install_static(const struct mt_gnu_symtab *tp, void *const *catcls, 
 }
 
 void msgtrace_module_install_static(void *module, const unsigned char *selected, size_t n, struct mt_methods_stats *st) {
+#if !MT_APPLE_API
+	if (mt_objc_kind() == MT_RT_GNUSTEP) {
+		mt_gs_module_install_static(module, selected, n, st);
+		return;
+	}
+#endif
 	struct mt_gnu_symtab t;
 	if (mt_objc_kind() == MT_RT_GNU && mt_gnu_module_symtab(module, &t))
 		install_static(&t, NULL, selected, n, st);
@@ -237,7 +263,8 @@ int msgtrace_early_methods(void) {
 #if MT_APPLE_API
 	return 0;
 #else
-	if (mt_objc_kind() != MT_RT_GNU || !msgtrace_launch_record_early())
+	int k = mt_objc_kind();
+	if ((k != MT_RT_GNU && k != MT_RT_GNUSTEP) || !msgtrace_launch_record_early())
 		return 0;
 	__atomic_store_n(&early_modules, 1, __ATOMIC_RELEASE);
 	return 1;
@@ -359,6 +386,10 @@ void msgtrace_exec_class(void *module, void (*real)(void *)) {
 #if MT_APPLE_API
 	real(module); /* Apple's runtime has no modules: never called there */
 #else
+	if (mt_objc_kind() != MT_RT_GNU) { /* libobjc2's older ABI: its classes are instrumented once loaded */
+		real(module);
+		return;
+	}
 	if (__atomic_load_n(&early_modules, __ATOMIC_ACQUIRE) && module) {
 		early_module(module, real);
 		return;
@@ -377,6 +408,24 @@ void msgtrace_exec_class(void *module, void (*real)(void *)) {
 void (*msgtrace_orig___objc_exec_class)(void *);
 
 void msgtrace___objc_exec_class(void *module) { msgtrace_exec_class(module, msgtrace_orig___objc_exec_class); }
+
+void msgtrace_objc_load(void *init, void (*real)(void *)) {
+#if MT_APPLE_API
+	real(init); /* Apple's runtime has no modules: never called there */
+#else
+	if (mt_objc_kind() != MT_RT_GNUSTEP) {
+		real(init);
+		return;
+	}
+	int early = __atomic_load_n(&early_modules, __ATOMIC_ACQUIRE);
+	int watched = __atomic_load_n(&modules_watched, __ATOMIC_ACQUIRE);
+	mt_gs_objc_load(init, real, early, watched, &early_stats);
+#endif
+}
+
+void (*msgtrace_orig___objc_load)(void *);
+
+void msgtrace___objc_load(void *init) { msgtrace_objc_load(init, msgtrace_orig___objc_load); }
 
 #if !MT_APPLE_API && defined(__linux__)
 /* __objc_exec_class as every object binds it where this library is preloaded: the preloaded
@@ -404,7 +453,31 @@ static void exec_class_entry(void *module) {
 
 void __objc_exec_class(void *module) __attribute__((alias("exec_class_entry"), visibility("default")));
 
+/* libobjc2's __objc_load (its v2 ABI's modules), the same way. */
+static void (*next_objc_load)(void *);
+
+static void objc_load_entry(void *init) {
+	void (*next)(void *) = __atomic_load_n(&next_objc_load, __ATOMIC_ACQUIRE);
+	if (!next) {
+		*(void **)&next = mt_objc_load_next();
+		if (!next || next == objc_load_entry) {
+			static const char msg[] = "msgtrace: __objc_load: the Objective-C runtime's is not found after ours\n";
+			if (write(2, msg, sizeof msg - 1) < 0)
+				abort();
+			abort();
+		}
+		__atomic_store_n(&next_objc_load, next, __ATOMIC_RELEASE);
+	}
+	msgtrace_objc_load(init, next);
+}
+
+void __objc_load(void *init) __attribute__((alias("objc_load_entry"), visibility("default")));
+
 int msgtrace_exec_class_interposed(void) {
+	if (mt_objc_kind() == MT_RT_GNUSTEP) {
+		void *bound = mt_objc_load_bound();
+		return bound && (bound == (void *)objc_load_entry || bound == dlsym(RTLD_DEFAULT, "msgtrace_loader_objc_load"));
+	}
 	void *bound = mt_objc_exec_class_bound();
 	return bound && (bound == (void *)exec_class_entry || bound == dlsym(RTLD_DEFAULT, "msgtrace_loader_exec_class"));
 }

@@ -2,7 +2,8 @@
 // Apple's objc4, gcc's GNU libobjc (libobjc.so.4) or GNUstep's libobjc2. It finds the runtime
 // in the process (dlsym: the library never links against one), says which it is, names
 // classes and selectors, lists classes and methods, gets and sets IMPs (refreshing gcc's
-// dispatch tables), and takes the runtime's lock for installs. Method capture (methods*.c) and
+// dispatch tables), lists libobjc2's small-object classes, and takes the runtime's lock for
+// installs. Method capture (methods*.c) and
 // the drain's namer (drain_names.c) use it; nothing else looks runtime functions up.
 //
 // # What is C and why

@@ -31,6 +31,9 @@ static struct {
 	void **objc_runtime_mutex, **uninstalled_dtable;
 	int (*objc_mutex_lock)(void *), (*objc_mutex_unlock)(void *);
 	void (*update_dispatch_table_for_class)(void *);
+	/* libobjc2's (and Apple's method_setImplementation, below) */
+	unsigned char (*objc_registerSmallObjectClass_np)(void *, uintptr_t);
+	void *objc_msg_lookup_sender;
 	/* Apple's */
 	void *(*class_replaceMethod)(void *, void *, void *, const char *);
 	const char *(*method_getTypeEncoding)(void *);
@@ -55,11 +58,16 @@ static int kind_of_loaded(void) {
 		return MT_RT_NONE;
 	return MT_RT_APPLE;
 #else
-	/* gcc's runtime, recognised by its private symbols (GNUstep's libobjc2 has other layouts) */
-	if (!rt.objc_runtime_mutex || !rt.uninstalled_dtable || !rt.objc_mutex_lock || !rt.objc_mutex_unlock ||
-	    !rt.update_dispatch_table_for_class || !dlsym(RTLD_DEFAULT, "objc_msg_lookup"))
-		return MT_RT_NONE;
-	return MT_RT_GNU;
+	/* gcc's runtime, recognised by its private symbols */
+	if (rt.objc_runtime_mutex && rt.uninstalled_dtable && rt.objc_mutex_lock && rt.objc_mutex_unlock &&
+	    rt.update_dispatch_table_for_class && dlsym(RTLD_DEFAULT, "objc_msg_lookup"))
+		return MT_RT_GNU;
+	/* GNUstep's libobjc2, by public functions only it has (its dispatch tables hold the methods
+	 * themselves: method_setImplementation is seen by the next send, no table to refresh) */
+	if (rt.objc_registerSmallObjectClass_np && rt.objc_msg_lookup_sender && rt.method_setImplementation &&
+	    rt.object_getClass)
+		return MT_RT_GNUSTEP;
+	return MT_RT_NONE;
 #endif
 }
 
@@ -78,12 +86,12 @@ static int found(void) {
 		SYMBOL(rt.method_getName, "method_getName");
 		SYMBOL(rt.method_getImplementation, "method_getImplementation");
 		SYMBOL(rt.objc_lookUpClass, "objc_lookUpClass");
+		SYMBOL(rt.method_setImplementation, "method_setImplementation");
 #if MT_APPLE_API
 		SYMBOL(rt.class_replaceMethod, "class_replaceMethod");
 		SYMBOL(rt.method_getTypeEncoding, "method_getTypeEncoding");
 		SYMBOL(rt.objc_copyClassNamesForImage, "objc_copyClassNamesForImage");
 		SYMBOL(rt.objc_addLoadImageFunc, "objc_addLoadImageFunc");
-		SYMBOL(rt.method_setImplementation, "method_setImplementation");
 		SYMBOL(rt.getsectiondata, "getsectiondata");
 		SYMBOL(rt.msgForward, "_objc_msgForward");
 		SYMBOL(rt.msgForward_stret, "_objc_msgForward_stret");
@@ -93,6 +101,8 @@ static int found(void) {
 		SYMBOL(rt.objc_mutex_lock, "objc_mutex_lock");
 		SYMBOL(rt.objc_mutex_unlock, "objc_mutex_unlock");
 		SYMBOL(rt.update_dispatch_table_for_class, "__objc_update_dispatch_table_for_class");
+		SYMBOL(rt.objc_registerSmallObjectClass_np, "objc_registerSmallObjectClass_np");
+		SYMBOL(rt.objc_msg_lookup_sender, "objc_msg_lookup_sender");
 #endif
 		rt.kind = kind_of_loaded();
 		__atomic_store_n(&rt_found, 1, __ATOMIC_RELEASE);
@@ -119,9 +129,26 @@ void *mt_objc_object_class(void *obj) {
 	return rt.object_getClass(obj);
 }
 /* gcc's runtime sets up its lock, selector and class tables in the first __objc_exec_class
- * call: before it (a module arriving first, instrumented early) its selectors and classes are
- * not asked for. */
-static int tables_ready(void) { return rt.kind != MT_RT_GNU || *rt.objc_runtime_mutex; }
+ * call, libobjc2 in the first __objc_load: before it (a module arriving first, instrumented
+ * early) its selectors and classes are not asked for. */
+static int gs_state; /* libobjc2: 0 no module seen by our hook, 1 inside the first, 2 one came back */
+void mt_gs_module_entered(void) {
+	int none = 0;
+	__atomic_compare_exchange_n(&gs_state, &none, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+void mt_gs_set_started(void) { __atomic_store_n(&gs_state, 2, __ATOMIC_RELEASE); }
+static int gs_tables_ready(void) {
+	/* modules never came through our hook (the library started later): long loaded. Inside the
+	 * first one that did: loaded before only if some went through the preload loader alone */
+	int st = __atomic_load_n(&gs_state, __ATOMIC_ACQUIRE);
+	if (st != 1)
+		return 1;
+	const unsigned long *loads = dlsym(RTLD_DEFAULT, "msgtrace_loader_objc_loads");
+	return loads && __atomic_load_n(loads, __ATOMIC_ACQUIRE) > 0;
+}
+static int tables_ready(void) {
+	return rt.kind == MT_RT_GNU ? *rt.objc_runtime_mutex != NULL : rt.kind != MT_RT_GNUSTEP || gs_tables_ready();
+}
 
 void *mt_objc_look_up_class(const char *name) {
 	return found() && rt.objc_lookUpClass && tables_ready() ? rt.objc_lookUpClass(name) : NULL;
@@ -131,8 +158,27 @@ void *mt_objc_metaclass(void *cls) {
 #if MT_APPLE_API
 	return found() && rt.object_getClass ? rt.object_getClass(cls) : NULL;
 #else
-	return *(void **)cls; /* class_pointer */
+	return *(void **)cls; /* class_pointer (gcc's), isa (libobjc2's): word 0 of the class */
 #endif
+}
+
+uintptr_t mt_objc_small_object_mask(void) { return mt_objc_kind() == MT_RT_GNUSTEP ? (sizeof(void *) == 4 ? 1 : 7) : 0; }
+
+size_t mt_objc_small_object_classes(void **out) {
+	uintptr_t mask = mt_objc_small_object_mask();
+	size_t n = 0;
+	if (!mask)
+		return 0;
+	for (uintptr_t tag = 0; tag <= mask; tag++)
+		out[tag] = NULL;
+	/* object_getClass of a bare tag: the class registered for it. libobjc2 (2.3) keeps them in a
+	 * table of 7 (tags 0-6 on 64-bit): tag 7 reads the word past it (a dispatch table), and
+	 * registering it writes there; not asked */
+	uintptr_t last = mask == 7 ? 6 : mask;
+	for (uintptr_t tag = 1; tag <= last; tag++)
+		if ((out[tag] = rt.object_getClass((void *)tag)) != NULL)
+			n++;
+	return n;
 }
 
 void *mt_objc_registered_class(void *c) {
@@ -222,6 +268,15 @@ const char *mt_objc_drain_sel_name(void *sel) {
 size_t mt_objc_class_list(void **out, size_t max) {
 	if (!capturable())
 		return 0;
+	if (rt.kind == MT_RT_GNUSTEP && out && max) {
+		/* libobjc2 (2.3) frees its enumerator twice when the buffer has room past the last
+		 * class: never more room than there are classes */
+		int have = rt.objc_getClassList(NULL, 0);
+		if (have <= 0)
+			return 0;
+		if ((size_t)have < max)
+			max = (size_t)have;
+	}
 	int n = rt.objc_getClassList(out, (int)(max > 0x7fffffff ? 0x7fffffff : max));
 	return n < 0 ? 0 : (size_t)n;
 }
@@ -281,6 +336,8 @@ void *mt_objc_method_set_imp(void *cls, void *m, void *sel, void *imp) {
 	return rt.class_replaceMethod(cls, sel, imp, rt.method_getTypeEncoding(m));
 #else
 	(void)cls, (void)sel;
+	if (rt.kind == MT_RT_GNUSTEP) /* this very method: the dispatch tables hold it */
+		return rt.method_setImplementation(m, imp);
 	void *old = GNU_IMP(m);
 	__atomic_store_n(&GNU_IMP(m), imp, __ATOMIC_RELEASE);
 	return old;
@@ -362,14 +419,28 @@ void mt_objc_methods_changed(void **changed, size_t n) {
 	}
 }
 
+#if !MT_APPLE_API
+static pthread_mutex_t gs_install_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP; /* libobjc2's in place of its own */
+#endif
+
 void mt_objc_lock(void) {
-	if (mt_objc_kind() == MT_RT_GNU)
+	int k = mt_objc_kind();
+	if (k == MT_RT_GNU)
 		rt.objc_mutex_lock(*rt.objc_runtime_mutex);
+#if !MT_APPLE_API
+	else if (k == MT_RT_GNUSTEP)
+		pthread_mutex_lock(&gs_install_mu);
+#endif
 }
 
 void mt_objc_unlock(void) {
-	if (mt_objc_kind() == MT_RT_GNU)
+	int k = mt_objc_kind();
+	if (k == MT_RT_GNU)
 		rt.objc_mutex_unlock(*rt.objc_runtime_mutex);
+#if !MT_APPLE_API
+	else if (k == MT_RT_GNUSTEP)
+		pthread_mutex_unlock(&gs_install_mu);
+#endif
 }
 
 int mt_objc_can_add_load_image_func(void) { return mt_objc_kind() == MT_RT_APPLE && rt.objc_addLoadImageFunc; }
@@ -377,6 +448,41 @@ void mt_objc_add_load_image_func(void (*fn)(const void *)) { rt.objc_addLoadImag
 
 void *mt_objc_exec_class_next(void) { return dlsym(RTLD_NEXT, "__objc_exec_class"); }
 void *mt_objc_exec_class_bound(void) { return dlsym(RTLD_DEFAULT, "__objc_exec_class"); }
+void *mt_objc_load_next(void) { return dlsym(RTLD_NEXT, "__objc_load"); }
+void *mt_objc_load_bound(void) { return dlsym(RTLD_DEFAULT, "__objc_load"); }
+
+/* A method list as the v2 ABI lays it out: a stride no smaller than struct objc_method, a
+ * count that is not negative. */
+static int gs_list_ok(const struct mt_gs_method_list *l) {
+	for (int k = 0; l && k < 1 << 16; l = l->next, k++)
+		if (l->count < 0 || l->size < sizeof(struct mt_gs_method) || l->size > 1024)
+			return 0;
+	return 1;
+}
+
+int mt_gs_module_read(void *init, int registered, struct mt_gs_module *m) {
+	const struct mt_gs_init *in = init;
+	if (!in || in->version != (registered ? UINT64_MAX : 0)) /* ULONG_MAX: loaded; another: not the ABI we know */
+		return 0;
+	if (in->cls_end < in->cls_begin || (char *)in->cat_end < (char *)in->cat_begin ||
+	    (size_t)((char *)in->cat_end - (char *)in->cat_begin) % (MT_GS_CATEGORY_WORDS * sizeof(void *)) != 0)
+		return 0;
+	m->cls = in->cls_begin;
+	m->ncls = (size_t)(in->cls_end - in->cls_begin);
+	m->cat = in->cat_begin;
+	m->ncat = (size_t)((char *)in->cat_end - (char *)in->cat_begin) / (MT_GS_CATEGORY_WORDS * sizeof(void *));
+	m->sel_lo = in->sel_begin, m->sel_hi = in->sel_end;
+	for (size_t i = 0; i < m->ncls; i++)
+		if (m->cls[i] && (!gs_list_ok(MT_GS_CLASS_METHODS(m->cls[i])) || !MT_GS_CLASS_ISA(m->cls[i]) ||
+				  !gs_list_ok(MT_GS_CLASS_METHODS(MT_GS_CLASS_ISA(m->cls[i])))))
+			return 0;
+	for (size_t i = 0; i < m->ncat; i++) {
+		void *cat = mt_gs_category(m, i);
+		if (!gs_list_ok(MT_GS_CATEGORY_METHODS(cat, 0)) || !gs_list_ok(MT_GS_CATEGORY_METHODS(cat, 1)))
+			return 0;
+	}
+	return 1;
+}
 
 int mt_gnu_module_symtab(void *module, struct mt_gnu_symtab *t) {
 	char *symtab = module ? ((char **)module)[3] : NULL;

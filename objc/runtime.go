@@ -17,9 +17,10 @@ type Kind int
 
 // The runtimes.
 const (
-	None  Kind = C.MT_RT_NONE  // none loaded, or one whose internals are unknown (GNUstep's libobjc2)
-	GNU   Kind = C.MT_RT_GNU   // gcc's GNU runtime (libobjc.so.4): objc_msg_lookup
-	Apple Kind = C.MT_RT_APPLE // Apple's objc4
+	None    Kind = C.MT_RT_NONE    // none loaded, or one whose internals are unknown
+	GNU     Kind = C.MT_RT_GNU     // gcc's GNU runtime (libobjc.so.4): objc_msg_lookup
+	Apple   Kind = C.MT_RT_APPLE   // Apple's objc4
+	GNUstep Kind = C.MT_RT_GNUSTEP // GNUstep's libobjc2: objc_msgSend, modules through __objc_load
 )
 
 // Runtime reports which runtime this process has. It is settled the first time a runtime is
@@ -27,7 +28,7 @@ const (
 func Runtime() Kind { return Kind(C.mt_objc_kind()) }
 
 // Classes lists every class the runtime has registered (objc_getClassList); nil unless the
-// runtime is GNU or Apple.
+// runtime is GNU, Apple or GNUstep.
 func Classes() []uintptr {
 	n := int(C.mt_objc_class_list(nil, 0))
 	if n == 0 {
@@ -56,13 +57,27 @@ func ImageClasses(image string) []uintptr {
 	}
 }
 
+// SmallObjectClasses lists the classes libobjc2 has registered for small objects (receivers
+// whose low bits, OBJC_SMALL_OBJECT_MASK, are a tag: objc_registerSmallObjectClass_np), by tag:
+// out[tag] (0 where none is registered; out[0] always 0). Nil on other runtimes.
+func SmallObjectClasses() []uintptr {
+	mask := int(C.mt_objc_small_object_mask())
+	if mask == 0 {
+		return nil
+	}
+	buf := make([]uintptr, mask+1) // words, as in Classes
+	C.mt_objc_small_object_classes((*unsafe.Pointer)(unsafe.Pointer(&buf[0])))
+	return buf
+}
+
 // ClassName is the runtime's name of a class ("" for 0, or without a runtime).
 func ClassName(cls uintptr) string {
 	return C.GoString(C.mt_objc_class_name(*(*unsafe.Pointer)(unsafe.Pointer(&cls))))
 }
 
 // WithLock runs fn holding the runtime's own lock where there is one to take (gcc's runtime:
-// __objc_runtime_mutex, recursive and owned by a thread; nothing on the others). Code that
+// __objc_runtime_mutex, recursive and owned by a thread; libobjc2: a recursive mutex of the
+// library's in place of the runtime's hidden one; nothing on Apple's). Code that
 // holds locks of its own while it sets IMPs takes the runtime's first: gcc's runtime sends
 // +initialize with its lock held, and an +initialize that adds a method reaches a rebound
 // class_addMethod (and so those locks) with it held.

@@ -2,9 +2,10 @@
  * The Objective-C runtime of the process, for the library's C (runtime.c; the package comment,
  * doc.go, says why this half is C): which runtime it is, its functions looked up once, class and
  * selector names, the class list, method lists and IMPs, gcc's dispatch-table refresh and its
- * lock, and the layouts of gcc's compiled structures that method capture reads before the
- * runtime has seen them. Never linked against: found in the process (dlsym) the first time it is
- * asked for, and asked again until a runtime is loaded.
+ * lock, libobjc2's small-object classes, and the layouts of the compiled structures (gcc's
+ * modules, libobjc2's v2 ABI) that method capture reads before the runtime has seen them. Never
+ * linked against: found in the process (dlsym) the first time it is asked for, and asked again
+ * until a runtime is loaded.
  *
  * Every name here is the library's own (hidden from its dynamic symbol table).
  */
@@ -24,9 +25,10 @@
 #endif
 
 /* Which runtime: one whose methods capture can instrument, or none. */
-#define MT_RT_NONE 1  /* none loaded, or one whose internals we do not know (GNUstep's libobjc2) */
-#define MT_RT_GNU 2   /* gcc's GNU runtime (libobjc.so.4) */
-#define MT_RT_APPLE 3 /* Apple's objc4 */
+#define MT_RT_NONE 1    /* none loaded, or one whose internals we do not know */
+#define MT_RT_GNU 2     /* gcc's GNU runtime (libobjc.so.4) */
+#define MT_RT_APPLE 3   /* Apple's objc4 */
+#define MT_RT_GNUSTEP 4 /* GNUstep's libobjc2 (its v2 ABI: modules arrive through __objc_load) */
 
 #pragma GCC visibility push(hidden)
 
@@ -39,9 +41,19 @@ const char *mt_objc_class_name(void *cls);
 const char *mt_objc_sel_name(void *sel);
 void *mt_objc_superclass(void *cls);
 unsigned char mt_objc_is_meta(void *cls); /* BOOL: only its low byte is defined */
-/* object_getClass: Apple's (tagged pointers too); NULL on gcc's, where it is a header inline. */
+/* object_getClass: Apple's (tagged pointers too) and libobjc2's (small objects too); NULL on
+ * gcc's, where it is a header inline. */
 void *mt_objc_object_class(void *obj);
 void *mt_objc_metaclass(void *cls);       /* a class's metaclass (gcc's: its class_pointer) */
+/* libobjc2's small objects: a receiver whose low bits (OBJC_SMALL_OBJECT_MASK: 7 on 64-bit, 1 on
+ * 32-bit) are not all clear is no pointer but a value of the class the program registered for
+ * those bits (objc_registerSmallObjectClass_np(cls, mask); gnustep-base: small integers,
+ * floats, doubles and tiny strings). The mask (0 on other runtimes), and the class registered
+ * for each value of the tag bits, out[tag] (NULL: none), found through object_getClass, which
+ * reads the runtime's hidden table: out has mask + 1 entries; returns how many are registered.
+ * Tag 7 is never asked: libobjc2 2.3's table has 7 entries, and its tag 7 is the word after it. */
+uintptr_t mt_objc_small_object_mask(void);
+size_t mt_objc_small_object_classes(void **out);
 void *mt_objc_look_up_class(const char *name);
 /* The registered class a class or metaclass belongs to; NULL while it is still being built
  * (between objc_allocateClassPair and objc_registerClassPair). */
@@ -107,7 +119,9 @@ void mt_objc_methods_changed(void **changed, size_t n);
 /* ---- the install-time lock ---- */
 /* gcc's __objc_runtime_mutex (recursive, owned by the calling thread): every path that sets
  * IMPs takes it first, before any lock of ours, as the runtime calls out with it held
- * (+initialize, which may call class_addMethod). No-op on other runtimes. */
+ * (+initialize, which may call class_addMethod). libobjc2's is hidden: a recursive mutex of
+ * ours in its place (nothing capture asks of libobjc2 with it held takes the runtime's). No-op
+ * on Apple's. */
 void mt_objc_lock(void);
 void mt_objc_unlock(void);
 
@@ -126,6 +140,66 @@ size_t mt_objc_image_categories(const void *header, void ***cats);
 /* Whether Method m is one of a compiled method_list_t's entries (the runtime attaches a
  * category's list to its class as it is: class_copyMethodList's Methods point into it). */
 int mt_apple_in_method_list(const void *list, const void *m);
+
+/* ---- libobjc2's v2 ABI: what a module hands __objc_load (ABIDoc, loader.c) ----
+ * struct objc_init {uint64_t version; SEL sel_begin, sel_end; Class *cls_begin, *cls_end;
+ * Class *cls_ref_begin, *cls_ref_end; struct objc_category *cat_begin, *cat_end; ...}: version
+ * is 0 until the runtime loaded it (then ULONG_MAX). The runtime registers the compiled
+ * structures themselves: a class, its metaclass (its isa, word 0) and its method lists keep
+ * their addresses once registered. struct objc_class has methods at word 7, as gcc's
+ * (MT_GNU_CLASS_METHODS); struct objc_method_list {next; int count; size_t size (the stride of
+ * methods[]); struct objc_method methods[];}, struct objc_method {IMP imp; SEL selector; const
+ * char *types;}: selector points at one of the module's selectors, {const char *name; const
+ * char *types;} until the runtime registers it in place (the first word then an index), the
+ * SEL the module's own sends use. struct objc_category {name, class_name, instance_methods,
+ * class_methods, protocols, properties, class_properties}: seven words, an array of them. */
+struct mt_gs_init {
+	uint64_t version;
+	void *sel_begin, *sel_end;
+	void **cls_begin, **cls_end;
+	void **cls_ref_begin, **cls_ref_end;
+	void *cat_begin, *cat_end;
+};
+struct mt_gs_method {
+	void *imp;
+	void *sel;
+	const char *types;
+};
+struct mt_gs_method_list {
+	struct mt_gs_method_list *next;
+	int count;
+	size_t size;
+	char methods[];
+};
+#define MT_GS_METHOD(l, i) ((struct mt_gs_method *)((l)->methods + (size_t)(i) * (l)->size))
+#define MT_GS_CLASS_METHODS(c) (((struct mt_gs_method_list **)(c))[7])
+#define MT_GS_CLASS_ISA(c) (((void **)(c))[0])
+#define MT_GS_CLASS_NAME(c) (((const char **)(c))[2])
+#define MT_GS_CATEGORY_WORDS 7
+#define MT_GS_CATEGORY_CLASS(cat) (((const char **)(cat))[1])
+#define MT_GS_CATEGORY_METHODS(cat, meta) (((struct mt_gs_method_list **)(cat))[2 + (meta)])
+/* A module's classes and categories, read; 0 when there is none, its lists are not what the ABI
+ * says, or it is not as asked: registered 0, not loaded yet (version 0); 1, loaded (ULONG_MAX). */
+struct mt_gs_module {
+	void **cls;     /* ncls class pointers (NULL entries skipped by the runtime) */
+	char *cat;      /* ncat categories of MT_GS_CATEGORY_WORDS words */
+	char *sel_lo, *sel_hi; /* the module's selectors: [sel_lo, sel_hi) */
+	size_t ncls, ncat;
+};
+int mt_gs_module_read(void *init, int registered, struct mt_gs_module *m);
+static inline void *mt_gs_category(const struct mt_gs_module *m, size_t i) {
+	return m->cat + i * MT_GS_CATEGORY_WORDS * sizeof(void *);
+}
+/* The definition of __objc_load after this library's (RTLD_NEXT) and the one the global scope
+ * binds. */
+void *mt_objc_load_next(void);
+void *mt_objc_load_bound(void);
+/* Whether the runtime has set up its tables: libobjc2 does it in the first __objc_load (its
+ * own modules', from its constructor). The hook says when a module enters it and when the
+ * runtime's __objc_load came back: inside the first module it sees, no class is looked up
+ * unless the preload loader saw one come back before (msgtrace_loader_objc_loads). */
+void mt_gs_module_entered(void);
+void mt_gs_set_started(void);
 
 /* ---- gcc's __objc_exec_class (modules) ---- */
 /* The definition after this library's (RTLD_NEXT): the runtime's, where the library is

@@ -141,6 +141,15 @@ func msgtraceExit() {
 			fmt.Fprintf(stderr, "msgtrace: methods at exit: %d instrumented, %d trampolines used (%d class visits, %d never instrumented)\n",
 				st.Instrumented, st.PoolUsed, st.Classes, st.Never)
 		}
+		var small []string // libobjc2: the small-object classes the program registered
+		for tag, c := range msgtrace.SmallObjectClasses() {
+			if c != 0 {
+				small = append(small, fmt.Sprintf("%d %s", tag, msgtrace.ClassName(c)))
+			}
+		}
+		if len(small) > 0 {
+			fmt.Fprintf(stderr, "msgtrace: small objects by tag: %s\n", strings.Join(small, ", "))
+		}
 	}
 	if wrote && os.Getenv("MSGTRACE_QUIET") == "" {
 		c := msgtrace.ReadCounters()

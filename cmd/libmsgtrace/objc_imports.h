@@ -7,7 +7,8 @@
 #include <string.h>
 /* Whether an object imports a symbol: its relocations (DT_RELA, DT_JMPREL) name it. */
 static const char *const traced_imports[] = {"objc_msgSend", "objc_msgSendSuper2", "objc_msg_lookup",
-					     "objc_msg_lookup_super", "__objc_exec_class", NULL};
+					     "objc_msg_lookup_super", "__objc_exec_class", "objc_msg_lookup_sender",
+					     "__objc_load", NULL};
 static int msgtrace_object_imports_objc(struct dl_phdr_info *info, size_t size, void *data) {
 	(void)size, (void)data;
 	const ElfW(Dyn) *dyn = NULL;

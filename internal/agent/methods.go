@@ -38,7 +38,8 @@ func (c Config) captureMethods() bool { return c.Capture != "sends" }
 // capturesMethods reports whether the configuration asks for method capture and the process's
 // Objective-C runtime is one it works with.
 func (a *Agent) capturesMethods() bool {
-	return a.cfg.captureMethods() && (msgtrace.MethodsRuntime() == msgtrace.RuntimeGNU || msgtrace.MethodsRuntime() == msgtrace.RuntimeApple)
+	rt := msgtrace.MethodsRuntime()
+	return a.cfg.captureMethods() && (rt == msgtrace.RuntimeGNU || rt == msgtrace.RuntimeApple || rt == msgtrace.RuntimeGNUstep)
 }
 
 // installMethodsWith instruments the methods of the classes the configuration selects, now and

@@ -76,6 +76,37 @@ __attribute__((visibility("default"), alias("exec_class"))) void __objc_exec_cla
 /* The same function, by a name libmsgtrace.so looks for to know that the objects bind to it. */
 __attribute__((visibility("default"), alias("exec_class"))) void msgtrace_loader_exec_class(void *module);
 
+/* GNUstep's libobjc2: its modules (the v2 ABI's) come through __objc_load, the same way: the
+ * runtime's own first, from its constructor, then every library's and the program's; the hook
+ * is libmsgtrace.so's msgtrace_objc_load. */
+static void (*objc_load_next)(void *);
+static void (*objc_load_hook)(void *, void (*)(void *));
+/* Modules libobjc2 has loaded through here: it makes its tables in the first one, so
+ * libmsgtrace.so looks no class up before one came back (its own hook sees only the later). */
+__attribute__((visibility("default"))) unsigned long msgtrace_loader_objc_loads;
+
+static void objc_load(void *init) {
+	start_early();
+	void (*next)(void *) = __atomic_load_n(&objc_load_next, __ATOMIC_ACQUIRE);
+	if (!next) {
+		*(void **)&next = dlsym(RTLD_NEXT, "__objc_load");
+		if (!next || next == objc_load) {
+			fprintf(stderr, "msgtrace: __objc_load: the Objective-C runtime's is not found after ours\n");
+			abort();
+		}
+		__atomic_store_n(&objc_load_next, next, __ATOMIC_RELEASE);
+	}
+	void (*hook)(void *, void (*)(void *)) = __atomic_load_n(&objc_load_hook, __ATOMIC_ACQUIRE);
+	if (hook)
+		hook(init, next);
+	else
+		next(init);
+	__atomic_fetch_add(&msgtrace_loader_objc_loads, 1, __ATOMIC_RELEASE);
+}
+
+__attribute__((visibility("default"), alias("objc_load"))) void __objc_load(void *init);
+__attribute__((visibility("default"), alias("objc_load"))) void msgtrace_loader_objc_load(void *init);
+
 static void loader_ctor(void);
 
 /* msgtrace_mark (msgtrace.h) for programs that look it up (dlsym(RTLD_DEFAULT, ...)):
@@ -94,6 +125,7 @@ static void loader_ctor(void);
 static int (*go_load)(void);
 static void (*go_prepare)(void);
 static void (*exec_hook)(void *, void (*)(void *));
+static void (*load_hook)(void *, void (*)(void *)); /* libobjc2's modules (NULL: an older library) */
 static void (*go_loaded)(uint64_t);
 static int (*early_methods)(void);
 static void (*early_prefault)(void);
@@ -133,6 +165,7 @@ static int open_library(const struct timespec *started) {
 		fprintf(stderr, "msgtrace: %s is not the msgtrace library; tracing is off\n", path);
 		return -1;
 	}
+	load_hook = (void (*)(void *, void (*)(void *)))dlsym(h, "msgtrace_objc_load");
 	early_methods = (int (*)(void))dlsym(h, "msgtrace_early_methods");
 	early_prefault = (void (*)(void))dlsym(h, "msgtrace_early_prefault");
 	go_loaded = (void (*)(uint64_t))dlsym(h, "msgtrace_launch_loaded");
@@ -272,6 +305,7 @@ static void start_early(void) {
 		if (early_methods && early_methods()) {
 			early_installing = 1;
 			__atomic_store_n(&exec_class_hook, exec_hook, __ATOMIC_RELEASE);
+			__atomic_store_n(&objc_load_hook, load_hook, __ATOMIC_RELEASE);
 		}
 	}
 	early_thread_made = pthread_create(&early_thread, NULL, early_main, NULL) == 0;
@@ -300,6 +334,7 @@ __attribute__((constructor)) static void loader_ctor(void) {
 	/* modules go through libmsgtrace.so from now on: it hands them to the runtime alone until
 	 * it watches them */
 	__atomic_store_n(&exec_class_hook, exec_hook, __ATOMIC_RELEASE);
+	__atomic_store_n(&objc_load_hook, load_hook, __ATOMIC_RELEASE);
 	if (go_load() == 0) {
 		loaded_pid = getpid();
 		atexit(at_exit);
