@@ -286,7 +286,15 @@ static void add_home(void *m, size_t i) { mt_ptrmap_put(&homes, m, i + 1, 1); }
 /* The trampoline for method m of cls, its data published (a barrier follows): the one m had
  * before a restore if it still leads to imp, else a new one from the pool; NULL (counted) when
  * the pool is used up. The caller writes the trampoline into the method. */
+void mt_note_selectors(void) {
+#if !MT_APPLE_API
+	if (!msgtrace_sel_by_index && mt_objc_kind() == MT_RT_GNUSTEP)
+		__atomic_store_n(&msgtrace_sel_by_index, 1, __ATOMIC_RELEASE);
+#endif
+}
+
 struct mt_tramp_data *mt_take_trampoline(void *cls, void *m, void *sel, void *imp, struct mt_methods_stats *st) {
+	mt_note_selectors();
 	long k = find_home(m);
 	if (k >= 0 && (msgtrace_tramp_data[k].method || msgtrace_tramp_data[k].orig != imp))
 		k = -1; /* in use, or the method was given another IMP since: a new trampoline */

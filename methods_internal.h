@@ -26,6 +26,10 @@ int mt_never_index(const char *sel);
 /* The trampoline for method m of cls, its data published: the one m had before if it had one,
  * else a new one; NULL when the pool is used up. The caller writes it into the method. */
 struct mt_tramp_data *mt_take_trampoline(void *cls, void *m, void *sel, void *imp, struct mt_methods_stats *st);
+/* Before a trampoline is handed out: on libobjc2 the interposers compare selectors by the
+ * registered index their structs start with (rt.h msgtrace_sel_by_index), since a send and the
+ * method it lands in may hold the structs of two loaded objects. */
+void mt_note_selectors(void);
 /* A trampoline never handed out before, its data published (a barrier follows), or NULL (counted)
  * when the pool is used up: for a method new to the runtime (a module's, before it registers),
  * which has no trampoline of its own to get back (mt_take_trampoline). Lock held. */
@@ -34,6 +38,7 @@ static inline struct mt_tramp_data *mt_new_trampoline(void *cls, void *m, void *
 		st->full++;
 		return NULL;
 	}
+	mt_note_selectors();
 	struct mt_tramp_data *d = &msgtrace_tramp_data[mt_tramps_used++];
 	d->orig = imp, d->cls = cls, d->sel = sel, d->method = m;
 	__atomic_thread_fence(__ATOMIC_RELEASE);

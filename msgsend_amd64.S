@@ -47,6 +47,7 @@
  *   rsp - 16    | RZ_DATA    MODE_METHOD: the trampoline's data pointer
  *               | RZ_LIMIT   msgtrace_after: where closing stale entries stops
  *   rsp - 24    | RZ_RAX     MODE_METHOD, claiming a send's entry: rax
+ *   rsp - 32    | RZ_RDX     MODE_METHOD, comparing libobjc2's selector indexes: rdx
  *   ...         |   the red zone (REDZONE bytes): code that calls first steps rsp over it
  *   rsp - 128   |                                     |
  *
@@ -78,6 +79,7 @@
 #define RZ_DATA  -16
 #define RZ_LIMIT -16
 #define RZ_RAX   -24
+#define RZ_RDX   -32
 /* CLOSE_ONE's argument: whether the red zone holds live values the slow path must step over */
 #define REDZONE_FREE   0
 #define REDZONE_IN_USE 1
@@ -417,10 +419,23 @@ LOCAL(below_\name):
 	jne LOCAL(push_\name)                   /* owned by a method: a tail call */
 	movq %rax, RZ_RAX(%rsp)
 	movq RZ_DATA(%rsp), %rax
-	movq MD_SEL(%rax), %rax
+	movq MD_SEL(%rax), %rax                 /* rax = the method's selector */
 	cmpq %rax, PREV(E_SEL)(%r10)
+	je LOCAL(claim_\name)
+	cmpl $(0), SYM(msgtrace_sel_by_index)(%rip)
+	je LOCAL(unclaimed_\name)
+	/* libobjc2: a selector has a struct in every loaded object that uses it, their first word
+	 * the registered index: the same index is the same selector (rdx parked meanwhile) */
+	movq %rdx, RZ_RDX(%rsp)
+	movq PREV(E_SEL)(%r10), %rdx
+	movq (%rdx), %rdx
+	cmpq (%rax), %rdx
+	movq RZ_RDX(%rsp), %rdx
+	je LOCAL(claim_\name)
+LOCAL(unclaimed_\name):
 	movq RZ_RAX(%rsp), %rax
-	jne LOCAL(push_\name)                   /* another selector: a tail call */
+	jmp LOCAL(push_\name)                   /* another selector: a tail call */
+LOCAL(claim_\name):
 	movq PREV(E_CLS)(%r10), %rax            /* class word = depth | implementing class */
 	shrq $(DEPTH_SHIFT), %rax
 	andl $(DEPTH_MAX), %eax

@@ -417,7 +417,14 @@ LOCAL(below_\name):
 	ldr x12, [x10, #PREV(E_SEL)]
 	ldr x13, [x17, #MD_SEL]
 	cmp x12, x13
+	b.eq LOCAL(claim_\name)
+	LOAD_GLOBAL_W x16, w16, msgtrace_sel_by_index
+	cbz w16, LOCAL(push_\name)              /* another selector: a tail call */
+	ldr x12, [x12]                          /* libobjc2: a selector has a struct in every */
+	ldr x13, [x13]                          /* loaded object that uses it, their first word */
+	cmp x12, x13                            /* the registered index */
 	b.ne LOCAL(push_\name)                  /* another selector: a tail call */
+LOCAL(claim_\name):
 	ldr x12, [x10, #PREV(E_CLS)]            /* class word = depth | implementing class */
 	ubfx x12, x12, #DEPTH_SHIFT, #DEPTH_BITS
 	ldr x13, [x17, #MD_CLS]

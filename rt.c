@@ -35,6 +35,7 @@ _Static_assert(offsetof(struct mt_thread, stack) == T_STACK, "T_STACK");
 
 volatile uint32_t msgtrace_active;
 uint64_t msgtrace_min_ticks;
+uint32_t msgtrace_sel_by_index;
 uint64_t msgtrace_xsave_size;
 /* The class is read inline as isa & mask (what object_getClass does for ordinary objects); a
  * tagged pointer has no isa and keeps the receiver itself, named later by the runtime's

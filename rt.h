@@ -117,6 +117,9 @@ extern uint64_t msgtrace_tag_mask MT_HIDDEN;        /* receiver & mask != 0: tag
  * (libobjc2's small objects, OBJC_SMALL_OBJECT_MASK on 64-bit), never dereferenced (rt.c). */
 #define MT_UNALIGNED_BITS 7ULL
 extern uint64_t msgtrace_min_ticks MT_HIDDEN;       /* calls shorter than this are not recorded */
+extern uint32_t msgtrace_sel_by_index MT_HIDDEN;    /* 1: a selector is the first word of what SEL
+						       points at (libobjc2: one struct per loaded
+						       object, the registered index first) */
 extern uint64_t msgtrace_xsave_size MT_HIDDEN;      /* amd64: XSAVE area bytes; 0: FXSAVE */
 /* The originals the interposers forward to (set before any slot points at an interposer). */
 extern void *msgtrace_orig_objc_msgSend MT_HIDDEN, *msgtrace_orig_objc_msgSendSuper2 MT_HIDDEN;
