@@ -296,7 +296,15 @@ func buildC(t *testing.T, name, src string, extra ...string) string {
 
 func forTargets(t *testing.T, fn func(t *testing.T, tg target)) {
 	for _, tg := range targets {
-		t.Run(tg.arch, func(t *testing.T) { fn(t, tg) })
+		t.Run(tg.arch, func(t *testing.T) {
+			if len(tg.run) > 0 {
+				testfiles.Slow(t, "runs under "+tg.run[0])
+				testfiles.NeedTools(t, tg.cc, tg.run[0])
+			} else {
+				testfiles.NeedTools(t, tg.cc)
+			}
+			fn(t, tg)
+		})
 	}
 }
 

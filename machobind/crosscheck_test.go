@@ -187,9 +187,7 @@ func objdumpLibraryMatches(short, path string) bool {
 // the slots per section and their symbols with --indirect-symbols, and the bound library and
 // symbol with the bind tables or the chained fixups.
 func TestCrossCheckObjdump(t *testing.T) {
-	if _, err := exec.LookPath(objdump); err != nil {
-		t.Fatalf("%s not installed: run `make setup`", objdump)
-	}
+	testfiles.NeedTools(t, objdump)
 	for _, file := range testfiles.All(t) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			t.Parallel()

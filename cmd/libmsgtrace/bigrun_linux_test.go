@@ -39,14 +39,8 @@ func TestOneLongCallAtScale(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
 	}
-	if testing.Short() {
-		t.Skip("records and converts 5 M calls: not with -short")
-	}
-	for _, tool := range []string{"gnustep-config", "gcc", "/usr/bin/time"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s missing: run make setup (libgnustep-base-dev, gobjc, time)", tool)
-		}
-	}
+	testfiles.Slow(t, "records and converts 5 M calls of a GNUstep program")
+	testfiles.NeedTools(t, "gnustep-config", "gcc", "/usr/bin/time")
 	root := testfiles.Root(t)
 	dir := t.TempDir()
 	lib := filepath.Join(dir, "libmsgtrace.so")

@@ -262,9 +262,10 @@ func TestPreloadEndToEnd(t *testing.T) {
 	for _, a := range arches {
 		t.Run(a.goarch, func(t *testing.T) {
 			if len(a.run) > 0 {
-				if _, err := exec.LookPath(a.run[0]); err != nil {
-					t.Fatalf("%s missing: run make setup", a.run[0])
-				}
+				testfiles.Slow(t, "runs under "+a.run[0])
+				testfiles.NeedTools(t, a.cc, a.run[0])
+			} else {
+				testfiles.NeedTools(t, a.cc)
 			}
 			b := built{goarch: a.goarch, dir: buildArch(t, a.goarch, a.cc), run: a.run, envFlag: a.envFlag}
 			b.lib = filepath.Join(b.dir, "libmsgtrace-preload.so") // loads libmsgtrace.so where there is something to trace

@@ -102,14 +102,11 @@ func buildLoader(t *testing.T, cc, out string) {
 // trampolines: a program of ours where Foundation calls back into app methods, an exception
 // through traced methods, and gnustep-base's own tools on real input with MSGTRACE_METHODS=all.
 func TestGNUstepMethods(t *testing.T) {
+	testfiles.Slow(t, "builds and runs GNUstep programs")
 	if runtime.GOARCH != "amd64" {
 		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
 	}
-	for _, tool := range []string{"gnustep-config", "plparse", "pldes", "plget", "defaults", "plutil"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s missing: run make setup (gnustep-base-runtime, libgnustep-base-dev, gobjc)", tool)
-		}
-	}
+	testfiles.NeedTools(t, "gnustep-config", "plparse", "pldes", "plget", "defaults", "plutil")
 	root := testfiles.Root(t)
 	g := gnustep{dir: t.TempDir()}
 	g.lib = filepath.Join(g.dir, "libmsgtrace.so")

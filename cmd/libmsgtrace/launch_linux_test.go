@@ -28,9 +28,7 @@ func launchKit(t *testing.T) (g gnustep, lib, loader string, src func(name strin
 	if runtime.GOARCH != "amd64" {
 		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
 	}
-	if _, err := exec.LookPath("gnustep-config"); err != nil {
-		t.Fatal("gnustep-config missing: run make setup (gnustep-base-runtime, libgnustep-base-dev, gobjc)")
-	}
+	testfiles.NeedTools(t, "gnustep-config")
 	root := testfiles.Root(t)
 	src = func(name string) string { return filepath.Join(root, "testdata", "gnustep", name) }
 	g = gnustep{dir: t.TempDir()}
@@ -50,6 +48,7 @@ func launchKit(t *testing.T) (g gnustep, lib, loader string, src func(name strin
 // itself), with the default selection and with MSGTRACE_METHODS=all: each call traced once,
 // under its caller, the program's output that of its untraced run.
 func TestGNUstepLaunch(t *testing.T) {
+	testfiles.Slow(t, "builds and runs GNUstep programs")
 	g, lib, loader, src := launchKit(t)
 	gcc := func(out string, args ...string) {
 		t.Helper()
@@ -247,6 +246,7 @@ func (g gnustep) runEnv(t *testing.T, env map[string]string, prog string, args .
 // the early start is what it was. A library's +load that sends more messages than a 1 MiB pool
 // holds loses none.
 func TestGNUstepLibraryLoads(t *testing.T) {
+	testfiles.Slow(t, "builds and runs GNUstep programs")
 	g, _, loader, src := launchKit(t)
 	mustGNUstepCC(t, g.dir, "libbaseloadslib.so", "-shared", "-fPIC", src("baseloadslib.m"))
 	mustGNUstepCC(t, g.dir, "baseloads", src("baseloads.m"), "-L"+g.dir, "-lbaseloadslib", "-Wl,-rpath,"+g.dir)

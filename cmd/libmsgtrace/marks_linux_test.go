@@ -204,6 +204,7 @@ func perfettoInstants(t *testing.T, path string) []string {
 // the others after it; Chrome JSON and Perfetto show the marks; machobind report prints the
 // launch section (text and JSON).
 func TestGNUstepLaunchMarks(t *testing.T) {
+	testfiles.Slow(t, "builds and runs GNUstep programs")
 	if runtime.GOARCH != "amd64" {
 		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
 	}
@@ -343,6 +344,7 @@ func TestGNUstepLaunchMarks(t *testing.T) {
 // report's launch lists gnustep-base's own +load methods (sent before the loader's
 // constructor), each once, before main.
 func TestGNUstepLaunchMarksGUI(t *testing.T) {
+	testfiles.Slow(t, "runs GNUstep GUI applications under Xvfb")
 	if runtime.GOARCH != "amd64" {
 		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
 	}

@@ -30,11 +30,7 @@ func newGNUstepKit(t *testing.T) *gnustepKit {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
 	}
-	for _, tool := range []string{"gnustep-config", "gcc"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s missing: run make setup (gnustep-base-runtime, libgnustep-base-dev, gobjc)", tool)
-		}
-	}
+	testfiles.NeedTools(t, "gnustep-config", "gcc")
 	k := &gnustepKit{root: testfiles.Root(t), dir: t.TempDir()}
 	k.lib = filepath.Join(k.dir, "libmsgtrace.so")
 	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags="+testfiles.LibLDFlags, "-o", k.lib, "./cmd/libmsgtrace")
@@ -90,6 +86,7 @@ func (k *gnustepKit) trace(t *testing.T, prog, dir string, env ...string) {
 // the worker's long calls are not hitches; a build with more work inside one method's own body
 // is a regression of that method alone, round after round, and the base against itself is not.
 func TestGNUstepReportDiff(t *testing.T) {
+	testfiles.Slow(t, "builds and runs GNUstep programs")
 	k := newGNUstepKit(t)
 	t.Run("report", func(t *testing.T) { testGNUstepReport(t, k) })
 	t.Run("run", func(t *testing.T) { testGNUstepRun(t, k) })

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/msgtrace/msgtrace/internal/testfiles"
 )
 
 func TestParsePlist(t *testing.T) {
@@ -83,11 +85,7 @@ func TestStubs(t *testing.T) {
 // for a target with chained fixups (__init_offsets: iOS 14 device) and one with classic binds
 // (__mod_init_func: the iOS 14 simulator), and reads the initializers back in link order.
 func TestInitializerOrder(t *testing.T) {
-	for _, tool := range []string{"clang-19", "ld64.lld-19"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
+	testfiles.NeedTools(t, "clang-19", "ld64.lld-19")
 	sdk, _ := filepath.Abs("../../sdk")
 	dir := t.TempDir()
 	for _, n := range []string{"first", "second"} {

@@ -47,15 +47,11 @@ var knownBuildFailures = map[string]string{}
 // traced.
 var knownRunFailures = map[string]string{}
 
-// missing fails the test in CI (CI=true: the setup must have installed everything) and skips it
-// elsewhere.
+// missing fails the test in the whole suite and in CI (the setup must have installed
+// everything) and skips it in the fast tier (testfiles.Missing).
 func missing(t *testing.T, what string) {
 	t.Helper()
-	msg := "GCC's Objective-C suite needs " + what + ": run scripts/setup.sh (make setup)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testfiles.Missing(t, "GCC's Objective-C suite's "+what)
 }
 
 // tools finds gcc with its Objective-C compiler and runtime (gobjc), tar with xz, and GCC's
@@ -242,6 +238,7 @@ func withoutOurLines(s string) string {
 // stdout, stderr (the library's own lines aside) and exit status, and every trace it wrote
 // converted at exit and its stream well formed (treeCheck).
 func TestGCCObjC(t *testing.T) {
+	testfiles.Slow(t, "builds and runs GCC's Objective-C test suite")
 	if runtime.GOARCH != "amd64" {
 		t.Skip("Debian's gobjc is installed for the host (amd64) only")
 	}

@@ -468,11 +468,7 @@ func TestLoadMatchesObjdump(t *testing.T) {
 // SET_DYLIB_SPECIAL_IMM, weak-bind tables) and checks them the same way.
 func TestLoadAddends(t *testing.T) {
 	sdk := filepath.Join(testfiles.Root(t), "sdk")
-	for _, tool := range []string{"clang-19", "ld64.lld-19"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
+	testfiles.NeedTools(t, "clang-19", "ld64.lld-19")
 	if _, err := os.Stat(filepath.Join(sdk, "usr/lib/libSystem.tbd")); err != nil {
 		t.Skip("no SDK stubs")
 	}

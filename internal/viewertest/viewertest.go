@@ -18,9 +18,11 @@ import (
 	"github.com/msgtrace/msgtrace/internal/testfiles"
 )
 
-// Tools finds Chromium, node and the pinned viewers (scripts/setup.sh installs them);
-// outside CI the test is skipped, with the reason, when one is missing.
+// Tools finds Chromium, node and the pinned viewers (scripts/setup.sh installs them). The
+// browser tests are in the whole suite only (testfiles.Slow); a missing tool fails the test
+// there (testfiles.Missing).
 func Tools(t testing.TB) string {
+	testfiles.Slow(t, "drives headless Chromium")
 	web := filepath.Join(testfiles.Root(t), "web")
 	var missing []string
 	if _, err := os.Stat("/usr/bin/chromium"); err != nil && os.Getenv("CHROMIUM") == "" {
@@ -35,11 +37,7 @@ func Tools(t testing.TB) string {
 		}
 	}
 	if len(missing) > 0 {
-		msg := "browser test needs " + strings.Join(missing, ", ") + ": run scripts/setup.sh"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testfiles.Missing(t, "the browser test's "+strings.Join(missing, ", "))
 	}
 	return web
 }
