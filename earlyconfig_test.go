@@ -17,7 +17,6 @@ import (
 // exactly when Go does. A value the two read differently would start recording that Go then
 // refuses, or leave a launch untraced that Go traces.
 func TestEarlyConfigAgrees(t *testing.T) {
-	vars := []string{"MSGTRACE_START", "MSGTRACE_CAPTURE", "MSGTRACE_MODE", "MSGTRACE_FULL", "MSGTRACE_BUFFER_MB", "MSGTRACE_METHODS"}
 	// white space Go's strings.TrimSpace removes, ASCII and not; U+200B is not white space
 	spaces := []string{" ", "\t", "\n", "\v\f\r", "\u0085", "\u00a0", "\u1680", "\u2000", "\u200a", "\u2028", "\u2029", "\u202f", "\u205f", "\u3000"}
 	words := map[string][]string{
@@ -31,7 +30,7 @@ func TestEarlyConfigAgrees(t *testing.T) {
 	}
 	type setting struct{ name, value string }
 	var cases [][]setting
-	for _, v := range vars {
+	for _, v := range earlyVars {
 		cases = append(cases, []setting{{v, ""}})
 		for _, s := range spaces {
 			cases = append(cases, []setting{{v, s}})
@@ -50,39 +49,78 @@ func TestEarlyConfigAgrees(t *testing.T) {
 		[]setting{{"MSGTRACE_METHODS", "all"}, {"MSGTRACE_CAPTURE", "sends"}, {"MSGTRACE_BUFFER_MB", "7"}},
 		[]setting{{"MSGTRACE_METHODS", "all"}, {"MSGTRACE_MODE", "ring"}, {"MSGTRACE_FULL", "never"}},
 	)
-	for _, v := range vars {
+	for _, v := range earlyVars {
 		t.Setenv(v, "") // restored after the test
 	}
 	for _, c := range cases {
-		for _, v := range vars {
-			os.Unsetenv(v)
-		}
 		var desc []string
 		for _, s := range c {
-			os.Setenv(s.name, s.value)
-			desc = append(desc, s.name+"="+strings.ReplaceAll(s.value, "\n", `\n`))
+			desc = append(desc, s.name, s.value)
 		}
-		record, all, ring, drop, mb := msgtrace.EarlyConfig()
-		g, err := agent.FromEnv(os.Getenv, 1)
-		goAll := err == nil && slices.Equal(g.Methods, []string{"all"})
-		if methodsOnly := len(c) == 1 && c[0].name == "MSGTRACE_METHODS"; methodsOnly && all != goAll {
-			t.Errorf("%q: C reads MSGTRACE_METHODS all=%v, Go %v (%v)", desc, all, goAll, err)
-		}
-		goRecord := err == nil && !g.Paused && g.Capture != "sends"
-		if record != goRecord {
-			t.Errorf("%q: C records early=%v, Go records methods from the start=%v (%v)", desc, record, goRecord, err)
-			continue
-		}
-		if !record {
-			continue
-		}
-		wantMB := g.BufferMB
-		if wantMB == 0 {
-			wantMB = agent.DefaultBufferMB
-		}
-		if ring != g.Ring || drop != g.Drop || mb != wantMB {
-			t.Errorf("%q: C ring=%v drop=%v buffer=%d MiB, Go ring=%v drop=%v buffer=%d MiB", desc, ring, drop, mb, g.Ring, g.Drop, wantMB)
-		}
+		checkEarlyConfig(t, desc...)
 	}
 	t.Logf("%d settings read alike", len(cases))
+}
+
+// earlyVars are the variables the early C reads.
+var earlyVars = []string{"MSGTRACE_START", "MSGTRACE_CAPTURE", "MSGTRACE_MODE", "MSGTRACE_FULL", "MSGTRACE_BUFFER_MB", "MSGTRACE_METHODS"}
+
+// checkEarlyConfig sets the early variables to the name, value pairs given (the others unset)
+// and checks that the C (msgtrace.EarlyConfig) reads them as internal/agent's FromEnv does.
+func checkEarlyConfig(t *testing.T, pairs ...string) {
+	t.Helper()
+	for _, v := range earlyVars {
+		os.Unsetenv(v)
+	}
+	var desc []string
+	for i := 0; i < len(pairs); i += 2 {
+		os.Setenv(pairs[i], pairs[i+1])
+		desc = append(desc, pairs[i]+"="+strings.ReplaceAll(pairs[i+1], "\n", `\n`))
+	}
+	record, all, ring, drop, mb := msgtrace.EarlyConfig()
+	g, err := agent.FromEnv(os.Getenv, 1)
+	goAll := err == nil && slices.Equal(g.Methods, []string{"all"})
+	if methodsOnly := len(pairs) == 2 && pairs[0] == "MSGTRACE_METHODS"; methodsOnly && all != goAll {
+		t.Errorf("%q: C reads MSGTRACE_METHODS all=%v, Go %v (%v)", desc, all, goAll, err)
+	}
+	goRecord := err == nil && !g.Paused && g.Capture != "sends"
+	if record != goRecord {
+		t.Errorf("%q: C records early=%v, Go records methods from the start=%v (%v)", desc, record, goRecord, err)
+		return
+	}
+	if !record {
+		return
+	}
+	wantMB := g.BufferMB
+	if wantMB == 0 {
+		wantMB = agent.DefaultBufferMB
+	}
+	if ring != g.Ring || drop != g.Drop || mb != wantMB {
+		t.Errorf("%q: C ring=%v drop=%v buffer=%d MiB, Go ring=%v drop=%v buffer=%d MiB", desc, ring, drop, mb, g.Ring, g.Drop, wantMB)
+	}
+}
+
+// FuzzEarlyConfig: the C that reads the environment before Go runs (rt_env.h) and Go's
+// parser (internal/agent's FromEnv) agree on any values of the variables the C reads, set
+// together (TestEarlyConfigAgrees is its fixed cases; `make fuzz` runs it). Values with a NUL
+// byte cannot be in an environment.
+func FuzzEarlyConfig(f *testing.F) {
+	f.Add("on", "methods", "stream", "wait", "64", "all")
+	f.Add("", "both", "ring", "drop", "+7", " all ")
+	f.Add("paused", "", "", "never", "4097", "ALL")
+	f.Add("ON", "sends", "RING", " DROP\u00a0", "0004096", "all\u200b")
+	f.Add("\u2000on\u3000", "Methods", "rings", "", "99999999999999999999999", "al")
+	f.Fuzz(func(t *testing.T, start, capture, mode, full, bufferMB, methods string) {
+		vals := []string{start, capture, mode, full, bufferMB, methods}
+		var pairs []string
+		for i, v := range vals {
+			if strings.IndexByte(v, 0) >= 0 {
+				t.Skip("a NUL byte cannot be in an environment")
+			}
+			if v != "" {
+				pairs = append(pairs, earlyVars[i], v)
+			}
+		}
+		checkEarlyConfig(t, pairs...)
+	})
 }

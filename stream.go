@@ -9,6 +9,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unsafe"
 )
 
@@ -40,6 +41,9 @@ type StreamConfig struct {
 
 // CheckPath reports whether a path pattern is one StartStream accepts.
 func CheckPath(pattern string) error {
+	if strings.IndexByte(pattern, 0) >= 0 {
+		return fmt.Errorf("%q: a NUL byte in the path", pattern)
+	}
 	cs := C.CString(pattern)
 	defer C.free(unsafe.Pointer(cs))
 	var buf [4096]C.char
@@ -57,7 +61,9 @@ func ExpandPath(pattern string, pid int) (string, error) {
 	cs := C.CString(pattern)
 	defer C.free(unsafe.Pointer(cs))
 	var buf [4096]C.char
-	C.msgtrace_expand_path(cs, C.long(pid), &buf[0], C.size_t(len(buf)))
+	if C.msgtrace_expand_path(cs, C.long(pid), &buf[0], C.size_t(len(buf))) != 0 {
+		return "", fmt.Errorf("%q: too long once expanded for pid %d", pattern, pid)
+	}
 	return C.GoString(&buf[0]), nil
 }
 
