@@ -111,11 +111,13 @@ func flameFrames(a *stackTrie, maxFrames int) ([]flameFrame, int) {
 		}
 	}
 	var out []flameFrame
-	for si, th := range a.threads {
+	si := -1 // the section: threads without time have none
+	for _, th := range a.threads {
 		total := incl[th.root]
 		if total == 0 {
 			continue
 		}
+		si++
 		out = append(out, flameFrame{name: th.label, section: si, value: total, total: total, root: true})
 		var walk func(n int32, depth int, off uint64)
 		walk = func(n int32, depth int, off uint64) {
