@@ -4,9 +4,8 @@ SHELL := bash
 GO ?= go
 FIXTURES := testdata/fixtures
 CORPUS := testdata/corpus
-FUZZTIME ?= 60s
 
-.PHONY: all setup build fixtures corpus test fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-firsttouch bench-viewers bench-convert cross clean
+.PHONY: all setup build fixtures corpus check test test-race fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-firsttouch bench-viewers bench-convert cross clean
 
 all: build
 
@@ -48,19 +47,58 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-# internal/gccsuite (GCC's Objective-C tests, each built and run untraced and traced in four
-# configurations) on its own, with its own timeout: ~1 min on a busy 2-core machine, +15 s the
-# first time (the tests unpacked from gcc-12-source's tarball into bin/gccsuite).
-# -timeout is per package (each test binary): the root package's interposer tests take ~4 min on
-# an idle machine and over 10 (go test's default limit) on a busy 2-core one.
-TEST_TIMEOUT ?= 40m
-test: fixtures corpus lint
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/internal/gccsuite$$')
-	$(GO) test -count=1 -timeout 15m ./internal/gccsuite
+# The tests come in two tiers (internal/testfiles/tiers.go).
+#
+# `make check`, the fast tier: `go test -short` on every package; no root, no network (the Go
+# module cache filled once), no setup. The slow cases (qemu, browsers, GNUstep programs, GCC's
+# suite) are left to `make test`, each saying why; a test whose tool or fixtures are absent is
+# skipped, saying which (never with CI=true).
+CHECK_TIMEOUT ?= 15m
+check: lint
+	$(GO) test -short -count=1 -timeout $(CHECK_TIMEOUT) ./...
 
+# `make test`, the whole suite (what CI runs): setup, fixtures and corpus first, then every test,
+# a missing tool failing its test. -timeout is per test binary, sized at about twice what each
+# took on a 2-core machine at load 10 (README: "Tests in tiers"): the root package's interposer
+# tests and cmd/libmsgtrace's real processes (18 and 17 min there, ~4 min idle) at 40m; GCC's
+# Objective-C suite (internal/gccsuite: ~1 min, +15 s the first time, unpacking gcc-12-source's
+# tests into bin/gccsuite) at 15m; every other package (72 s at most) at 10m. Then the race
+# detector on the packages that run goroutines together (test-race).
+MODULE := github.com/msgtrace/msgtrace
+HEAVY_TIMEOUT ?= 40m
+GCCSUITE_TIMEOUT ?= 15m
+TEST_TIMEOUT ?= 10m
+test: fixtures corpus lint
+	$(GO) test -count=1 -timeout $(HEAVY_TIMEOUT) . ./cmd/libmsgtrace
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -vxF -e $(MODULE) -e $(MODULE)/cmd/libmsgtrace -e $(MODULE)/internal/gccsuite)
+	$(GO) test -count=1 -timeout $(GCCSUITE_TIMEOUT) ./internal/gccsuite
+	$(MAKE) test-race
+
+# -race (in make test): the tracer (the pipe, the order engine, pass 1 and the aggregates on
+# several goroutines), the CLI's progress, the rebinder's locks, and the root package's tests that
+# run the recorder in the test process (cgo threads and goroutines marking at once); -short, the
+# fast tier's sizes. Not cmd/libmsgtrace: its tests drive the library in other processes.
+RACE_TIMEOUT ?= 20m
+RACE_PKGS := ./tracer ./internal/agent ./internal/cli ./cmd/machobind ./cmd/msgtrace
+test-race:
+	$(GO) test -race -short -count=1 -timeout $(RACE_TIMEOUT) $(RACE_PKGS)
+	$(GO) test -race -short -count=1 -timeout $(RACE_TIMEOUT) -run 'Rebind|Protection|Mappings' ./machobind
+	$(GO) test -race -short -count=1 -timeout $(RACE_TIMEOUT) -run '^(TestStreamRealRun|TestRebindProcessELF|TestEarlyConfigAgrees|TestEncoderMatchesGoWriter)$$' .
+
+# Every fuzz target, FUZZTIME each (make fuzz FUZZTIME=10m for a long run); their seed corpora
+# are committed under each package's testdata/fuzz/ and run as tests by check and test.
+FUZZTIME ?= 15s
+FUZZ_TARGETS := \
+	./machobind:FuzzDump ./machobind:FuzzELFImage \
+	./tracer:FuzzStream ./tracer:FuzzProcess ./tracer:FuzzFlame ./tracer:FuzzFlameNames ./tracer:FuzzAggregate \
+	./internal/simdyld:FuzzLoad \
+	.:FuzzEncoder .:FuzzEarlyConfig .:FuzzExpandPath \
+	./internal/cli:FuzzCommandLine
 fuzz: fixtures
-	$(GO) test ./machobind -run '^$$' -fuzz '^FuzzDump$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1
-	$(GO) test ./tracer -run '^$$' -fuzz '^FuzzStream$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz: $${t#*:} ($${t%%:*}, $(FUZZTIME))"; \
+	  $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1; \
+	done
 
 bench: bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-firsttouch
 
