@@ -93,7 +93,7 @@ FUZZ_TARGETS := \
 	./tracer:FuzzStream ./tracer:FuzzProcess ./tracer:FuzzFlame ./tracer:FuzzFlameNames ./tracer:FuzzAggregate \
 	./internal/simdyld:FuzzLoad \
 	.:FuzzEncoder .:FuzzEarlyConfig .:FuzzExpandPath \
-	./internal/cli:FuzzCommandLine
+	./internal/cli:FuzzCommandLine ./swiftname:FuzzDemangle
 fuzz: fixtures
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "fuzz: $${t#*:} ($${t%%:*}, $(FUZZTIME))"; \

@@ -105,8 +105,11 @@ func FuzzAggregate(f *testing.F) {
 		}
 		opt := Options{MaxDepth: int(maxDepth)}
 		for _, format := range []string{"pprof", "folded", "svg"} {
-			want, wtot := aggConvert(t, [][]byte{b}, format, opt, true)
-			got, gtot := aggConvert(t, [][]byte{b}, format, opt, false)
+			want, wtot, werr := fuzzConvert(t, b, format, opt, true)
+			got, gtot, gerr := fuzzConvert(t, b, format, opt, false)
+			if (werr == nil) != (gerr == nil) || werr != nil && werr.Error() != gerr.Error() {
+				t.Fatalf("%s: the aggregates' path: %v, the generic one: %v", format, gerr, werr)
+			}
 			if !bytes.Equal(got, want) {
 				t.Fatalf("%s: %d bytes from the aggregates' path, %d from the generic one, not the same", format, len(got), len(want))
 			}
@@ -115,4 +118,16 @@ func FuzzAggregate(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzConvert is aggConvert on one stream, returning the error (a stream damaged in its first
+// frame is not one).
+func fuzzConvert(t *testing.T, b []byte, format string, opt Options, generic bool) ([]byte, Totals, error) {
+	var out bytes.Buffer
+	s := newSink(t, format, &out, Meta{TimeNanos: 1})
+	if generic {
+		s = Tee(s)
+	}
+	tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, opt, s)
+	return out.Bytes(), tot, err
 }
