@@ -441,6 +441,9 @@ func TestCxxExceptionThroughInterposer(t *testing.T) {
 					continue // libgcc aborts on those rows: the reason the ELF rows differ
 				}
 				t.Run(uw.name+"/"+cfi, func(t *testing.T) {
+					if uw.name == "libunwind" && tg.arch == "amd64" {
+						testfiles.NeedTools(t, "clang++-19")
+					}
 					bin := filepath.Join(t.TempDir(), "exceptions")
 					srcs := []string{"-I.", "-Itestdata/interposer", "testdata/interposer/exceptions.cpp"}
 					for _, c := range recorderSources(t) {
@@ -480,6 +483,7 @@ var gdbSession = []string{"break leaf", "bt 6", "finish", "next", "next", "print
 // does not stop: gdb plants its breakpoint at the unwound pc, inside the call instruction.)
 func TestGDBBacktraceThroughInterposer(t *testing.T) {
 	forTargets(t, func(t *testing.T, tg target) {
+		testfiles.NeedTools(t, map[string]string{"amd64": "gdb", "arm64": "gdb-multiarch"}[tg.arch])
 		bin := tg.buildC(t, "backtrace", readFile(t, "testdata/interposer/backtrace.c"), "-O0")
 		var out []byte
 		var err error
@@ -569,6 +573,7 @@ func TestBenchMethodsProgram(t *testing.T) {
 // (clang-19 for the assembly, zig's macOS headers for the C) and checks the objects are Mach-O
 // for the right CPU: what runs on Linux here is the same source that ships.
 func TestAssemblesForDarwin(t *testing.T) {
+	testfiles.NeedTools(t, "clang-19", "ld64.lld-19", "llvm-nm-19", "llvm-objdump-19")
 	zig := filepath.Join(testfiles.Root(t), ".tools", "zig", "zig")
 	for _, c := range []struct{ target, zigTarget, asm, arch string }{
 		{"arm64-apple-macos13", "aarch64-macos", "msgsend_arm64.S", "arm64"},

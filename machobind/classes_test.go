@@ -173,6 +173,7 @@ func TestClassesSwift(t *testing.T) {
 // TestClassesLoad builds a dylib with +load in a class and in a category (clang-19 +
 // ld64.lld-19, classic and chained) and finds both marked, in the non-lazy lists.
 func TestClassesLoad(t *testing.T) {
+	testfiles.NeedTools(t, "clang-19", "ld64.lld-19")
 	root := testfiles.Root(t)
 	sdk := filepath.Join(root, "sdk")
 	if _, err := os.Stat(filepath.Join(sdk, "usr", "lib")); err != nil {

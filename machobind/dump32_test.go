@@ -68,6 +68,7 @@ func TestDump32Bit(t *testing.T) {
 // TestDumpArm64_32 links a watchOS arm64_32 dylib (ld64.lld-19) and reads it: 4-byte slots,
 // cross-checked with llvm-objdump.
 func TestDumpArm64_32(t *testing.T) {
+	testfiles.NeedTools(t, "clang-19", "ld64.lld-19")
 	dir := t.TempDir()
 	src, lib := filepath.Join(dir, "w.c"), filepath.Join(dir, "libw.dylib")
 	os.WriteFile(src, []byte("extern int ext_fn(int);\nextern int ext_data;\nint call(int x) { return ext_fn(x) + ext_data; }\n"), 0o644)

@@ -39,6 +39,7 @@ int entry(void) {
 // buildOrdinalBundles links the bundle with chained fixups and with classic dyld info
 // (clang-19 and ld64.lld-19, as the fixtures are) and returns the two files.
 func buildOrdinalBundles(t *testing.T) map[string]string {
+	testfiles.NeedTools(t, "clang-19", "ld64.lld-19")
 	t.Helper()
 	dir, sdk := t.TempDir(), filepath.Join(testfiles.Root(t), "sdk")
 	for name, src := range map[string]string{"host.c": ordinalsHost, "bundle.c": ordinalsBundle} {

@@ -16,6 +16,7 @@ import (
 // headers cross.sh uses, reads the fallback masks back from each object with go-macho, and
 // compares them with objc4's table (wantMasks). `make cross` checks its artifacts the same way.
 func TestFallbackMasks(t *testing.T) {
+	testfiles.NeedTools(t, "clang-19")
 	root := testfiles.Root(t)
 	macinc := filepath.Join(root, ".tools/zig/lib/libc/include/any-macos-any")
 	for _, c := range []struct {
