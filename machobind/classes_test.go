@@ -129,7 +129,7 @@ func TestClassesSwift(t *testing.T) {
 		}
 	}
 	if file == "" {
-		t.Fatal("no aperture binary in the corpus: run `make corpus`")
+		testfiles.Missing(t, "the aperture binary of the corpus (testdata/corpus: `make corpus`)")
 	}
 	d, err := DumpClasses(file, "arm64")
 	if err != nil {

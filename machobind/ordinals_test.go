@@ -153,7 +153,7 @@ func TestWeakCoalescedLinkedLibrary(t *testing.T) {
 	var files []string
 	for _, p := range []string{"parcel-watcher", "libvips-cpp", "leveldown", "ggml-cpu", "ggml-metal"} {
 		if len(found[p]) == 0 {
-			t.Fatalf("no %s binary in the corpus: run `make corpus`", p)
+			testfiles.Missing(t, "the "+p+" binary of the corpus (testdata/corpus: `make corpus`)")
 		}
 		files = append(files, found[p]...)
 	}

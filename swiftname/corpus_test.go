@@ -52,7 +52,7 @@ func TestCorpusNames(t *testing.T) {
 		}
 	}
 	if len(names) == 0 {
-		t.Skip("no Swift binary in the corpus (make corpus)")
+		testfiles.Missing(t, "a Swift binary of the corpus (testdata/corpus: `make corpus`)")
 	}
 	var sorted []string
 	for n := range names {

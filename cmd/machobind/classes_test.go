@@ -20,7 +20,7 @@ func TestDumpClasses(t *testing.T) {
 		}
 	}
 	if file == "" {
-		t.Fatal("no aperture binary in the corpus: run `make corpus`")
+		testfiles.Missing(t, "the aperture binary of the corpus (testdata/corpus: `make corpus`)")
 	}
 	code, out, errs := runCLI("dump", "--classes", "--arch", "arm64", file)
 	if code != 0 {
