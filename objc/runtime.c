@@ -420,7 +420,17 @@ void mt_objc_methods_changed(void **changed, size_t n) {
 }
 
 #if !MT_APPLE_API
-static pthread_mutex_t gs_install_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP; /* libobjc2's in place of its own */
+/* libobjc2's lock in place of its own: recursive, made once (musl, which the arm64 tests build
+ * against, has no static recursive initializer) */
+static pthread_mutex_t gs_install_mu;
+static pthread_once_t gs_install_once = PTHREAD_ONCE_INIT;
+static void gs_install_mu_init(void) {
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&gs_install_mu, &a);
+	pthread_mutexattr_destroy(&a);
+}
 #endif
 
 void mt_objc_lock(void) {
@@ -428,8 +438,10 @@ void mt_objc_lock(void) {
 	if (k == MT_RT_GNU)
 		rt.objc_mutex_lock(*rt.objc_runtime_mutex);
 #if !MT_APPLE_API
-	else if (k == MT_RT_GNUSTEP)
+	else if (k == MT_RT_GNUSTEP) {
+		pthread_once(&gs_install_once, gs_install_mu_init);
 		pthread_mutex_lock(&gs_install_mu);
+	}
 #endif
 }
 
