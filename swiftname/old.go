@@ -40,17 +40,23 @@ func (p *oldParser) runtimeName() *node {
 	return p.typ()
 }
 
-func (p *oldParser) natural() (int, bool) {
-	start := p.i
-	n := 0
-	for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
-		n = n*10 + int(p.s[p.i]-'0')
+func (p *oldParser) natural() (n int, ok bool) {
+	n, p.i, ok = readNatural(p.s, p.i)
+	return n, ok
+}
+
+// readNatural reads the decimal number at s[i:] (at most 2^20: a length or an index in a name,
+// never more), and where it ends; ok is false when there is no digit or it is larger.
+func readNatural(s string, i int) (n, end int, ok bool) {
+	start := i
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		n = n*10 + int(s[i]-'0')
 		if n > 1<<20 {
-			return 0, false
+			return 0, i, false
 		}
-		p.i++
+		i++
 	}
-	return n, p.i > start
+	return n, i, i > start
 }
 
 // index is '_' (0) or a natural and '_' (natural+1).

@@ -419,17 +419,9 @@ func (p *newParser) multiSubst() bool {
 	return false
 }
 
-func (p *newParser) natural() (int, bool) {
-	start := p.i
-	n := 0
-	for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
-		n = n*10 + int(p.s[p.i]-'0')
-		if n > 1<<20 {
-			return 0, false
-		}
-		p.i++
-	}
-	return n, p.i > start
+func (p *newParser) natural() (n int, ok bool) {
+	n, p.i, ok = readNatural(p.s, p.i)
+	return n, ok
 }
 
 // identifier reads an identifier: a length and its bytes; "0" and words or literals (word
