@@ -336,7 +336,9 @@ func testApp(t *testing.T, b built) {
 		t.Errorf("the app did not say how long it slept: %v", err)
 	} else if _, err := fmt.Sscan(string(b), &sleptUS); err != nil || sleptUS < 200000 {
 		t.Errorf("the app slept %q us, want at least 200 ms", b)
-	} else if nap.Dur < sleptUS-1000 || nap.Dur > 1.1*sleptUS+2000 {
+	} else if nap.Dur < sleptUS-1000 || nap.Dur > 1.5*sleptUS+50000 {
+		// the upper bound catches a wrong tick rate (a factor), not preemption between the
+		// sleep's end and the return stub's tick: under qemu on a busy machine that was 41 ms
 		t.Errorf("+[Sleeper nap:] lasted %.1f us, slept %.0f us", nap.Dur, sleptUS)
 	}
 	if nap.Args.SelfUS < 0.8*nap.Dur {
