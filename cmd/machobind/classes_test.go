@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/msgtrace/msgtrace/internal/testfiles"
-	"github.com/msgtrace/msgtrace/machobind"
+	"github.com/msgtrace/msgtrace/machobind/classdump"
 )
 
 // TestDumpClasses: dump --classes on the corpus's Swift CLI, in text and JSON, and its usage
@@ -40,7 +40,7 @@ func TestDumpClasses(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var d machobind.ClassesDump
+	var d classdump.ClassesDump
 	if err := json.Unmarshal([]byte(out), &d); err != nil {
 		t.Fatal(err)
 	}

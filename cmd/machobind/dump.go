@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/msgtrace/msgtrace/machobind"
+	"github.com/msgtrace/msgtrace/machobind/classdump"
 )
 
 // parseInterleaved parses flags that may come before or after the positional arguments.
@@ -132,7 +133,7 @@ func writeText(out io.Writer, d *machobind.Dump) error {
 }
 
 func dumpClasses(path, arch string, asJSON bool, stdout io.Writer) error {
-	d, err := machobind.DumpClasses(path, arch)
+	d, err := classdump.DumpClasses(path, arch)
 	if err != nil {
 		return err
 	}
@@ -155,7 +156,7 @@ func dumpClasses(path, arch string, asJSON bool, stdout io.Writer) error {
 
 // writeClassesText writes what dump --classes found: each class by its runtime name (what
 // MSGTRACE_METHODS and the traces' JSON call it) and, for a Swift class, as people write it.
-func writeClassesText(out io.Writer, d *machobind.ClassesDump) error {
+func writeClassesText(out io.Writer, d *classdump.ClassesDump) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "file: %s", d.File)
 	if d.Fat {
@@ -238,7 +239,7 @@ func writeClassesText(out io.Writer, d *machobind.ClassesDump) error {
 	return w.Flush()
 }
 
-func writeMethods(w io.Writer, ms []machobind.ObjCMethodDump) {
+func writeMethods(w io.Writer, ms []classdump.ObjCMethodDump) {
 	for _, m := range ms {
 		load := ""
 		if m.Load {

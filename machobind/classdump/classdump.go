@@ -1,4 +1,9 @@
-package machobind
+// Package classdump reads what `machobind dump --classes` shows of a Mach-O file: the
+// Objective-C classes and categories it defines with their methods, and its Swift types with
+// their vtables. It is apart from package machobind because go-macho's File (which it reads
+// with) links crypto/x509, and with it Apple's Security framework, into whatever imports it:
+// the traced library must not.
+package classdump
 
 import (
 	"fmt"
@@ -343,3 +348,6 @@ func swiftType(t *swift.Type) SwiftTypeDump {
 	}
 	return d
 }
+
+// hex writes an address as `machobind dump` does.
+func hex(v uint64) string { return fmt.Sprintf("%#x", v) }

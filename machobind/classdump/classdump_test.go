@@ -1,4 +1,4 @@
-package machobind
+package classdump
 
 import (
 	"os"
@@ -11,6 +11,9 @@ import (
 
 	"github.com/msgtrace/msgtrace/internal/testfiles"
 )
+
+// objdump is the llvm-objdump the cross-checks compare with (as machobind's tests).
+const objdump = "llvm-objdump-19"
 
 // objdumpClasses reads llvm-objdump's --objc-meta-data listing of __objc_classlist: for each
 // class it can follow (a classic image; it does not follow chained pointers in the file), its
