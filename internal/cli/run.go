@@ -112,14 +112,7 @@ func (s *Session) runTraced(args []string) error {
 	lib := fs.String("lib", "", "the msgtrace library to preload (default: next to this program)")
 	top := fs.Int("top", 10, "how many methods and hitches the summary lists (0: no summary)")
 	budgetMS := fs.Float64("budget-ms", 16, "the main thread's budget: a call busy longer, none of whose children is, is a hitch")
-	minUS := fs.Float64("min-us", 0, "drop calls shorter than this many microseconds")
-	maxDepth := fs.Int("max-depth", -1, "drop calls deeper than this (0 = outermost only)")
-	threads := fs.String("threads", "all", "all, main, or a comma list of thread names and ids")
-	var keep budget
-	fs.Var(&keep, "max-calls", budgetUsage())
-	var inc, exc patterns
-	fs.Var(&inc, "include", "keep only methods matching this pattern (repeatable)")
-	fs.Var(&exc, "exclude", "drop methods matching this pattern (repeatable)")
+	filt := addFilterFlags(fs, "")
 	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -127,11 +120,11 @@ func (s *Session) runTraced(args []string) error {
 	if len(cmdline) == 0 {
 		return usageError("run needs a program: " + s.Prog + " run [flags] -- APP [ARGS...]")
 	}
-	if *minUS < 0 || *maxDepth < -1 || *top < 0 || *budgetMS <= 0 {
+	if *filt.minUS < 0 || *filt.maxDepth < -1 || *top < 0 || *budgetMS <= 0 {
 		return usageError("-min-us, -max-depth and -top must not be negative, -budget-ms must be positive")
 	}
-	if err := tracer.ValidateThreads(*threads); err != nil {
-		return usageError(err.Error())
+	if err := filt.check(); err != nil {
+		return err
 	}
 	outFormat, err := tracer.FormatFor(*out)
 	if err != nil {
@@ -223,7 +216,7 @@ func (s *Session) runTraced(args []string) error {
 		}
 		return ExitStatus(status)
 	}
-	opt := tracer.Options{MinNanos: *minUS * 1000, MaxDepth: *maxDepth, Include: inc, Exclude: exc, Threads: *threads}
+	opt := filt.options()
 	var kept []string
 	if *streamsOut != "" {
 		for _, s := range streams {
@@ -234,7 +227,7 @@ func (s *Session) runTraced(args []string) error {
 			kept = append(kept, to)
 		}
 	}
-	meta := tracer.Meta{Program: filepath.Base(cmdline[0]), Path: app, TimeNanos: started.UnixNano(), Budget: int(keep)}
+	meta := tracer.Meta{Program: filepath.Base(cmdline[0]), Path: app, TimeNanos: started.UnixNano(), Budget: int(filt.keep)}
 	if abs, err := filepath.Abs(app); err == nil {
 		meta.Path = abs
 	}

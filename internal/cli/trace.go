@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -147,6 +148,45 @@ func (s *Session) reportFolded(out string, sink tracer.Sink) {
 		s.Prog, out, r.Kept, r.Budget, r.Folded, float64(r.FoldNanos)/1e3)
 }
 
+// filterFlags are the flags trace and run share: what calls a conversion keeps, and a timeline's
+// budget.
+type filterFlags struct {
+	minUS    *float64
+	maxDepth *int
+	threads  *string
+	keep     budget
+	inc, exc patterns
+}
+
+// addFilterFlags defines the filter flags on fs; includeExamples ends -include's help line.
+func addFilterFlags(fs *flag.FlagSet, includeExamples string) *filterFlags {
+	f := &filterFlags{
+		minUS:    fs.Float64("min-us", 0, "drop calls shorter than this many microseconds"),
+		maxDepth: fs.Int("max-depth", -1, "drop calls deeper than this (0 = outermost only)"),
+		threads:  fs.String("threads", "all", "all, main, or a comma list of thread names and ids"),
+	}
+	fs.Var(&f.keep, "max-calls", budgetUsage())
+	fs.Var(&f.inc, "include", "keep only methods matching this pattern (repeatable)"+includeExamples)
+	fs.Var(&f.exc, "exclude", "drop methods matching this pattern (repeatable)")
+	return f
+}
+
+// check refuses values no conversion can use, as a usage error.
+func (f *filterFlags) check() error {
+	if *f.minUS < 0 || *f.maxDepth < -1 {
+		return usageError("-min-us and -max-depth must not be negative")
+	}
+	if err := tracer.ValidateThreads(*f.threads); err != nil {
+		return usageError(err.Error())
+	}
+	return nil
+}
+
+// options are the filters as the tracer takes them.
+func (f *filterFlags) options() tracer.Options {
+	return tracer.Options{MinNanos: *f.minUS * 1000, MaxDepth: *f.maxDepth, Include: f.inc, Exclude: f.exc, Threads: *f.threads}
+}
+
 func (s *Session) trace(args []string) error {
 	stdout := s.Stdout
 	fs := NewFlags("trace")
@@ -155,14 +195,7 @@ func (s *Session) trace(args []string) error {
 	asJSON := fs.Bool("json", false, "say what was written as JSON on stdout, not as a line on stderr (not with -o -)")
 	name := fs.String("name", "", "the program's name, shown as the process name (default: the base name of -program)")
 	program := fs.String("program", "", "the traced program's path (pprof's main binary)")
-	minUS := fs.Float64("min-us", 0, "drop calls shorter than this many microseconds")
-	maxDepth := fs.Int("max-depth", -1, "drop calls deeper than this (0 = outermost only)")
-	threads := fs.String("threads", "all", "all, main, or a comma list of thread names and ids")
-	var keep budget
-	fs.Var(&keep, "max-calls", budgetUsage())
-	var inc, exc patterns
-	fs.Var(&inc, "include", "keep only methods matching this pattern (repeatable): -[UIView *], *[RAC* *]")
-	fs.Var(&exc, "exclude", "drop methods matching this pattern (repeatable)")
+	filt := addFilterFlags(fs, ": -[UIView *], *[RAC* *]")
 	pos, err := ParseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -176,11 +209,8 @@ func (s *Session) trace(args []string) error {
 	if *asJSON && *out == "-" {
 		return usageError("--json writes on stdout: give -o a file")
 	}
-	if *minUS < 0 || *maxDepth < -1 {
-		return usageError("-min-us and -max-depth must not be negative")
-	}
-	if err := tracer.ValidateThreads(*threads); err != nil {
-		return usageError(err.Error())
+	if err := filt.check(); err != nil {
+		return err
 	}
 	if *format != "" && tracer.Extension(*format) == "" {
 		return usageError(fmt.Sprintf("unknown format %q (%s)", *format, strings.Join(tracer.Formats, ", ")))
@@ -210,7 +240,7 @@ func (s *Session) trace(args []string) error {
 		}
 		w = f
 	}
-	sink, err := tracer.NewSink(*format, w, tracer.Meta{Program: *name, Path: *program, TimeNanos: rawTime(in), Budget: int(keep)})
+	sink, err := tracer.NewSink(*format, w, tracer.Meta{Program: *name, Path: *program, TimeNanos: rawTime(in), Budget: int(filt.keep)})
 	if err != nil {
 		if f != nil {
 			f.Close()
@@ -218,7 +248,7 @@ func (s *Session) trace(args []string) error {
 		}
 		return usageError(err.Error())
 	}
-	opt := tracer.Options{MinNanos: *minUS * 1000, MaxDepth: *maxDepth, Include: inc, Exclude: exc, Threads: *threads}
+	opt := filt.options()
 	tot, perr := in.process(opt, sink, s)
 	if f != nil {
 		if cerr := f.Close(); perr == nil {
