@@ -34,21 +34,13 @@ import (
 // after 2R+A+1, R the records before its own; a mark comes just before such an event, and
 // marks come in file order), and the thread's nodes are sorted by it.
 
-// aggregateTrie returns the stack trie that the aggregates' path fills for sink, or nil when
-// the generic path must be taken (another sink, or calls filtered).
-func aggregateTrie(s Sink, opt Options) *stackTrie {
+// aggregateTrie returns the stack trie that the aggregates' path fills for sink (Needs.Stacks),
+// or nil when the generic path must be taken (a sink that is no aggregate, or calls filtered).
+func aggregateTrie(s Sink, opt Options) *StackTrie {
 	if !(opt.MinNanos <= 0) || opt.MaxDepth >= 0 || len(opt.Include) > 0 || len(opt.Exclude) > 0 {
 		return nil
 	}
-	switch s := s.(type) {
-	case *PprofSink:
-		return s.agg
-	case *FoldedSink:
-		return s.agg
-	case *FlameSink:
-		return s.agg
-	}
-	return nil
+	return s.Needs().Stacks
 }
 
 // aggJob is one selected thread of the aggregates' path and what reading it gave.
@@ -64,7 +56,7 @@ type aggJob struct {
 // granted does not hold (a frame that does not decode as counted, a thread with orphans, the
 // end of the trace not where it was estimated while calls are open at it), the conversion is
 // made again with pass 1 decoding (p1Decode).
-func processAggregate(ins []Input, opt Options, sink Sink, tr *stackTrie) (Totals, error) {
+func processAggregate(ins []Input, opt Options, sink Sink, tr *StackTrie) (Totals, error) {
 	mode := p1Lazy
 	if opt.Threads != "" && opt.Threads != "all" { // the threads left out count for the timeline
 		mode = p1Decode
@@ -78,7 +70,7 @@ func processAggregate(ins []Input, opt Options, sink Sink, tr *stackTrie) (Total
 
 // aggregateWith is processAggregate with pass 1 in mode; again when p1Lazy does not do (tr
 // is then untouched).
-func aggregateWith(ins []Input, opt Options, sink Sink, tr *stackTrie, mode pass1Mode) (tot Totals, again bool, err error) {
+func aggregateWith(ins []Input, opt Options, sink Sink, tr *StackTrie, mode pass1Mode) (tot Totals, again bool, err error) {
 	files, tot, err := indexStreams(ins, opt, mode)
 	if err != nil {
 		return tot, false, err
@@ -250,7 +242,7 @@ var aggTestHook func(fast, generic int, lazy bool)
 
 // aggregateGeneric is the generic path for one thread: its pass-1 analysis, then pass 2 into a
 // trie of its own (which it returns, with the calls and open calls it took).
-func (sf *streamFile) aggregateGeneric(st *streamThread, tot *Totals) (*stackTrie, uint64, uint64, error) {
+func (sf *streamFile) aggregateGeneric(st *streamThread, tot *Totals) (*StackTrie, uint64, uint64, error) {
 	if err := sf.reanalyse(st); err != nil {
 		return nil, 0, 0, err
 	}
@@ -260,7 +252,7 @@ func (sf *streamFile) aggregateGeneric(st *streamThread, tot *Totals) (*stackTri
 		}
 	}
 	sortSpans(st.spans)
-	g := newStackTrie()
+	g := NewStackTrie()
 	a := &applier{sink: PreOrder(g), ts: g, flt: newTreeFilter(Options{MaxDepth: -1})}
 	em := newEmitter(a, 0)
 	r := &replayer{em: em, tot: tot}
@@ -279,7 +271,7 @@ func (sf *streamFile) aggregateGeneric(st *streamThread, tot *Totals) (*stackTri
 }
 
 // mergeTrie appends the one thread of g to tr, whose current thread's root it becomes.
-func mergeTrie(tr, g *stackTrie) {
+func mergeTrie(tr, g *StackTrie) {
 	root := int32(len(tr.nodes) - 1)
 	remap := make([]int32, len(g.nodes))
 	names := make([]int32, len(g.names))
@@ -488,10 +480,13 @@ func (r *aggReader) read(sf *streamFile, st *streamThread, t *aggThread, frames 
 		if lazy && !sorted { // the end ticks of the frames that may close open calls
 			info = slices.Clone(frames)
 			p, err := frameAtWith(&r.w, st.openOff)
-			if err != nil || len(p) < 16 {
+			if err != nil {
 				return false, errChanged
 			}
-			tick := leUint64(p[8:])
+			_, tick, _, err := eventsHeader(p)
+			if err != nil {
+				return false, errChanged
+			}
 			for i := len(info) - 1; i >= 0; i-- {
 				if err := r.frameInfo(&info[i], lazy); err != nil {
 					return false, err
@@ -520,10 +515,11 @@ func (r *aggReader) read(sf *streamFile, st *streamThread, t *aggThread, frames 
 		if err != nil {
 			return false, err
 		}
-		if len(p) < 16 {
+		_, prev, evs, err := eventsHeader(p)
+		if err != nil {
 			return false, errChanged
 		}
-		it := eventIter{b: p[16:], prev: leUint64(p[8:])}
+		it := eventIter{b: evs, prev: prev}
 		n := int(frames[f].n)
 		r.checks = append(r.checks[:0], it)
 		if n > aggChunk { // where each chunk starts
@@ -607,13 +603,6 @@ func (r *aggReader) read(sf *streamFile, st *streamThread, t *aggThread, frames 
 	learnt.events = len(frames) > 0
 	st.lazy = learnt
 	return false, nil
-}
-
-// leUint64 is binary.LittleEndian.Uint64.
-func leUint64(b []byte) uint64 {
-	_ = b[7]
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
 // ns converts a tick of the thread's stream to ns on the trace's timeline.
@@ -857,7 +846,7 @@ func (r *aggReader) kid(parent, nm int32) int32 {
 
 // mergeInto appends the thread's stacks to tr, whose current thread's root is the thread's, in
 // the order the generic walk makes them.
-func (t *aggThread) mergeInto(tr *stackTrie, shift uint64) {
+func (t *aggThread) mergeInto(tr *StackTrie, shift uint64) {
 	order := make([]int32, 0, len(t.nodes)-1)
 	for i := 1; i < len(t.nodes); i++ {
 		order = append(order, int32(i))

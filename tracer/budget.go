@@ -14,28 +14,6 @@ import (
 // never kept when its caller is not (a caller lasts at least as long), so the kept calls are a
 // top slice of every tree. Aggregates (pprof, folded stacks, SVG) keep every call.
 
-// DefaultBudget is the number of calls a timeline format keeps unless told otherwise (0: every
-// call): Chrome JSON 1 M (150 MB of JSON), speedscope 2 M (its .speedscope.json, 147 MB, opens
-// in 10 s in Chromium on a 2-core machine; 4 M take 42 s), Perfetto 20 M (7-10 bytes a call in
-// the file, about 27 inflated: 540 MB that the browser's trace processor holds in its 2 GB).
-func DefaultBudget(format string) int {
-	if f := FormatNamed(format); f != nil {
-		return f.DefaultBudget // set in Registry (formats.go)
-	}
-	return 0
-}
-
-// budget resolves Meta.Budget for a format: 0 the format's default, < 0 none.
-func (m Meta) budget(format string) uint64 {
-	switch {
-	case m.Budget < 0:
-		return 0
-	case m.Budget == 0:
-		return uint64(DefaultBudget(format))
-	}
-	return uint64(m.Budget)
-}
-
 // durHist counts calls by duration in ns: 16 buckets per power of two.
 type durHist struct {
 	n      [64 * 16]uint64
@@ -128,18 +106,6 @@ func (sf *streamFile) setDurRate() {
 	}
 }
 
-// budgeted is a timeline sink: the number of calls it keeps (0: every call).
-type budgeted interface {
-	timelineBudget() uint64
-}
-
-func (s *ChromeSink) timelineBudget() uint64      { return s.Meta.budget("json") }
-func (s *PerfettoSink) timelineBudget() uint64    { return s.meta.budget("perfetto") }
-func (s *PerfettoSink) foldReport() *FoldReport   { return &s.fold }
-func (s *SpeedscopeSink) timelineBudget() uint64  { return s.meta.budget("speedscope") }
-func (s *ChromeSink) foldReport() *FoldReport     { return &s.fold }
-func (s *SpeedscopeSink) foldReport() *FoldReport { return &s.fold }
-
 // FoldReport says what a timeline's budget did.
 type FoldReport struct {
 	Budget    uint64 // calls it could keep (0: every call)
@@ -149,12 +115,7 @@ type FoldReport struct {
 }
 
 // Folded reports what the budget of a timeline sink did (nil for other sinks).
-func Folded(s Sink) *FoldReport {
-	if f, ok := s.(interface{ foldReport() *FoldReport }); ok {
-		return f.foldReport()
-	}
-	return nil
-}
+func Folded(s Sink) *FoldReport { return s.Needs().Fold }
 
 // foldTree keeps the calls at least fold long, and folds the others into the kept call
 // around them: their time is in its self time already; the count goes on Call.Folded.
@@ -233,8 +194,8 @@ func hasBudget(s Sink) bool {
 		}
 		return false
 	}
-	b, ok := s.(budgeted)
-	return ok && b.timelineBudget() > 0
+	n := s.Needs()
+	return n.Fold != nil && n.Budget > 0
 }
 
 // asTreeWith returns the TreeSink the stream reader drives for a sink, timelines wrapped in
@@ -252,9 +213,9 @@ func asTreeWith(s Sink, h *durHist, open uint64) (ts TreeSink, folds bool) {
 		return tt, folds
 	}
 	ts = asTree(s)
-	if b, ok := s.(budgeted); ok {
-		rep := Folded(s)
-		*rep = FoldReport{Budget: b.timelineBudget()}
+	if n := s.Needs(); n.Fold != nil {
+		rep := n.Fold
+		*rep = FoldReport{Budget: n.Budget}
 		// the open calls are kept whatever their length: the others share what is left
 		budget := rep.Budget
 		if budget > 0 {

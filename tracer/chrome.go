@@ -298,7 +298,10 @@ func (s *ChromeSink) Close(t Totals) error {
 	return s.w.Flush()
 }
 
-func (s *ChromeSink) treeSink() TreeSink { return chromeTree{s} }
+// Needs: a timeline, in pre-order, within its budget; its writer goroutine ended on a failure.
+func (s *ChromeSink) Needs() Needs {
+	return Needs{Tree: chromeTree{s}, Fold: &s.fold, Budget: s.Meta.budget(ChromeBudget), Abort: s.abort}
+}
 
 // chromeTree is the ChromeSink's pre-order side.
 type chromeTree struct{ s *ChromeSink }

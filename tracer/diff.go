@@ -31,7 +31,8 @@ func NewProfileSink() *ProfileSink {
 	return &ProfileSink{Sink: PreOrder(t), t: t}
 }
 
-func (s *ProfileSink) treeSink() TreeSink { return s.t }
+// Needs: calls in pre-order, every one.
+func (s *ProfileSink) Needs() Needs { return Needs{Tree: s.t} }
 
 // Profile returns the run's profile; complete after Close.
 func (s *ProfileSink) Profile() *RunProfile { return s.t.p }

@@ -24,7 +24,7 @@ import (
 // depends only on the input.
 type FlameSink struct {
 	Sink
-	agg   *stackTrie
+	agg   *StackTrie
 	w     io.Writer
 	title string
 	Width int  // image width in pixels; 0 for 1200
@@ -37,15 +37,16 @@ const FlameMaxFrames = 100000
 
 // NewFlameSink writes to w; title heads the graph.
 func NewFlameSink(w io.Writer, title string) *FlameSink {
-	s := &FlameSink{agg: newStackTrie(), w: w, title: title}
+	s := &FlameSink{agg: NewStackTrie(), w: w, title: title}
 	s.Sink = PreOrder(flameTree{s.agg, s})
 	return s
 }
 
-func (s *FlameSink) treeSink() TreeSink { return flameTree{s.agg, s} }
+// Needs: an aggregate, its trie filled directly when no filter drops calls.
+func (s *FlameSink) Needs() Needs { return Needs{Tree: flameTree{s.agg, s}, Stacks: s.agg} }
 
 type flameTree struct {
-	*stackTrie
+	*StackTrie
 	s *FlameSink
 }
 
@@ -73,7 +74,7 @@ type flameFrame struct {
 // flameFrames lays out the trie: per thread (in the order they came), the thread's frame, then
 // its frames parents first, siblings sorted; at most max frames, the narrowest (by share of
 // their thread) left out past that. It returns the frames and how many were left out.
-func flameFrames(a *stackTrie, maxFrames int) ([]flameFrame, int) {
+func flameFrames(a *StackTrie, maxFrames int) ([]flameFrame, int) {
 	incl := make([]uint64, len(a.nodes))
 	kids := make([][]int32, len(a.nodes))
 	for i := len(a.nodes) - 1; i >= 0; i-- { // children come after their parents
@@ -143,7 +144,7 @@ func (f flameTree) Close(t Totals) error {
 	if width <= 0 {
 		width = 1200
 	}
-	frames, dropped := flameFrames(f.stackTrie, FlameMaxFrames)
+	frames, dropped := flameFrames(f.StackTrie, FlameMaxFrames)
 	// rows per section, and where each section's bottom row is
 	var rows []int
 	for _, fr := range frames {

@@ -43,9 +43,9 @@ func launchInstants(app bool) []StreamInstant {
 
 // withInstants appends instant frames to a stream (frames may come in any order after the
 // process frame).
-func withInstants(t *testing.T, stream []byte, ins ...StreamInstant) []byte {
+func withInstants(t *testing.T, strm []byte, ins ...StreamInstant) []byte {
 	t.Helper()
-	b := bytes.NewBuffer(append([]byte(nil), stream...))
+	b := bytes.NewBuffer(append([]byte(nil), strm...))
 	w := NewStreamWriter(b)
 	for _, in := range ins {
 		w.Instant(in)

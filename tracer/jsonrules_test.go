@@ -276,7 +276,7 @@ func TestJSONOpenUnwoundMarks(t *testing.T) {
 func TestJSONEndTimes(t *testing.T) {
 	var out bytes.Buffer
 	s := NewChromeSink(&out)
-	ts := s.treeSink()
+	ts := s.Needs().Tree
 	th := &Thread{TID: 7, Name: "t"}
 	if err := ts.BeginThread(&Header{PID: 1}, th); err != nil {
 		t.Fatal(err)

@@ -39,6 +39,9 @@ type pendGroup struct {
 	head, tail int32
 }
 
+// Needs: calls in the order they ended (preOrder rebuilds the tree itself).
+func (p *preOrder) Needs() Needs { return Needs{} }
+
 type preOrder struct {
 	ts      TreeSink
 	nodes   []treeNode

@@ -152,7 +152,10 @@ func NewPerfettoSink(w io.Writer, m Meta) *PerfettoSink {
 }
 
 // treeSink is the sink as a TreeSink, for engines that produce pre-order themselves.
-func (s *PerfettoSink) treeSink() TreeSink { return perfettoTree{s} }
+// Needs: a timeline, in pre-order, within its budget.
+func (s *PerfettoSink) Needs() Needs {
+	return Needs{Tree: perfettoTree{s}, Fold: &s.fold, Budget: s.meta.budget(PerfettoBudget)}
+}
 
 // Track uuids: a process's pid<<1|1 (odd), a thread's (pid<<32 ^ tid)<<2 (a multiple of 4),
 // its loss counter that plus 2.

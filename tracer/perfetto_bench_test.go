@@ -314,7 +314,7 @@ func BenchmarkPerfetto(b *testing.B) {
 			}
 		})
 	}
-	replay := func(s Sink) error { return rec.replay(s.(*PerfettoSink).treeSink()) }
+	replay := func(s Sink) error { return rec.replay(s.(*PerfettoSink).Needs().Tree) }
 	fromRaw := func(s Sink) error {
 		_, err := Process(bytes.NewReader(raw), Options{MaxDepth: -1}, s)
 		return err
@@ -347,7 +347,7 @@ func (pfNopSink) Skip(int) error                     { return nil }
 func (pfNopSink) Mark(*Mark) error                   { return nil }
 func (pfNopSink) EndThread() error                   { return nil }
 func (pfNopSink) Close(Totals) error                 { return nil }
-func (pfNopSink) treeSink() TreeSink                 { return pfNop{} }
+func (pfNopSink) Needs() Needs                       { return Needs{Tree: pfNop{}} }
 
 type pfNop struct{}
 

@@ -614,7 +614,7 @@ func TestPerfettoTwoProcesses(t *testing.T) {
 func TestPerfettoTimeBack(t *testing.T) {
 	var pb bytes.Buffer
 	s := NewPerfettoSink(&pb, Meta{})
-	ts := s.treeSink()
+	ts := s.Needs().Tree
 	th := &Thread{TID: 1}
 	ts.BeginThread(&Header{PID: 1}, th)
 	for _, c := range []*Call{

@@ -103,7 +103,7 @@ func (p *ppWriter) valueType(field int, typ, unit string) {
 // writePprof writes the stacks as a gzipped profile: per (thread, stack) a sample of two
 // values, calls and self time (the default), labelled with the thread's name, tid and pid; one
 // function and one location per name, in one mapping named after the program.
-func (a *stackTrie) writePprof(w io.Writer, meta Meta) error {
+func writePprof(a *StackTrie, w io.Writer, meta Meta) error {
 	p := &ppWriter{strings: map[string]uint64{"": 0}, table: []string{""}}
 	tn := meta.TimeNanos
 	if tn == 0 {

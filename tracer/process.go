@@ -35,7 +35,9 @@ type Call struct {
 	foldKey uint64 // at Enter, what a budget compares (streamFile.durKey), when one folds calls
 }
 
-// Sink receives a processed trace.
+// Sink receives a processed trace: the calls of each thread in the order they ended (Call,
+// Skip, Mark between BeginThread and EndThread), then Close. What else a sink takes, and
+// asks of the engine, it declares in Needs.
 type Sink interface {
 	BeginThread(h *Header, t *Thread) error
 	Call(c *Call) error
@@ -43,16 +45,37 @@ type Sink interface {
 	Mark(m *Mark) error   // a loss or a wait on the current thread, in time order with its calls
 	EndThread() error
 	Close(t Totals) error
+	// Needs is what the sink asks of the engine (the zero Needs: calls in the order they
+	// ended, every call, nothing to abort). The engine reads it, never the sink's type.
+	Needs() Needs
 }
 
-// aborter is a sink holding something that only its Close ends (a writer goroutine): a
-// conversion that fails before Close calls abort instead, which ends it and writes nothing more.
-type aborter interface{ abort() }
+// Needs is a sink's declared contract with the engine: the order it takes calls in, the
+// budget of a timeline, the trie of an aggregate, what ends it on a failure. Tee combines its
+// sinks' needs.
+type Needs struct {
+	// Tree takes each thread's calls in pre-order (a parent before its children): the stream
+	// reader drives it directly, without holding call trees. Nil: the Sink's own methods, in
+	// the order calls ended.
+	Tree TreeSink
+	// Fold marks a timeline (every call at its time): the engine keeps at most Budget calls,
+	// the longest, folds the others into their callers and says here what it did. Budget 0
+	// keeps every call.
+	Fold   *FoldReport
+	Budget uint64
+	// Stacks marks an aggregate (one node per distinct stack): it needs each call's stack,
+	// count and self time, not time order, and with no filter on calls the engine fills this
+	// trie directly (the aggregates' path, aggregate.go) before Close; otherwise Tree is fed.
+	Stacks *StackTrie
+	// Abort ends what only Close ends (a writer goroutine) when a conversion fails before
+	// Close, writing nothing more (nil: nothing to end).
+	Abort func()
+}
 
 // abortOnError aborts the sink when the conversion failed (*err set).
 func abortOnError(sink Sink, err *error) {
-	if a, ok := sink.(aborter); ok && *err != nil {
-		a.abort()
+	if a := sink.Needs().Abort; a != nil && *err != nil {
+		a()
 	}
 }
 
@@ -182,7 +205,7 @@ func processRaw(r io.Reader, opt Options, sink Sink) (t Totals, err error) {
 			if err != nil {
 				return tot, err
 			}
-			key := [2]uint64{rec.Class &^ (0xfff << 48), rec.Sel} // flags kept: super/tagged name differently
+			key := [2]uint64{rec.Class &^ (DepthMask << DepthShift), rec.Sel} // flags kept: super/tagged name differently
 			name, ok := names[key]
 			if !ok {
 				name = rd.Names.Name(rec)

@@ -40,6 +40,17 @@ const (
 	NameSelector  = 2
 )
 
+// The class word's layout (rt.h: CLS_BITS, DEPTH_SHIFT, DEPTH_BITS, FLAG_SHIFT): the class
+// key in the low ClassBits bits, the depth in the DepthBits above them, the flags on top.
+const (
+	ClassBits  = 48
+	DepthShift = 48
+	DepthBits  = 12
+	FlagShift  = 60
+
+	DepthMask = 1<<DepthBits - 1 // the depth field, shifted down
+)
+
 // Record flags (top 4 bits of the class word).
 const (
 	FlagSuper   = 1
@@ -54,13 +65,13 @@ type Record struct {
 }
 
 // Depth of the call on its thread's shadow stack (0 = outermost traced call).
-func (r Record) Depth() int { return int(r.Class >> 48 & 0xfff) }
+func (r Record) Depth() int { return int(r.Class >> DepthShift & DepthMask) }
 
 // Flags of the record.
-func (r Record) Flags() int { return int(r.Class >> 60) }
+func (r Record) Flags() int { return int(r.Class >> FlagShift) }
 
 // ClassKey is the class word without depth and flags: the key into the names section.
-func (r Record) ClassKey() uint64 { return r.Class & (1<<48 - 1) }
+func (r Record) ClassKey() uint64 { return r.Class & (1<<ClassBits - 1) }
 
 // Header is the raw dump's file header.
 type Header struct {

@@ -200,7 +200,8 @@ func NewReportSink(opt ReportOptions) *ReportSink {
 }
 
 // treeSink lets an engine that produces pre-order itself drive the report directly.
-func (s *ReportSink) treeSink() TreeSink { return s.t }
+// Needs: calls in pre-order, every one.
+func (s *ReportSink) Needs() Needs { return Needs{Tree: s.t} }
 
 // Report returns the report; complete after Close.
 func (s *ReportSink) Report() *Report { return s.t.rep }

@@ -335,7 +335,7 @@ func TestReportReadsAtExit(t *testing.T) {
 	in := []Input{{R: bytes.NewReader(stream), Size: int64(len(stream))}}
 	want := reportOf(t, ReportOptions{}, stream)
 	s := NewReportSink(ReportOptions{})
-	if _, err := ProcessStreams(in, Options{MaxDepth: -1}, PreOrder(enterBlind{s.treeSink()})); err != nil {
+	if _, err := ProcessStreams(in, Options{MaxDepth: -1}, PreOrder(enterBlind{s.Needs().Tree})); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := json.Marshal(want)
@@ -344,7 +344,7 @@ func TestReportReadsAtExit(t *testing.T) {
 		t.Errorf("report with calls scrambled at Enter:\n%s\nwant\n%s", b, a)
 	}
 	p := NewProfileSink()
-	if _, err := ProcessStreams(in, Options{MaxDepth: -1}, PreOrder(enterBlind{p.treeSink()})); err != nil {
+	if _, err := ProcessStreams(in, Options{MaxDepth: -1}, PreOrder(enterBlind{p.Needs().Tree})); err != nil {
 		t.Fatal(err)
 	}
 	if got := p.Profile().Methods["-[A b]"]; got != (MethodStat{"-[A b]", 2, 49 * ms, 50 * ms, false, ""}) {

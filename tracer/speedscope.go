@@ -126,7 +126,10 @@ func frameEvent(b []byte, typ byte, id int) []byte {
 
 type speedscopeTree struct{ s *SpeedscopeSink }
 
-func (s *SpeedscopeSink) treeSink() TreeSink { return speedscopeTree{s} }
+// Needs: a timeline, in pre-order, within its budget; its writer goroutine ended on a failure.
+func (s *SpeedscopeSink) Needs() Needs {
+	return Needs{Tree: speedscopeTree{s}, Fold: &s.fold, Budget: s.meta.budget(SpeedscopeBudget), Abort: s.abort}
+}
 
 func (t speedscopeTree) BeginThread(h *Header, th *Thread) error {
 	t.s.head(h)

@@ -12,14 +12,14 @@ import (
 // writeBigBoth writes the same n calls (8 threads, balanced trees 8 deep, 64 classes x 64
 // selectors, a 24 MHz tick) as a raw dump and as a stream whose events frames hold 4096 events
 // each, the threads' frames interleaved as a drain writes them.
-func writeBigBoth(b *testing.B, n int) (raw, stream string) {
+func writeBigBoth(b *testing.B, n int) (raw, strm string) {
 	dir := b.TempDir()
-	raw, stream = filepath.Join(dir, "big.raw"), filepath.Join(dir, "big.mtrace")
+	raw, strm = filepath.Join(dir, "big.raw"), filepath.Join(dir, "big.mtrace")
 	rf, err := os.Create(raw)
 	if err != nil {
 		b.Fatal(err)
 	}
-	sf, err := os.Create(stream)
+	sf, err := os.Create(strm)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func writeBigBoth(b *testing.B, n int) (raw, stream string) {
 	}
 	rf.Close()
 	sf.Close()
-	return raw, stream
+	return raw, strm
 }
 
 // nopSink takes calls and does nothing: what is measured is reading.
@@ -103,23 +103,24 @@ type nopSink struct{}
 
 func (nopSink) BeginThread(*Header, *Thread) error { return nil }
 func (nopSink) Call(*Call) error                   { return nil }
+func (nopSink) Needs() Needs                       { return Needs{} }
 func (nopSink) Skip(int) error                     { return nil }
 func (nopSink) Mark(*Mark) error                   { return nil }
 func (nopSink) EndThread() error                   { return nil }
 func (nopSink) Close(Totals) error                 { return nil }
 
-// BenchmarkStreamDecode reads 4,000,000 calls from a stream file and the same calls from a
+// BenchmarkStreamDecode reads 4,000,000 calls from a strm file and the same calls from a
 // raw v1 dump, in the same run, into a sink that does nothing: calls/s of each, their ratio,
-// bytes per call of each file, and the bytes the stream reader allocates per run (constant
+// bytes per call of each file, and the bytes the strm reader allocates per run (constant
 // in the number of calls).
 func BenchmarkStreamDecode(b *testing.B) {
-	raw, stream := writeBigBoth(b, 4_000_000)
+	raw, strm := writeBigBoth(b, 4_000_000)
 	var rawT, streamT time.Duration
 	var calls uint64
 	var alloc uint64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for _, p := range []string{raw, stream} {
+		for _, p := range []string{raw, strm} {
 			f, err := os.Open(p)
 			if err != nil {
 				b.Fatal(err)
@@ -144,7 +145,7 @@ func BenchmarkStreamDecode(b *testing.B) {
 		}
 	}
 	rs, _ := os.Stat(raw)
-	ss, _ := os.Stat(stream)
+	ss, _ := os.Stat(strm)
 	b.ReportMetric(float64(calls)*float64(b.N)/streamT.Seconds(), "stream-calls/s")
 	b.ReportMetric(float64(calls)*float64(b.N)/rawT.Seconds(), "raw-calls/s")
 	b.ReportMetric(rawT.Seconds()/streamT.Seconds(), "stream/raw-speed")

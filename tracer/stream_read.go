@@ -20,9 +20,6 @@ type Input struct {
 	Name string // for messages; may be empty
 }
 
-// maxStreamDepth bounds a call's depth in a stream (the shadow stack is far smaller).
-const maxStreamDepth = 1 << 16
-
 // ProcessStreams reads one or more streams and feeds every kept call and every mark to the
 // sink, process by process (ordered by their first event) and thread by thread, each thread's
 // events in post-order. Times of every process are on one timeline: CLOCK_MONOTONIC from the
@@ -335,8 +332,6 @@ func indexStream(in Input, mode pass1Mode) (*streamFile, error) {
 	return sf, nil
 }
 
-var errMalformed = errors.New("malformed frame payload")
-
 // check says whether a whole, valid frame starts at off, or the start of one that runs past
 // the end of the file (torn).
 func (sf *streamFile) check(off int64, resync bool) (length int, ok, torn bool, err error) {
@@ -461,55 +456,6 @@ func (sf *streamFile) next() (kind uint8, off int64, payload []byte, err error) 
 		}
 	}
 	return 0, 0, nil, io.EOF
-}
-
-// dec decodes a payload; any overrun sets bad.
-type dec struct {
-	b   []byte
-	bad bool
-}
-
-func (d *dec) u32() uint32 {
-	if len(d.b) < 4 {
-		d.bad = true
-		return 0
-	}
-	v := binary.LittleEndian.Uint32(d.b)
-	d.b = d.b[4:]
-	return v
-}
-
-func (d *dec) u64() uint64 {
-	if len(d.b) < 8 {
-		d.bad = true
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-func (d *dec) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.bad = true
-		d.b = nil
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) str() string {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.bad = true
-		d.b = nil
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
 }
 
 // met returns a thread's index entry, made when first met (not yet a thread of the stream:
@@ -670,96 +616,6 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 	}
 	// unknown kinds: a later version's frames, skipped
 	return nil
-}
-
-// eventIter decodes an events frame's events.
-type eventIter struct {
-	b    []byte
-	i    int // next byte of b
-	prev uint64
-}
-
-// next decodes one event into e; false at the end of the payload. Varints of one and two
-// bytes, the common case, are decoded in line, by index (no reslicing: this is the hottest
-// loop of a conversion, run twice a call).
-func (it *eventIter) next(e *StreamEvent) (bool, error) {
-	b, i := it.b, it.i
-	if i >= len(b) {
-		return false, nil
-	}
-	// each field: its one or two bytes here, or uvarintSlow (which fails, once i < 0, to the end)
-	var code, zz, dur, arg uint64
-	if uint(i) < uint(len(b)) && b[i] < 0x80 {
-		code, i = uint64(b[i]), i+1
-	} else if i >= 0 && i+1 < len(b) && b[i+1] < 0x80 {
-		code, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
-	} else {
-		code, i = uvarintSlow(b, i)
-	}
-	if uint(i) < uint(len(b)) && b[i] < 0x80 {
-		zz, i = uint64(b[i]), i+1
-	} else if i >= 0 && i+1 < len(b) && b[i+1] < 0x80 {
-		zz, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
-	} else {
-		zz, i = uvarintSlow(b, i)
-	}
-	if uint(i) < uint(len(b)) && b[i] < 0x80 {
-		dur, i = uint64(b[i]), i+1
-	} else if i >= 0 && i+1 < len(b) && b[i+1] < 0x80 {
-		dur, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
-	} else {
-		dur, i = uvarintSlow(b, i)
-	}
-	if uint(i) < uint(len(b)) && b[i] < 0x80 {
-		arg, i = uint64(b[i]), i+1
-	} else if i >= 0 && i+1 < len(b) && b[i+1] < 0x80 {
-		arg, i = uint64(b[i]&0x7f)|uint64(b[i+1])<<7, i+2
-	} else {
-		arg, i = uvarintSlow(b, i)
-	}
-	if i < 0 {
-		return false, errMalformed
-	}
-	it.i = i
-	delta := int64(zz >> 1) // zigzag, as binary.Varint
-	if zz&1 != 0 {
-		delta = ^delta
-	}
-	end := it.prev + uint64(delta)
-	if (delta < 0 && end > it.prev) || (delta > 0 && end < it.prev) || dur > end {
-		return false, errMalformed
-	}
-	e.Type, e.ID, e.Start, e.End = int(code&EventTypeMask), code>>EventTypeBits, end-dur, end
-	switch e.Type {
-	case EventCall, EventUnwound:
-		if arg > maxStreamDepth {
-			return false, errMalformed
-		}
-		e.Depth, e.Count = arg, 0
-	case EventMark:
-		e.Depth, e.Count = 0, arg
-	default:
-		return false, errMalformed
-	}
-	it.prev = end
-	return true, nil
-}
-
-// uvarintSlow decodes the uvarint at b[i:] (of three bytes or more: shorter ones are decoded
-// in line) and returns it and the index after it; a negative index when i is negative (an
-// earlier failure) or the bytes there are not a uvarint.
-func uvarintSlow(b []byte, i int) (uint64, int) {
-	if i < 0 || i >= len(b) {
-		return 0, -1
-	}
-	if i+1 < len(b) && b[i+1] < 0x80 {
-		return uint64(b[i]&0x7f) | uint64(b[i+1])<<7, i + 2
-	}
-	v, n := binary.Uvarint(b[i:])
-	if n <= 0 {
-		return 0, -1
-	}
-	return v, i + n
 }
 
 // ns converts a tick to ns on the trace's timeline.
@@ -941,28 +797,6 @@ func ScanFrames(in Input, fn func(kind uint8, off int64, payload []byte) error) 
 	return FrameStats{sf.badFrames, sf.badBytes, sf.tornBytes}, nil
 }
 
-// DecodeEvents decodes an events frame's payload: the thread, the header's previous end tick,
-// and the events with absolute ticks.
-func DecodeEvents(payload []byte) (tid, prevEnd uint64, evs []StreamEvent, err error) {
-	d := dec{b: payload}
-	tid, prevEnd = d.u64(), d.u64()
-	if d.bad {
-		return 0, 0, nil, errMalformed
-	}
-	it := eventIter{b: d.b, prev: prevEnd}
-	for {
-		var e StreamEvent
-		ok, err := it.next(&e)
-		if err != nil {
-			return tid, prevEnd, evs, err
-		}
-		if !ok {
-			return tid, prevEnd, evs, nil
-		}
-		evs = append(evs, e)
-	}
-}
-
 // instantMono is an instant's time on CLOCK_MONOTONIC.
 func (sf *streamFile) instantMono(in StreamInstant) uint64 {
 	if in.Clock == InstantClockTicks {
@@ -1000,26 +834,4 @@ func (sf *streamFile) resolveInstants(opt Options) []Instant {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Nanos < out[j].Nanos })
 	return out
-}
-
-// DecodeInstant decodes an instant frame's payload; an error when it does not decode (cut
-// short, a clock other than ticks or monotonic). Bytes past the name are a later version's
-// fields: ignored.
-func DecodeInstant(payload []byte) (StreamInstant, error) {
-	var in StreamInstant
-	d := dec{b: payload}
-	in.TID = d.u64()
-	if d.bad || len(d.b) == 0 {
-		return in, errMalformed
-	}
-	in.Clock, d.b = d.b[0], d.b[1:]
-	in.Time = d.u64()
-	kind := d.uvarint()
-	in.Precision = d.uvarint()
-	in.Name = d.str()
-	if d.bad || in.Clock > InstantClockMonotonic || kind > 1<<16 {
-		return in, errMalformed
-	}
-	in.Kind = InstantKind(kind)
-	return in, nil
 }

@@ -47,6 +47,7 @@ func (s *collectSink) Call(c *Call) error {
 	s.calls = append(s.calls, gotCall{s.hdr.PID, c.Thread.TID, c.Name, c.StartNanos, c.DurNanos, c.SelfNanos, c.Depth, c.Flags})
 	return nil
 }
+func (s *collectSink) Needs() Needs   { return Needs{} }
 func (s *collectSink) Skip(int) error { return nil }
 func (s *collectSink) Mark(m *Mark) error {
 	mm := *m

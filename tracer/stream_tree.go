@@ -438,22 +438,23 @@ func (p postOrder) Mark(m *Mark, _ int) error              { return p.s.Mark(m) 
 func (p postOrder) EndThread() error                       { return p.s.EndThread() }
 func (p postOrder) Close(t Totals) error                   { return p.s.Close(t) }
 
-// treeSinker is a Sink that can take calls in pre-order directly (the formats' sinks): the
-// stream reader drives it without holding call trees.
-type treeSinker interface {
-	treeSink() TreeSink
-}
-
-// asTree returns the TreeSink the stream reader drives for a sink.
+// asTree returns the TreeSink the stream reader drives for a sink: its own (Needs.Tree), or
+// its Sink methods called in the order calls ended.
 func asTree(s Sink) TreeSink {
-	if t, ok := s.(treeSinker); ok {
-		return t.treeSink()
+	if t := s.Needs().Tree; t != nil {
+		return t
 	}
 	return postOrder{s}
 }
 
-// Tee sends one trace to several sinks (every one sees every thread, call and mark).
+// Tee sends one trace to several sinks (every one sees every thread, call and mark). The
+// engine drives each sink as its own Needs say (each its tree, each timeline its budget),
+// on the generic path: a tee does not take the aggregates' path.
 func Tee(sinks ...Sink) Sink { return tee(sinks) }
+
+// Needs combines the sinks' needs: the engine reads each sink's own (asTreeWith, hasBudget),
+// and a failed conversion aborts them all.
+func (t tee) Needs() Needs { return Needs{Abort: t.abort} }
 
 type tee []Sink
 
@@ -475,12 +476,12 @@ func (t tee) Mark(m *Mark) error    { return t.each(func(s Sink) error { return 
 func (t tee) EndThread() error      { return t.each(func(s Sink) error { return s.EndThread() }) }
 func (t tee) Close(tt Totals) error { return t.each(func(s Sink) error { return s.Close(tt) }) }
 
-// abort aborts every sink that holds something only its Close ends (aborter): a failed
+// abort aborts every sink that holds something only its Close ends (Needs.Abort): a failed
 // conversion, or a Close that failed before it reached them all.
 func (t tee) abort() {
 	for _, s := range t {
-		if a, ok := s.(aborter); ok {
-			a.abort()
+		if a := s.Needs().Abort; a != nil {
+			a()
 		}
 	}
 }

@@ -54,7 +54,7 @@ type direct struct {
 	r *recTree
 }
 
-func (d direct) treeSink() TreeSink { return d.r }
+func (d direct) Needs() Needs { return Needs{Tree: d.r} }
 
 func newDirect() direct {
 	r := &recTree{}
@@ -418,9 +418,9 @@ type budgetRec struct {
 	folded uint64 // sum of Call.Folded at exits
 }
 
-func (b *budgetRec) timelineBudget() uint64  { return b.budget }
-func (b *budgetRec) foldReport() *FoldReport { return &b.rep }
-func (b *budgetRec) treeSink() TreeSink      { return (*foldCount)(b) }
+func (b *budgetRec) Needs() Needs {
+	return Needs{Tree: (*foldCount)(b), Fold: &b.rep, Budget: b.budget}
+}
 
 type foldCount budgetRec
 

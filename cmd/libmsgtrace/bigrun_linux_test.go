@@ -308,6 +308,7 @@ func (s *bigCountSink) Call(*tracer.Call) error {
 	s.perThread[s.thread]++
 	return nil
 }
+func (s *bigCountSink) Needs() tracer.Needs       { return tracer.Needs{} }
 func (s *bigCountSink) Skip(int) error            { return nil }
 func (s *bigCountSink) Mark(*tracer.Mark) error   { return nil }
 func (s *bigCountSink) EndThread() error          { return nil }

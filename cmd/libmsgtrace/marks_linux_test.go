@@ -48,6 +48,7 @@ func (s *launchSink) Call(c *tracer.Call) error {
 	s.calls = append(s.calls, cc)
 	return nil
 }
+func (s *launchSink) Needs() tracer.Needs                  { return tracer.Needs{} }
 func (s *launchSink) Skip(int) error                       { return nil }
 func (s *launchSink) Mark(*tracer.Mark) error              { return nil }
 func (s *launchSink) EndThread() error                     { return nil }

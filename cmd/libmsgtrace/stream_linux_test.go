@@ -68,7 +68,8 @@ func (s *tally) Call(c *tracer.Call) error {
 	}
 	return nil
 }
-func (s *tally) Skip(int) error { return nil }
+func (s *tally) Needs() tracer.Needs { return tracer.Needs{} }
+func (s *tally) Skip(int) error      { return nil }
 func (s *tally) Mark(m *tracer.Mark) error {
 	if m.Kind == tracer.MarkWait {
 		s.marks[m.Kind]++

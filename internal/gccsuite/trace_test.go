@@ -70,6 +70,7 @@ func (s *treeCheck) Call(c *tracer.Call) error {
 	return nil
 }
 
+func (s *treeCheck) Needs() tracer.Needs { return tracer.Needs{} }
 func (s *treeCheck) Skip(depth int) error {
 	s.fail("a call at depth %d dropped by the reader, which was given no filter", depth)
 	return nil
