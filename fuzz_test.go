@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/msgtrace/msgtrace/internal/selftest"
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // fuzzInput hands out values from a fuzzer's bytes; past the end, zeros and empty strings.
@@ -54,7 +54,7 @@ func cString(s string) string {
 const maxCString = 4096 // MT_MAX_STRING (stream_format.h)
 
 // FuzzEncoder: the C encoder (drain_encode.c, through internal/selftest) and the Go reference
-// writer (tracer.StreamWriter) make the same bytes for every frame kind on any values, and
+// writer (stream.StreamWriter) make the same bytes for every frame kind on any values, and
 // the reader gives the events frame's events back. TestEncoderMatchesGoWriter is its fixed
 // cases; `make fuzz` runs it.
 func FuzzEncoder(f *testing.F) {
@@ -66,21 +66,21 @@ func FuzzEncoder(f *testing.F) {
 		in := &fuzzInput{b: data}
 		var c []byte
 		var want bytes.Buffer
-		w := tracer.NewStreamWriter(&want)
+		w := stream.NewStreamWriter(&want)
 		switch kind := in.byte() % 8; kind {
 		case 0:
-			p := tracer.StreamProcess{PID: in.u64(), PPID: in.u64(), Path: in.str(), Name: in.str(), Arch: in.str(), OS: in.str(), Mode: in.u64()}
+			p := stream.StreamProcess{PID: in.u64(), PPID: in.u64(), Path: in.str(), Name: in.str(), Arch: in.str(), OS: in.str(), Mode: in.u64()}
 			c = selftest.EncodeProcess(p)
 			p.Path, p.Name, p.Arch, p.OS = cString(p.Path), cString(p.Name), cString(p.Arch), cString(p.OS)
 			w.Process(p)
 		case 1:
-			s := tracer.ClockSample{Tick: in.u64(), MonoNanos: in.u64(), WallNanos: in.u64(), RateNum: in.u64(), RateDen: in.u64()}
+			s := stream.ClockSample{Tick: in.u64(), MonoNanos: in.u64(), WallNanos: in.u64(), RateNum: in.u64(), RateDen: in.u64()}
 			c = selftest.EncodeClock(s)
 			w.Clock(s)
 		case 2:
-			var ms []tracer.StreamMethod
+			var ms []stream.StreamMethod
 			for n := in.byte() % 8; n > 0; n-- {
-				ms = append(ms, tracer.StreamMethod{ID: in.u64(), Flags: in.u64(), Class: in.str(), Selector: in.str()})
+				ms = append(ms, stream.StreamMethod{ID: in.u64(), Flags: in.u64(), Class: in.str(), Selector: in.str()})
 			}
 			c = selftest.EncodeMethods(ms...)
 			for i := range ms {
@@ -88,17 +88,17 @@ func FuzzEncoder(f *testing.F) {
 			}
 			w.Methods(ms...)
 		case 3:
-			th := tracer.StreamThread{TID: in.u64(), Flags: in.u64(), Name: in.str()}
+			th := stream.StreamThread{TID: in.u64(), Flags: in.u64(), Name: in.str()}
 			c = selftest.EncodeThread(th)
 			th.Name = cString(th.Name)
 			w.Thread(th)
 		case 4:
 			tid, prev := in.u64(), in.u64()
-			var evs []tracer.StreamEvent
+			var evs []stream.StreamEvent
 			for n := int(in.byte()); n > 0; n-- {
-				e := tracer.StreamEvent{Type: int(in.byte() % 3), ID: in.u64() >> tracer.EventTypeBits, End: in.u64()}
+				e := stream.StreamEvent{Type: int(in.byte() % 3), ID: in.u64() >> stream.EventTypeBits, End: in.u64()}
 				e.Start = e.End - in.u64()
-				if e.Type == tracer.EventMark {
+				if e.Type == stream.EventMark {
 					e.Count = in.u64()
 				} else {
 					e.Depth = in.u64()
@@ -115,10 +115,10 @@ func FuzzEncoder(f *testing.F) {
 			valid, p := true, prev
 			for _, e := range evs {
 				d := int64(e.End - p)
-				valid = valid && !(d < 0 && e.End > p) && !(d > 0 && e.End < p) && e.Start <= e.End && (e.Type == tracer.EventMark || e.Depth <= 1<<16)
+				valid = valid && !(d < 0 && e.End > p) && !(d > 0 && e.End < p) && e.Start <= e.End && (e.Type == stream.EventMark || e.Depth <= 1<<16)
 				p = e.End
 			}
-			gtid, gprev, got, err := tracer.DecodeEvents(c[16:])
+			gtid, gprev, got, err := stream.DecodeEvents(c[16:])
 			if !valid {
 				if err == nil {
 					t.Fatalf("events the reader cannot represent were read back: %+v", got)
@@ -135,18 +135,18 @@ func FuzzEncoder(f *testing.F) {
 			}
 		case 5:
 			tid, tick := in.u64(), in.u64()
-			var calls []tracer.OpenCall
+			var calls []stream.OpenCall
 			for n := in.byte() % 16; n > 0; n-- {
-				calls = append(calls, tracer.OpenCall{ID: in.u64(), Start: tick - in.u64(), Depth: in.u64()})
+				calls = append(calls, stream.OpenCall{ID: in.u64(), Start: tick - in.u64(), Depth: in.u64()})
 			}
 			c = selftest.EncodeOpen(tid, tick, calls)
 			w.Open(tid, tick, calls)
 		case 6:
-			e := tracer.StreamCounters{Calls: in.u64(), Lost: in.u64(), Overflow: in.u64(), Waits: in.u64(), TicksWaited: in.u64(), Unwritten: in.u64()}
+			e := stream.StreamCounters{Calls: in.u64(), Lost: in.u64(), Overflow: in.u64(), Waits: in.u64(), TicksWaited: in.u64(), Unwritten: in.u64()}
 			c = selftest.EncodeEnd(e)
 			w.End(e)
 		case 7:
-			i := tracer.StreamInstant{TID: in.u64(), Clock: in.byte(), Time: in.u64(), Kind: tracer.InstantKind(in.byte()), Precision: in.u64(), Name: in.str()}
+			i := stream.StreamInstant{TID: in.u64(), Clock: in.byte(), Time: in.u64(), Kind: stream.InstantKind(in.byte()), Precision: in.u64(), Name: in.str()}
 			c = selftest.EncodeInstant(i)
 			i.Name = cString(i.Name)
 			w.Instant(i)

@@ -14,7 +14,9 @@ import (
 
 	"github.com/msgtrace/msgtrace/internal/selftest"
 	"github.com/msgtrace/msgtrace/internal/streamspec"
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // TestStreamRealRun traces a real run through the interposers in this process with the drain
@@ -52,7 +54,7 @@ func TestStreamRealRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for cut := 0; cut <= len(mid); cut++ {
-		tot, err := tracer.ProcessStreams([]tracer.Input{{R: bytes.NewReader(mid[:cut]), Size: int64(cut)}}, tracer.Options{MaxDepth: -1}, tracer.NewChromeSink(io.Discard))
+		tot, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(mid[:cut]), Size: int64(cut)}}, engine.Options{MaxDepth: -1}, sink.NewChromeSink(io.Discard))
 		if err != nil || tot.BadFrames != 0 {
 			t.Fatalf("mid-run file cut at %d of %d: %v %+v", cut, len(mid), err, tot)
 		}
@@ -73,7 +75,7 @@ func TestStreamRealRun(t *testing.T) {
 	defer file.Close()
 	st, _ := file.Stat()
 	var out bytes.Buffer
-	tot, err := tracer.Process(file, tracer.Options{MaxDepth: -1}, tracer.NewChromeSink(&out))
+	tot, err := engine.Process(file, engine.Options{MaxDepth: -1}, sink.NewChromeSink(&out))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +165,7 @@ func TestStreamRealRun(t *testing.T) {
 }
 
 // crossCheckFrames re-encodes every events frame the C drain wrote in a real run with the Go
-// reference writer (tracer.StreamWriter): the bytes must be the same. (Every frame kind is
+// reference writer (stream.StreamWriter): the bytes must be the same. (Every frame kind is
 // checked with fixed values by TestEncoderMatchesGoWriter.)
 func crossCheckFrames(t *testing.T, path string) {
 	b, err := os.ReadFile(path)
@@ -171,108 +173,108 @@ func crossCheckFrames(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	frames := 0
-	st, err := tracer.ScanFrames(tracer.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
-		if kind == tracer.FrameInstant {
-			in, err := tracer.DecodeInstant(p)
+	st, err := engine.ScanFrames(engine.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
+		if kind == stream.FrameInstant {
+			in, err := stream.DecodeInstant(p)
 			var buf bytes.Buffer
-			tracer.NewStreamWriter(&buf).Instant(in)
+			stream.NewStreamWriter(&buf).Instant(in)
 			if err != nil || !bytes.Equal(buf.Bytes()[16:], p) {
 				t.Errorf("instant frame at %d (%v): the Go writer encodes %x, the drain wrote %x", off, err, buf.Bytes()[16:], p)
 			}
 			return nil
 		}
-		if kind != tracer.FrameEvents {
+		if kind != stream.FrameEvents {
 			return nil
 		}
 		frames++
-		tid, prev, evs, err := tracer.DecodeEvents(p)
+		tid, prev, evs, err := stream.DecodeEvents(p)
 		if err != nil {
 			t.Errorf("events frame at %d: %v", off, err)
 			return nil
 		}
 		var buf bytes.Buffer
-		tracer.NewStreamWriter(&buf).Events(tid, prev, evs)
+		stream.NewStreamWriter(&buf).Events(tid, prev, evs)
 		if !bytes.Equal(buf.Bytes()[16:], p) {
 			t.Errorf("events frame at %d: the Go writer encodes %d bytes, the drain wrote %d", off, buf.Len()-16, len(p))
 		}
 		return nil
 	})
-	if err != nil || st != (tracer.FrameStats{}) || frames == 0 {
+	if err != nil || st != (engine.FrameStats{}) || frames == 0 {
 		t.Fatalf("frames of %s: %v %+v, %d events frames", path, err, st, frames)
 	}
 }
 
 // TestEncoderMatchesGoWriter calls the C encoder (drain_encode.c) with fixed values for every
 // frame kind and compares its frames, header and checksum included, byte for byte with the Go
-// reference writer's (tracer.StreamWriter).
+// reference writer's (stream.StreamWriter).
 func TestEncoderMatchesGoWriter(t *testing.T) {
 	long := string(bytes.Repeat([]byte("x"), 300)) // a 2-byte length
-	evs := []tracer.StreamEvent{
-		{Type: tracer.EventCall, ID: 1, Start: 1000, End: 1100, Depth: 2},
-		{Type: tracer.EventCall, ID: 70000, Start: 900, End: 1200, Depth: 1},
-		{Type: tracer.EventUnwound, ID: 3, Start: 1150, End: 1190, Depth: 4095}, // ends before the last: a negative delta
-		{Type: tracer.EventMark, ID: uint64(tracer.MarkLost), Start: 1200, End: 1300, Count: 17},
-		{Type: tracer.EventMark, ID: uint64(tracer.MarkWait), Start: 1300, End: 1<<40 + 5},
-		{Type: tracer.EventMark, ID: uint64(tracer.MarkOverflow), Start: 1<<40 + 5, End: 1<<40 + 5, Count: 3},
-		{Type: tracer.EventMark, ID: uint64(tracer.MarkOverwritten), Start: 10, End: 1 << 41, Count: 1 << 33},
-		{Type: tracer.EventCall, ID: 1<<32 + 1, Start: 0, End: 1<<63 + 7, Depth: 0},
+	evs := []stream.StreamEvent{
+		{Type: stream.EventCall, ID: 1, Start: 1000, End: 1100, Depth: 2},
+		{Type: stream.EventCall, ID: 70000, Start: 900, End: 1200, Depth: 1},
+		{Type: stream.EventUnwound, ID: 3, Start: 1150, End: 1190, Depth: 4095}, // ends before the last: a negative delta
+		{Type: stream.EventMark, ID: uint64(stream.MarkLost), Start: 1200, End: 1300, Count: 17},
+		{Type: stream.EventMark, ID: uint64(stream.MarkWait), Start: 1300, End: 1<<40 + 5},
+		{Type: stream.EventMark, ID: uint64(stream.MarkOverflow), Start: 1<<40 + 5, End: 1<<40 + 5, Count: 3},
+		{Type: stream.EventMark, ID: uint64(stream.MarkOverwritten), Start: 10, End: 1 << 41, Count: 1 << 33},
+		{Type: stream.EventCall, ID: 1<<32 + 1, Start: 0, End: 1<<63 + 7, Depth: 0},
 	}
 	cases := []struct {
 		kind  uint8
 		c     []byte
-		write func(w *tracer.StreamWriter)
+		write func(w *stream.StreamWriter)
 	}{
-		{tracer.FrameProcess,
-			selftest.EncodeProcess(tracer.StreamProcess{PID: 4242, PPID: 1, Path: "/usr/bin/démo", Name: "démo", Arch: "arm64", OS: "ios", Mode: tracer.ModeRing}),
-			func(w *tracer.StreamWriter) {
-				w.Process(tracer.StreamProcess{PID: 4242, PPID: 1, Path: "/usr/bin/démo", Name: "démo", Arch: "arm64", OS: "ios", Mode: tracer.ModeRing})
+		{stream.FrameProcess,
+			selftest.EncodeProcess(stream.StreamProcess{PID: 4242, PPID: 1, Path: "/usr/bin/démo", Name: "démo", Arch: "arm64", OS: "ios", Mode: stream.ModeRing}),
+			func(w *stream.StreamWriter) {
+				w.Process(stream.StreamProcess{PID: 4242, PPID: 1, Path: "/usr/bin/démo", Name: "démo", Arch: "arm64", OS: "ios", Mode: stream.ModeRing})
 			}},
-		{tracer.FrameClock,
-			selftest.EncodeClock(tracer.ClockSample{Tick: 1<<63 + 3, MonoNanos: 123456789, WallNanos: 1 << 60, RateNum: 1000000000, RateDen: 24000000}),
-			func(w *tracer.StreamWriter) {
-				w.Clock(tracer.ClockSample{Tick: 1<<63 + 3, MonoNanos: 123456789, WallNanos: 1 << 60, RateNum: 1000000000, RateDen: 24000000})
+		{stream.FrameClock,
+			selftest.EncodeClock(stream.ClockSample{Tick: 1<<63 + 3, MonoNanos: 123456789, WallNanos: 1 << 60, RateNum: 1000000000, RateDen: 24000000}),
+			func(w *stream.StreamWriter) {
+				w.Clock(stream.ClockSample{Tick: 1<<63 + 3, MonoNanos: 123456789, WallNanos: 1 << 60, RateNum: 1000000000, RateDen: 24000000})
 			}},
-		{tracer.FrameMethods,
-			selftest.EncodeMethods(tracer.StreamMethod{ID: 1, Flags: tracer.MethodClass, Class: "View", Selector: "make"},
-				tracer.StreamMethod{ID: 200, Flags: tracer.MethodSuper | tracer.MethodTagged, Class: long, Selector: "initWithFrame:style:"}),
-			func(w *tracer.StreamWriter) {
-				w.Methods(tracer.StreamMethod{ID: 1, Flags: tracer.MethodClass, Class: "View", Selector: "make"},
-					tracer.StreamMethod{ID: 200, Flags: tracer.MethodSuper | tracer.MethodTagged, Class: long, Selector: "initWithFrame:style:"})
+		{stream.FrameMethods,
+			selftest.EncodeMethods(stream.StreamMethod{ID: 1, Flags: stream.MethodClass, Class: "View", Selector: "make"},
+				stream.StreamMethod{ID: 200, Flags: stream.MethodSuper | stream.MethodTagged, Class: long, Selector: "initWithFrame:style:"}),
+			func(w *stream.StreamWriter) {
+				w.Methods(stream.StreamMethod{ID: 1, Flags: stream.MethodClass, Class: "View", Selector: "make"},
+					stream.StreamMethod{ID: 200, Flags: stream.MethodSuper | stream.MethodTagged, Class: long, Selector: "initWithFrame:style:"})
 			}},
-		{tracer.FrameThread,
-			selftest.EncodeThread(tracer.StreamThread{TID: 77, Flags: tracer.ThreadMain | tracer.ThreadExited, Name: "worker"}),
-			func(w *tracer.StreamWriter) {
-				w.Thread(tracer.StreamThread{TID: 77, Flags: tracer.ThreadMain | tracer.ThreadExited, Name: "worker"})
+		{stream.FrameThread,
+			selftest.EncodeThread(stream.StreamThread{TID: 77, Flags: stream.ThreadMain | stream.ThreadExited, Name: "worker"}),
+			func(w *stream.StreamWriter) {
+				w.Thread(stream.StreamThread{TID: 77, Flags: stream.ThreadMain | stream.ThreadExited, Name: "worker"})
 			}},
-		{tracer.FrameEvents,
+		{stream.FrameEvents,
 			selftest.EncodeEvents(77, 1050, evs),
-			func(w *tracer.StreamWriter) { w.Events(77, 1050, evs) }},
-		{tracer.FrameOpen,
-			selftest.EncodeOpen(77, 5000, []tracer.OpenCall{{ID: 1, Start: 100, Depth: 0}, {ID: 300, Start: 4999, Depth: 1}, {ID: 2, Start: 5000, Depth: 2}}),
-			func(w *tracer.StreamWriter) {
-				w.Open(77, 5000, []tracer.OpenCall{{ID: 1, Start: 100, Depth: 0}, {ID: 300, Start: 4999, Depth: 1}, {ID: 2, Start: 5000, Depth: 2}})
+			func(w *stream.StreamWriter) { w.Events(77, 1050, evs) }},
+		{stream.FrameOpen,
+			selftest.EncodeOpen(77, 5000, []stream.OpenCall{{ID: 1, Start: 100, Depth: 0}, {ID: 300, Start: 4999, Depth: 1}, {ID: 2, Start: 5000, Depth: 2}}),
+			func(w *stream.StreamWriter) {
+				w.Open(77, 5000, []stream.OpenCall{{ID: 1, Start: 100, Depth: 0}, {ID: 300, Start: 4999, Depth: 1}, {ID: 2, Start: 5000, Depth: 2}})
 			}},
-		{tracer.FrameOpen, selftest.EncodeOpen(78, 9, nil), func(w *tracer.StreamWriter) { w.Open(78, 9, nil) }},
-		{tracer.FrameEnd,
-			selftest.EncodeEnd(tracer.StreamCounters{Calls: 1 << 35, Lost: 1, Overflow: 200, Waits: 3, TicksWaited: 1 << 50, Unwritten: 0}),
-			func(w *tracer.StreamWriter) {
-				w.End(tracer.StreamCounters{Calls: 1 << 35, Lost: 1, Overflow: 200, Waits: 3, TicksWaited: 1 << 50, Unwritten: 0})
+		{stream.FrameOpen, selftest.EncodeOpen(78, 9, nil), func(w *stream.StreamWriter) { w.Open(78, 9, nil) }},
+		{stream.FrameEnd,
+			selftest.EncodeEnd(stream.StreamCounters{Calls: 1 << 35, Lost: 1, Overflow: 200, Waits: 3, TicksWaited: 1 << 50, Unwritten: 0}),
+			func(w *stream.StreamWriter) {
+				w.End(stream.StreamCounters{Calls: 1 << 35, Lost: 1, Overflow: 200, Waits: 3, TicksWaited: 1 << 50, Unwritten: 0})
 			}},
-		{tracer.FrameInstant,
-			selftest.EncodeInstant(tracer.StreamInstant{TID: 0, Clock: tracer.InstantClockMonotonic, Time: 1<<62 + 9, Kind: tracer.InstantProcessStart, Precision: 10_000_000, Name: "process start"}),
-			func(w *tracer.StreamWriter) {
-				w.Instant(tracer.StreamInstant{TID: 0, Clock: tracer.InstantClockMonotonic, Time: 1<<62 + 9, Kind: tracer.InstantProcessStart, Precision: 10_000_000, Name: "process start"})
+		{stream.FrameInstant,
+			selftest.EncodeInstant(stream.StreamInstant{TID: 0, Clock: stream.InstantClockMonotonic, Time: 1<<62 + 9, Kind: stream.InstantProcessStart, Precision: 10_000_000, Name: "process start"}),
+			func(w *stream.StreamWriter) {
+				w.Instant(stream.StreamInstant{TID: 0, Clock: stream.InstantClockMonotonic, Time: 1<<62 + 9, Kind: stream.InstantProcessStart, Precision: 10_000_000, Name: "process start"})
 			}},
-		{tracer.FrameInstant,
-			selftest.EncodeInstant(tracer.StreamInstant{TID: 77, Clock: tracer.InstantClockTicks, Time: 5001, Kind: tracer.InstantApp, Name: "first frame ✓ " + long}),
-			func(w *tracer.StreamWriter) {
-				w.Instant(tracer.StreamInstant{TID: 77, Clock: tracer.InstantClockTicks, Time: 5001, Kind: tracer.InstantApp, Name: "first frame ✓ " + long})
+		{stream.FrameInstant,
+			selftest.EncodeInstant(stream.StreamInstant{TID: 77, Clock: stream.InstantClockTicks, Time: 5001, Kind: stream.InstantApp, Name: "first frame ✓ " + long}),
+			func(w *stream.StreamWriter) {
+				w.Instant(stream.StreamInstant{TID: 77, Clock: stream.InstantClockTicks, Time: 5001, Kind: stream.InstantApp, Name: "first frame ✓ " + long})
 			}},
 	}
 	seen := map[uint8]bool{}
 	for _, c := range cases {
 		var want bytes.Buffer
-		w := tracer.NewStreamWriter(&want)
+		w := stream.NewStreamWriter(&want)
 		c.write(w)
 		if w.Err() != nil {
 			t.Fatal(w.Err())
@@ -302,12 +304,12 @@ func checkMarks(t *testing.T, path string) {
 	}
 	var names []string
 	next := map[string]int{}
-	tracer.ScanFrames(tracer.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
-		if kind != tracer.FrameInstant {
+	engine.ScanFrames(engine.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
+		if kind != stream.FrameInstant {
 			return nil
 		}
-		in, _ := tracer.DecodeInstant(p)
-		if in.Kind != tracer.InstantApp || in.Clock != tracer.InstantClockTicks || in.TID == 0 {
+		in, _ := stream.DecodeInstant(p)
+		if in.Kind != stream.InstantApp || in.Clock != stream.InstantClockTicks || in.TID == 0 {
 			t.Errorf("mark %+v", in)
 		}
 		names = append(names, in.Name)

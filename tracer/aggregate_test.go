@@ -6,23 +6,27 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // aggConvert converts streams to an aggregate format through the aggregates' path, or (generic)
 // through the generic one (a Tee of one sink is not an aggregate sink, so it takes the op pipe
 // and the trie's Enter and Exit), and returns the output and totals.
-func aggConvert(t *testing.T, ins [][]byte, format string, opt Options, generic bool) ([]byte, Totals) {
+func aggConvert(t *testing.T, ins [][]byte, format string, opt engine.Options, generic bool) ([]byte, engine.Totals) {
 	t.Helper()
 	var out bytes.Buffer
-	s := newSink(t, format, &out, Meta{TimeNanos: 1})
+	s := newSink(t, format, &out, sink.Meta{TimeNanos: 1})
 	if generic {
-		s = Tee(s)
+		s = engine.Tee(s)
 	}
-	var in []Input
+	var in []engine.Input
 	for _, b := range ins {
-		in = append(in, Input{R: bytes.NewReader(b), Size: int64(len(b))})
+		in = append(in, engine.Input{R: bytes.NewReader(b), Size: int64(len(b))})
 	}
-	tot, err := ProcessStreams(in, opt, s)
+	tot, err := engine.ProcessStreams(in, opt, s)
 	if err != nil {
 		t.Fatalf("%s (generic %v): %v", format, generic, err)
 	}
@@ -32,11 +36,11 @@ func aggConvert(t *testing.T, ins [][]byte, format string, opt Options, generic 
 // aggSame checks that every aggregate format comes out of the aggregates' path byte for byte as
 // out of the generic path, with the same totals; it returns how many threads the aggregates'
 // path read backwards and how many it left to the generic path.
-func aggSame(t *testing.T, name string, ins [][]byte, opt Options) (fast, generic int) {
+func aggSame(t *testing.T, name string, ins [][]byte, opt engine.Options) (fast, generic int) {
 	t.Helper()
-	defer func() { aggTestHook = nil }()
+	defer func() { engine.AggTestHook = nil }()
 	lazy := false
-	aggTestHook = func(f, g int, l bool) { fast, generic, lazy = f, g, l }
+	engine.AggTestHook = func(f, g int, l bool) { fast, generic, lazy = f, g, l }
 	defer func() {
 		// pass 1 leaves events undecoded unless a thread is left to the generic path,
 		// threads are selected or a frame does not decode
@@ -67,20 +71,20 @@ func aggSame(t *testing.T, name string, ins [][]byte, opt Options) (fast, generi
 // at once. Threads with orphans are left to the generic path, the others are read backwards
 // (checked: both kinds occur).
 func TestAggregateSameOutput(t *testing.T) {
-	defer func(v uint64) { aggParallelMin = v }(aggParallelMin)
-	aggParallelMin = 0 // threads read on two goroutines, whatever their size
+	defer func(v uint64) { engine.AggParallelMin = v }(engine.AggParallelMin)
+	engine.AggParallelMin = 0 // threads read on two goroutines, whatever their size
 	// the generic path places marks segment by segment: small segments, and the default
-	for _, seg := range []uint32{50, segEvents} {
+	for _, seg := range []uint32{50, engine.SegEvents} {
 		func() {
-			defer func(s uint32) { segEvents = s }(segEvents)
-			segEvents = seg
+			defer func(s uint32) { engine.SegEvents = s }(engine.SegEvents)
+			engine.SegEvents = seg
 			aggSameStreams(t)
 		}()
 	}
 }
 
 func aggSameStreams(t *testing.T) {
-	opt := Options{MaxDepth: -1}
+	opt := engine.Options{MaxDepth: -1}
 	// four threads, open frames, a damaged frame; with marks, and without
 	for _, marks := range []bool{false, true} {
 		g := gen(t, genOpts{seed: 21, pid: 1, threads: 4, perTh: 20_000, frameEvents: 300, line: line24MHz, marks: marks, openAfterFrame: 5})
@@ -96,14 +100,14 @@ func aggSameStreams(t *testing.T) {
 	if f, gn := aggSame(t, "two streams", [][]byte{g1.b, g2.b}, opt); f == 0 {
 		t.Errorf("two streams: %d threads read backwards, %d generic", f, gn)
 	}
-	aggSame(t, "two streams, threads", [][]byte{g1.b, g2.b}, Options{MaxDepth: -1, Threads: "t1,2001"})
+	aggSame(t, "two streams, threads", [][]byte{g1.b, g2.b}, engine.Options{MaxDepth: -1, Threads: "t1,2001"})
 
 	// run loops: one outermost call per thread, unwound calls, recursion, loss marks after
 	// calls and waits anywhere (one thread without marks); frames of every size, some swapped
 	// in the file
 	r := rand.New(rand.NewSource(5))
 	tick := uint64(10)
-	var all [][]StreamEvent
+	var all [][]stream.StreamEvent
 	for th := 0; th < 3; th++ {
 		evs, _ := runloopShaped(r, uint64(100+th), 20_000, 60, &tick, th != 2, th != 1)
 		if th != 2 {
@@ -122,12 +126,12 @@ func aggSameStreams(t *testing.T) {
 		r := rand.New(rand.NewSource(9))
 		tick = 10
 		evs, _ := runloop(r, 100, 30_000, 60, &tick, false)
-		var kept []StreamEvent
+		var kept []stream.StreamEvent
 		for i := 0; i < len(evs); i++ {
 			if e := evs[i]; e.Depth > 0 && e.Depth < 4 && r.Intn(30) == 0 {
 				k := min(i+1+r.Intn(3), len(evs)-1)
 				if withMarks {
-					kept = append(kept, StreamEvent{Type: EventMark, ID: uint64(MarkLost), Start: evs[i].End, End: evs[k-1].End, Count: uint64(k - i)})
+					kept = append(kept, stream.StreamEvent{Type: stream.EventMark, ID: uint64(stream.MarkLost), Start: evs[i].End, End: evs[k-1].End, Count: uint64(k - i)})
 				}
 				i = k - 1
 				continue
@@ -135,7 +139,7 @@ func aggSameStreams(t *testing.T) {
 			kept = append(kept, evs[i])
 		}
 		clean, _ := runloop(r, 101, 5_000, 60, &tick, true)
-		b := writeThreads(t, r, [][]StreamEvent{kept, clean}, 200, false)
+		b := writeThreads(t, r, [][]stream.StreamEvent{kept, clean}, 200, false)
 		if f, gn := aggSame(t, "losses", [][]byte{b}, opt); f != 1 || gn != 1 {
 			t.Errorf("losses (marks %v): %d threads read backwards, %d generic", withMarks, f, gn)
 		}
@@ -147,12 +151,12 @@ func aggSameStreams(t *testing.T) {
 	for _, bad := range [][]byte{{3, 0, 0, 0}, {2, 0, 0x80}} {
 		g := gen(t, genOpts{seed: 24, pid: 1, threads: 3, perTh: 5_000, frameEvents: 200, line: line24MHz, marks: true, openAfterFrame: 4})
 		var buf bytes.Buffer
-		w := NewStreamWriter(&buf)
+		w := stream.NewStreamWriter(&buf)
 		pl := binary.LittleEndian.AppendUint64(nil, 1007)
 		pl = binary.LittleEndian.AppendUint64(pl, 0)
-		w.Thread(StreamThread{TID: 1007, Name: "late"})
-		w.Frame(FrameEvents, append(pl, bad...))
-		w.Events(1007, 0, []StreamEvent{{Type: EventCall, ID: 1, Start: line24MHz.tick0 + 1<<32, End: line24MHz.tick0 + 1<<32 + 4}})
+		w.Thread(stream.StreamThread{TID: 1007, Name: "late"})
+		w.Frame(stream.FrameEvents, append(pl, bad...))
+		w.Events(1007, 0, []stream.StreamEvent{{Type: stream.EventCall, ID: 1, Start: line24MHz.tick0 + 1<<32, End: line24MHz.tick0 + 1<<32 + 4}})
 		b := append(bytes.Clone(g.b), buf.Bytes()...)
 		aggSame(t, "again: malformed", [][]byte{b}, opt)
 	}
@@ -162,16 +166,16 @@ func aggSameStreams(t *testing.T) {
 	// where pass 2 cannot know it before the open call is read
 	{
 		var buf bytes.Buffer
-		w := NewStreamWriter(&buf)
-		w.Process(StreamProcess{PID: 9, Name: "late end"})
-		w.Clock(ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1, RateDen: 1})
-		w.Methods(StreamMethod{ID: 1, Class: "A", Selector: "run"}, StreamMethod{ID: 2, Class: "A", Selector: "step"})
-		w.Thread(StreamThread{TID: 1, Flags: ThreadMain})
-		w.Thread(StreamThread{TID: 2, Name: "worker"})
-		w.Events(1, 0, []StreamEvent{{Type: EventCall, ID: 2, Start: 100, End: 110, Depth: 1}})
-		w.Events(2, 0, []StreamEvent{{Type: EventCall, ID: 2, Start: 900, End: 1000}})
-		w.Events(2, 0, []StreamEvent{{Type: EventCall, ID: 1, Start: 150, End: 200}})
-		w.Open(1, 120, []OpenCall{{ID: 1, Start: 50, Depth: 0}})
+		w := stream.NewStreamWriter(&buf)
+		w.Process(stream.StreamProcess{PID: 9, Name: "late end"})
+		w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1, RateDen: 1})
+		w.Methods(stream.StreamMethod{ID: 1, Class: "A", Selector: "run"}, stream.StreamMethod{ID: 2, Class: "A", Selector: "step"})
+		w.Thread(stream.StreamThread{TID: 1, Flags: stream.ThreadMain})
+		w.Thread(stream.StreamThread{TID: 2, Name: "worker"})
+		w.Events(1, 0, []stream.StreamEvent{{Type: stream.EventCall, ID: 2, Start: 100, End: 110, Depth: 1}})
+		w.Events(2, 0, []stream.StreamEvent{{Type: stream.EventCall, ID: 2, Start: 900, End: 1000}})
+		w.Events(2, 0, []stream.StreamEvent{{Type: stream.EventCall, ID: 1, Start: 150, End: 200}})
+		w.Open(1, 120, []stream.OpenCall{{ID: 1, Start: 50, Depth: 0}})
 		if f, _ := aggSame(t, "again: open end", [][]byte{buf.Bytes()}, opt); f != 2 {
 			t.Errorf("open end: %d threads read backwards", f)
 		}
@@ -180,8 +184,8 @@ func aggSameStreams(t *testing.T) {
 	// frames bigger than the decoding chunk
 	r = rand.New(rand.NewSource(3))
 	tick = 10
-	evs, _ := runloopShaped(r, 100, 3*aggChunk, 60, &tick, true, true)
-	b = writeThreads(t, r, [][]StreamEvent{evs}, 4*aggChunk, false)
+	evs, _ := runloopShaped(r, 100, 3*engine.AggChunk, 60, &tick, true, true)
+	b = writeThreads(t, r, [][]stream.StreamEvent{evs}, 4*engine.AggChunk, false)
 	if f, _ := aggSame(t, "big frames", [][]byte{b}, opt); f != 1 {
 		t.Errorf("big frames: %d threads read backwards", f)
 	}
@@ -189,12 +193,12 @@ func aggSameStreams(t *testing.T) {
 
 // sprinkleWaits puts wait marks before random records, starting about when the record does
 // (before, at or after its start, so before or after the calls it is the first record of).
-func sprinkleWaits(r *rand.Rand, evs []StreamEvent) []StreamEvent {
-	var out []StreamEvent
+func sprinkleWaits(r *rand.Rand, evs []stream.StreamEvent) []stream.StreamEvent {
+	var out []stream.StreamEvent
 	for _, e := range evs {
-		if e.Type != EventMark && r.Intn(12) == 0 {
+		if e.Type != stream.EventMark && r.Intn(12) == 0 {
 			st := max(e.Start+uint64(r.Intn(5)), 2) - 2
-			out = append(out, StreamEvent{Type: EventMark, ID: uint64(MarkWait), Start: st, End: st + uint64(r.Intn(3))})
+			out = append(out, stream.StreamEvent{Type: stream.EventMark, ID: uint64(stream.MarkWait), Start: st, End: st + uint64(r.Intn(3))})
 		}
 		out = append(out, e)
 	}

@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // writeBig writes a raw dump of n records on 8 threads: balanced call trees 8 deep, names for
@@ -16,17 +20,17 @@ func writeBig(b *testing.B, n int) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := NewWriter(f, Header{PID: 1, TickNum: 1, TickDen: 3, BaseTick: 0})
-	var names []NameEntry
+	w := stream.NewWriter(f, stream.Header{PID: 1, TickNum: 1, TickDen: 3, BaseTick: 0})
+	var names []stream.NameEntry
 	for i := uint64(0); i < 64; i++ {
-		names = append(names, NameEntry{0x100000 + i*0x100, NameClass, "Class" + string(rune('A'+i%26)) + string(rune('a'+i/26))},
-			NameEntry{0x900000 + i*8, NameSelector, "selector" + string(rune('a'+i%26)) + ":with:"})
+		names = append(names, stream.NameEntry{Key: 0x100000 + i*0x100, Kind: stream.NameClass, Name: "Class" + string(rune('A'+i%26)) + string(rune('a'+i/26))},
+			stream.NameEntry{Key: 0x900000 + i*8, Kind: stream.NameSelector, Name: "selector" + string(rune('a'+i%26)) + ":with:"})
 	}
 	w.WriteNames(names)
 	const threads = 8
 	per := n / threads
 	for th := 0; th < threads; th++ {
-		w.BeginThread(Thread{TID: uint64(1000 + th), Main: th == 0}, uint64(per/255*255))
+		w.BeginThread(stream.Thread{TID: uint64(1000 + th), Main: th == 0}, uint64(per/255*255))
 		count := 0
 		tick := uint64(0)
 		// post-order of a complete binary tree of depth 8 (255 calls), repeated
@@ -41,7 +45,7 @@ func writeBig(b *testing.B, n int) string {
 			tick += 11
 			i := uint64(count)
 			count++
-			w.WriteRecord(Record{Start: start, End: tick, Class: (0x100000 + (i%64)*0x100) | depth<<48, Sel: 0x900000 + (i/64%64)*8})
+			w.WriteRecord(stream.Record{Start: start, End: tick, Class: (0x100000 + (i%64)*0x100) | depth<<48, Sel: 0x900000 + (i/64%64)*8})
 			return start, tick
 		}
 		for count+255 <= per {
@@ -68,7 +72,7 @@ func BenchmarkRawToJSON(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		tot, err := Process(f, Options{MaxDepth: -1}, NewChromeSink(io.Discard))
+		tot, err := engine.Process(f, engine.Options{MaxDepth: -1}, sink.NewChromeSink(io.Discard))
 		f.Close()
 		if err != nil {
 			b.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/msgtrace/msgtrace/internal/viewertest"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
 )
 
 // TestViewersInBrowser loads outputs of traces full of touching calls (siblings that end
@@ -44,18 +46,18 @@ func TestViewersInBrowser(t *testing.T) {
 		threads []synthThread
 		format  string
 		file    string
-		opt     Options
+		opt     engine.Options
 	}{
-		{append(big, edge), "speedscope", "trace.speedscope.json", Options{MaxDepth: -1}},
-		{small, "json", "trace.json", Options{MaxDepth: -1}},
-		{append(small, edge), "svg", "trace.svg", Options{MaxDepth: -1}},
+		{append(big, edge), "speedscope", "trace.speedscope.json", engine.Options{MaxDepth: -1}},
+		{small, "json", "trace.json", engine.Options{MaxDepth: -1}},
+		{append(small, edge), "svg", "trace.svg", engine.Options{MaxDepth: -1}},
 	} {
 		f, err := os.Create(filepath.Join(dir, o.file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		sink, _ := NewSink(o.format, f, Meta{Program: "touching"})
-		if _, err = Process(bytes.NewReader(writeSynth(t, o.threads)), o.opt, sink); err != nil {
+		sink, _ := NewSink(o.format, f, sink.Meta{Program: "touching"})
+		if _, err = engine.Process(bytes.NewReader(writeSynth(t, o.threads)), o.opt, sink); err != nil {
 			t.Fatal(err)
 		}
 		f.Close()
@@ -68,7 +70,7 @@ func TestViewersInBrowser(t *testing.T) {
 		names := map[string]bool{}
 		for _, st := range threads {
 			m, total := synthExpect(st)
-			want = append(want, viewertest.Expect{Name: threadLabel(&st.th), Total: total, Methods: m})
+			want = append(want, viewertest.Expect{Name: engine.ThreadLabel(&st.th), Total: total, Methods: m})
 			for n := range m {
 				names[n] = true
 			}

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // BenchmarkConvert converts a 4,000,000-call stream whose run is one call per thread (2
@@ -20,7 +24,7 @@ func BenchmarkConvert(b *testing.B) {
 	const n = 4_000_000
 	r := rand.New(rand.NewSource(1))
 	tick := uint64(10)
-	var all [][]StreamEvent
+	var all [][]stream.StreamEvent
 	for th := 0; th < 2; th++ {
 		evs, _ := runloopShaped(r, uint64(100+th), n/2, 60, &tick, true, true)
 		all = append(all, evs)
@@ -30,13 +34,13 @@ func BenchmarkConvert(b *testing.B) {
 		b.Fatal(err)
 	}
 	all = nil
-	open := func() (*os.File, Input) {
+	open := func() (*os.File, engine.Input) {
 		f, err := os.Open(p)
 		if err != nil {
 			b.Fatal(err)
 		}
 		st, _ := f.Stat()
-		return f, Input{R: f, Size: st.Size()}
+		return f, engine.Input{R: f, Size: st.Size()}
 	}
 	times := map[string]time.Duration{}
 	var calls uint64
@@ -51,7 +55,7 @@ func BenchmarkConvert(b *testing.B) {
 		f.Close()
 		for _, format := range append(Formats, "json-all", "perfetto-all", "speedscope-all") {
 			f, in := open()
-			m := Meta{}
+			m := sink.Meta{}
 			if name, ok := strings.CutSuffix(format, "-all"); ok {
 				m.Budget, format = -1, name
 			}
@@ -60,7 +64,7 @@ func BenchmarkConvert(b *testing.B) {
 				b.Fatal(err)
 			}
 			t0 := time.Now()
-			tot, err := ProcessStreams([]Input{in}, Options{MaxDepth: -1}, s)
+			tot, err := engine.ProcessStreams([]engine.Input{in}, engine.Options{MaxDepth: -1}, s)
 			if m.Budget < 0 {
 				format += "-all"
 			}
@@ -101,7 +105,7 @@ func BenchmarkConvertOne(b *testing.B) {
 		const n = 500_000
 		r := rand.New(rand.NewSource(1))
 		tick := uint64(10)
-		var all [][]StreamEvent
+		var all [][]stream.StreamEvent
 		for th := 0; th < 2; th++ {
 			evs, _ := runloopShaped(r, uint64(100+th), n/2, 60, &tick, true, true)
 			all = append(all, evs)
@@ -124,19 +128,19 @@ func BenchmarkConvertOne(b *testing.B) {
 			b.Fatal(err)
 		}
 		st, _ := f.Stat()
-		in := Input{R: f, Size: st.Size()}
+		in := engine.Input{R: f, Size: st.Size()}
 		var n uint64
 		if format == "decode" {
 			n, err = decodeOnly(in)
 		} else {
-			var s Sink
-			m := Meta{}
+			var s engine.Sink
+			m := sink.Meta{}
 			if os.Getenv("MSGTRACE_BENCH_BUDGET") == "all" {
 				m.Budget = -1
 			}
 			if s, err = NewSink(format, discard{}, m); err == nil {
-				var tot Totals
-				tot, err = ProcessStreams([]Input{in}, Options{MaxDepth: -1}, s)
+				var tot engine.Totals
+				tot, err = engine.ProcessStreams([]engine.Input{in}, engine.Options{MaxDepth: -1}, s)
 				n = tot.Calls
 			}
 		}
@@ -154,19 +158,19 @@ func BenchmarkConvertOne(b *testing.B) {
 
 // decodeOnly is the floor of any conversion: every frame of the stream checked and every
 // event of its events frames decoded, nothing else. It returns the number of events.
-func decodeOnly(in Input) (uint64, error) {
-	var e StreamEvent
+func decodeOnly(in engine.Input) (uint64, error) {
+	var e stream.StreamEvent
 	var n uint64
-	_, err := ScanFrames(in, func(kind uint8, _ int64, pl []byte) error {
-		if kind != FrameEvents {
+	_, err := engine.ScanFrames(in, func(kind uint8, _ int64, pl []byte) error {
+		if kind != stream.FrameEvents {
 			return nil
 		}
 		if len(pl) < 16 {
-			return errMalformed
+			return stream.ErrMalformed
 		}
-		it := eventIter{b: pl[16:], prev: binary.LittleEndian.Uint64(pl[8:])}
+		it := stream.EventIter{Buf: pl[16:], Prev: binary.LittleEndian.Uint64(pl[8:])}
 		for {
-			ok, err := it.next(&e)
+			ok, err := it.Next(&e)
 			if err != nil || !ok {
 				return err
 			}

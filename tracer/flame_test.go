@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 type flameSVG struct {
@@ -55,26 +59,26 @@ func parseFlame(t testing.TB, out []byte) flameSVG {
 }
 
 // flameOut runs a raw dump through a FlameSink.
-func flameOut(t testing.TB, raw []byte, opt Options, title string) []byte {
+func flameOut(t testing.TB, raw []byte, opt engine.Options, title string) []byte {
 	t.Helper()
 	var out bytes.Buffer
-	if _, err := Process(bytes.NewReader(raw), opt, NewFlameSink(&out, title)); err != nil {
+	if _, err := engine.Process(bytes.NewReader(raw), opt, sink.NewFlameSink(&out, title)); err != nil {
 		t.Fatal(err)
 	}
 	return out.Bytes()
 }
 
 // rawTrace writes a dump with these names and one thread per tree list.
-func rawTrace(t testing.TB, names []NameEntry, threads ...[]node) []byte {
+func rawTrace(t testing.TB, names []stream.NameEntry, threads ...[]node) []byte {
 	var buf bytes.Buffer
-	w := NewWriter(&buf, Header{PID: 1, TickNum: 1, TickDen: 1})
+	w := stream.NewWriter(&buf, stream.Header{PID: 1, TickNum: 1, TickDen: 1})
 	w.WriteNames(names)
 	for i, roots := range threads {
-		var recs []Record
+		var recs []stream.Record
 		for _, n := range roots {
 			n.records(0, &recs)
 		}
-		w.WriteThread(Thread{TID: uint64(i + 1), Main: i == 0}, recs)
+		w.WriteThread(stream.Thread{TID: uint64(i + 1), Main: i == 0}, recs)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -87,7 +91,7 @@ func rawTrace(t testing.TB, names []NameEntry, threads ...[]node) []byte {
 // -[Bar tiny] 5 µs, +[Foo run] 10 µs: 110 µs. Worker: -[Bar step:] 20 µs, all of it on the
 // "[unwound]" frame since an exception unwound it.
 func TestFlameWidths(t *testing.T) {
-	s := parseFlame(t, flameOut(t, testTrace(t), Options{MaxDepth: -1}, "test"))
+	s := parseFlame(t, flameOut(t, testTrace(t), engine.Options{MaxDepth: -1}, "test"))
 	const inner = 1200 - 20
 	type want struct {
 		title      string
@@ -158,7 +162,7 @@ func TestFlameNarrow(t *testing.T) {
 			{cls: clsBar, sel: selTiny, start: 2000, end: 3000}, // 1000 ns: 0.1%
 		}},
 	})
-	s := parseFlame(t, flameOut(t, raw, Options{MaxDepth: -1}, "narrow"))
+	s := parseFlame(t, flameOut(t, raw, engine.Options{MaxDepth: -1}, "narrow"))
 	got := map[string]flameBox{}
 	for _, f := range s.Frames {
 		got[f.name()] = f
@@ -174,25 +178,25 @@ func TestFlameNarrow(t *testing.T) {
 	}
 	// a cap of 3 frames: the 1 ns frame goes
 	var out bytes.Buffer
-	fs := NewFlameSink(&out, "cap")
-	if _, err := Process(bytes.NewReader(raw), Options{MaxDepth: -1}, fs); err != nil {
+	fs := sink.NewFlameSink(&out, "cap")
+	if _, err := engine.Process(bytes.NewReader(raw), engine.Options{MaxDepth: -1}, fs); err != nil {
 		t.Fatal(err)
 	}
-	frames, dropped := flameFrames(fs.agg, 3)
-	if len(frames) != 3 || dropped != 1 || frames[2].name != "-[Bar tiny]" {
+	frames, dropped := sink.FlameFrames(fs.Agg, 3)
+	if len(frames) != 3 || dropped != 1 || frames[2].Name != "-[Bar tiny]" {
 		t.Errorf("capped: %d dropped, %+v", dropped, frames)
 	}
 }
 
 func TestFlameEscaping(t *testing.T) {
-	names := []NameEntry{
-		{0x4000, NameClass, `A<b>&"c'`}, {0x5000, NameMetaclass, "Bad\xff\x01Name"},
-		{0x40, NameSelector, "x:<y>&z:"}, {0x50, NameSelector, "tab\there"},
+	names := []stream.NameEntry{
+		{Key: 0x4000, Kind: stream.NameClass, Name: `A<b>&"c'`}, {Key: 0x5000, Kind: stream.NameMetaclass, Name: "Bad\xff\x01Name"},
+		{Key: 0x40, Kind: stream.NameSelector, Name: "x:<y>&z:"}, {Key: 0x50, Kind: stream.NameSelector, Name: "tab\there"},
 	}
 	raw := rawTrace(t, names, []node{
 		{cls: 0x4000, sel: 0x40, start: 0, end: 1000, kids: []node{{cls: 0x5000, sel: 0x50, start: 100, end: 900}}},
 	})
-	out := flameOut(t, raw, Options{MaxDepth: -1}, `title <&> "q"`)
+	out := flameOut(t, raw, engine.Options{MaxDepth: -1}, `title <&> "q"`)
 	if bytes.Contains(out, []byte("<b>")) || bytes.Contains(out, []byte("<y>")) || bytes.Contains(out, []byte("\xff")) ||
 		!bytes.Contains(out, []byte("A&lt;b&gt;&amp;&#34;c&#39; x:&lt;y&gt;&amp;z:")) {
 		t.Errorf("not escaped:\n%s", out)
@@ -210,12 +214,12 @@ func TestFlameEscaping(t *testing.T) {
 func TestFlameEmpty(t *testing.T) {
 	for _, c := range []struct {
 		raw  []byte
-		opt  Options
+		opt  engine.Options
 		want string
 	}{
-		{rawTrace(t, testNames), Options{MaxDepth: -1}, "no calls"},
-		{testTrace(t), Options{MaxDepth: -1, Include: []string{"-[Nothing *]"}}, "no calls"},
-		{rawTrace(t, testNames, []node{{cls: clsFoo, sel: selRun, start: 5, end: 5}}), Options{MaxDepth: -1}, "no measurable time in 1 calls"},
+		{rawTrace(t, testNames), engine.Options{MaxDepth: -1}, "no calls"},
+		{testTrace(t), engine.Options{MaxDepth: -1, Include: []string{"-[Nothing *]"}}, "no calls"},
+		{rawTrace(t, testNames, []node{{cls: clsFoo, sel: selRun, start: 5, end: 5}}), engine.Options{MaxDepth: -1}, "no measurable time in 1 calls"},
 	} {
 		out := flameOut(t, c.raw, c.opt, "empty")
 		s := parseFlame(t, out)
@@ -227,22 +231,22 @@ func TestFlameEmpty(t *testing.T) {
 
 // TestFlameDeterministic: many siblings and several threads, so that map order would show.
 func TestFlameDeterministic(t *testing.T) {
-	names := append([]NameEntry(nil), testNames...)
+	names := append([]stream.NameEntry(nil), testNames...)
 	var kids []node
 	for i := uint64(0); i < 40; i++ {
-		names = append(names, NameEntry{0x1000 + i, NameSelector, "sel" + strconv.FormatUint(i*7%40, 10) + ":"})
+		names = append(names, stream.NameEntry{Key: 0x1000 + i, Kind: stream.NameSelector, Name: "sel" + strconv.FormatUint(i*7%40, 10) + ":"})
 		kids = append(kids, node{cls: clsBar, sel: 0x1000 + i, start: 10 + i*100, end: 60 + i*100 + i%3,
 			kids: []node{{cls: clsFoo, sel: 0x1000 + (i*3)%40, start: 20 + i*100, end: 40 + i*100}}})
 	}
 	roots := []node{{cls: clsFoo, sel: selRun, start: 0, end: 5000, kids: kids}}
 	raw := rawTrace(t, names, roots, roots, []node{{cls: clsFooMeta, sel: selStep, start: 0, end: 3000}})
-	first := flameOut(t, raw, Options{MaxDepth: -1}, "det")
+	first := flameOut(t, raw, engine.Options{MaxDepth: -1}, "det")
 	s := parseFlame(t, first)
 	if len(s.Frames) < 40 {
 		t.Fatalf("%d frames", len(s.Frames))
 	}
 	for i := 0; i < 20; i++ {
-		if again := flameOut(t, raw, Options{MaxDepth: -1}, "det"); !bytes.Equal(first, again) {
+		if again := flameOut(t, raw, engine.Options{MaxDepth: -1}, "det"); !bytes.Equal(first, again) {
 			t.Fatalf("run %d differs", i)
 		}
 	}
@@ -282,12 +286,12 @@ func FuzzFlameNames(f *testing.F) {
 	f.Add(`A<b>&"c'`, "x:]]>y:", "title")
 	f.Add("\x00\xff\r\n", "\ufffe", "")
 	f.Fuzz(func(t *testing.T, cls, sel, title string) {
-		if len(cls) > maxNameLen || len(sel) > maxNameLen {
+		if len(cls) > stream.MaxNameLen || len(sel) > stream.MaxNameLen {
 			return
 		}
-		names := []NameEntry{{0x4000, NameClass, cls}, {0x40, NameSelector, sel}, {0x50, NameSelector, "kid"}}
+		names := []stream.NameEntry{{Key: 0x4000, Kind: stream.NameClass, Name: cls}, {Key: 0x40, Kind: stream.NameSelector, Name: sel}, {Key: 0x50, Kind: stream.NameSelector, Name: "kid"}}
 		raw := rawTrace(t, names, []node{{cls: 0x4000, sel: 0x40, start: 0, end: 1000, kids: []node{{cls: 0x4000, sel: 0x50, start: 10, end: 500}}}})
-		s := parseFlame(t, flameOut(t, raw, Options{MaxDepth: -1}, title))
+		s := parseFlame(t, flameOut(t, raw, engine.Options{MaxDepth: -1}, title))
 		if s.Texts[0] != xmlSafe(title) {
 			t.Errorf("title %q, want %q", s.Texts[0], xmlSafe(title))
 		}
@@ -305,7 +309,7 @@ func FuzzFlame(f *testing.F) {
 	f.Add(testTrace(f))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var out bytes.Buffer
-		if _, err := Process(bytes.NewReader(b), Options{MaxDepth: -1}, NewFlameSink(&out, "fuzz")); err == nil {
+		if _, err := engine.Process(bytes.NewReader(b), engine.Options{MaxDepth: -1}, sink.NewFlameSink(&out, "fuzz")); err == nil {
 			parseFlame(t, out.Bytes())
 		}
 	})

@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // Format is one output format. Registry is the one list of them: the command line (trace's
@@ -21,7 +25,7 @@ type Format struct {
 	// DefaultBudget is the number of calls a timeline keeps unless told otherwise (0: every
 	// call; budget.go says why these numbers).
 	DefaultBudget int
-	New           func(w io.Writer, m Meta) Sink
+	New           func(w io.Writer, m sink.Meta) engine.Sink
 }
 
 // FormatKind tells a timeline (every call at its time, kept within a budget) from an
@@ -43,37 +47,37 @@ func (k FormatKind) String() string {
 
 // Registry lists the output formats in the order the help text shows them.
 var Registry = []Format{
-	{Name: "json", Extensions: []string{".json"}, Kind: Timeline, DefaultBudget: ChromeBudget,
+	{Name: "json", Extensions: []string{".json"}, Kind: Timeline, DefaultBudget: sink.ChromeBudget,
 		Help: "Chrome trace events: ui.perfetto.dev, chrome://tracing, speedscope",
-		New: func(w io.Writer, m Meta) Sink {
-			s := NewChromeSink(w)
+		New: func(w io.Writer, m sink.Meta) engine.Sink {
+			s := sink.NewChromeSink(w)
 			s.Meta = m
 			return s
 		}},
-	{Name: "perfetto", Extensions: []string{".pftrace", ".perfetto-trace"}, Kind: Timeline, RunFlag: "perfetto", DefaultBudget: PerfettoBudget,
+	{Name: "perfetto", Extensions: []string{".pftrace", ".perfetto-trace"}, Kind: Timeline, RunFlag: "perfetto", DefaultBudget: sink.PerfettoBudget,
 		Help: "Perfetto protobuf trace: ui.perfetto.dev (the smallest timeline)",
-		New:  func(w io.Writer, m Meta) Sink { return NewPerfettoSink(w, m) }},
-	{Name: "speedscope", Extensions: []string{".speedscope.json"}, Kind: Timeline, RunFlag: "speedscope", DefaultBudget: SpeedscopeBudget,
+		New:  func(w io.Writer, m sink.Meta) engine.Sink { return sink.NewPerfettoSink(w, m) }},
+	{Name: "speedscope", Extensions: []string{".speedscope.json"}, Kind: Timeline, RunFlag: "speedscope", DefaultBudget: sink.SpeedscopeBudget,
 		Help: "speedscope's own format: www.speedscope.app (hot methods per thread)",
-		New:  func(w io.Writer, m Meta) Sink { return NewSpeedscopeSink(w, m) }},
+		New:  func(w io.Writer, m sink.Meta) engine.Sink { return sink.NewSpeedscopeSink(w, m) }},
 	{Name: "pprof", Extensions: []string{".pb.gz", ".pprof", ".pb"}, Kind: Aggregate, RunFlag: "pprof",
 		Help: "pprof profile: go tool pprof -http=: FILE (calls, self time)",
-		New: func(w io.Writer, m Meta) Sink {
-			s := NewPprofSink(w)
+		New: func(w io.Writer, m sink.Meta) engine.Sink {
+			s := sink.NewPprofSink(w)
 			s.Meta = m
 			return s
 		}},
 	{Name: "folded", Extensions: []string{".folded"}, Kind: Aggregate, RunFlag: "folded",
 		Help: "folded stacks: flamegraph.pl, inferno, speedscope",
-		New:  func(w io.Writer, m Meta) Sink { return NewFoldedSink(w) }},
+		New:  func(w io.Writer, m sink.Meta) engine.Sink { return sink.NewFoldedSink(w) }},
 	{Name: "svg", Extensions: []string{".svg"}, Kind: Aggregate, RunFlag: "flame",
 		Help: "a flame graph for a browser, per thread, zoom and search",
-		New: func(w io.Writer, m Meta) Sink {
+		New: func(w io.Writer, m sink.Meta) engine.Sink {
 			title := "msgtrace flame graph"
 			if m.Program != "" || m.Path != "" {
-				title = m.process(&Header{})
+				title = m.ProcessName(&stream.Header{})
 			}
-			s := NewFlameSink(w, title)
+			s := sink.NewFlameSink(w, title)
 			s.Meta = m
 			return s
 		}},
@@ -110,7 +114,7 @@ func Extension(format string) string {
 }
 
 // NewSink returns the sink that writes format to w.
-func NewSink(format string, w io.Writer, m Meta) (Sink, error) {
+func NewSink(format string, w io.Writer, m sink.Meta) (engine.Sink, error) {
 	if f := FormatNamed(format); f != nil {
 		return f.New(w, m), nil
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/msgtrace/msgtrace/tracer/sink"
 )
 
 // TestRegistry: the one format list is consistent: names, extensions and run's flags unique;
@@ -47,7 +49,7 @@ func TestRegistry(t *testing.T) {
 			}
 		}
 		var b bytes.Buffer
-		if s, err := NewSink(f.Name, &b, Meta{}); err != nil || s == nil {
+		if s, err := NewSink(f.Name, &b, sink.Meta{}); err != nil || s == nil {
 			t.Errorf("NewSink(%s): %v", f.Name, err)
 		}
 		if Extension(f.Name) != f.Extensions[0] || FormatNamed(f.Name) == nil {
@@ -57,7 +59,7 @@ func TestRegistry(t *testing.T) {
 	if strings.Join(Formats, ",") != "json,perfetto,speedscope,pprof,folded,svg" {
 		t.Errorf("Formats %v", Formats)
 	}
-	if _, err := NewSink("stream", nil, Meta{}); err == nil || Extension("xml") != "" || FormatNamed("xml") != nil {
+	if _, err := NewSink("stream", nil, sink.Meta{}); err == nil || Extension("xml") != "" || FormatNamed("xml") != nil {
 		t.Error("a name no format has is known")
 	}
 }

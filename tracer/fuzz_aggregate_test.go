@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // fuzzStream writes a stream whose shape the fuzzer's bytes decide, one byte an operation on
@@ -14,25 +18,25 @@ import (
 // unwritten, as a killed process leaves it.
 func fuzzStream(data []byte) []byte {
 	var buf bytes.Buffer
-	w := NewStreamWriter(&buf)
-	w.Process(StreamProcess{PID: 7, Name: "fuzz"})
-	w.Clock(ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1, RateDen: 1})
-	var ms []StreamMethod
+	w := stream.NewStreamWriter(&buf)
+	w.Process(stream.StreamProcess{PID: 7, Name: "fuzz"})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1, RateDen: 1})
+	var ms []stream.StreamMethod
 	for id := uint64(1); id <= 8; id++ {
-		ms = append(ms, StreamMethod{ID: id, Flags: id % 3 / 2 * MethodClass, Class: fmt.Sprintf("C%d", id%3), Selector: fmt.Sprintf("s%d", id)})
+		ms = append(ms, stream.StreamMethod{ID: id, Flags: id % 3 / 2 * stream.MethodClass, Class: fmt.Sprintf("C%d", id%3), Selector: fmt.Sprintf("s%d", id)})
 	}
 	w.Methods(ms...)
 	type open struct{ id, start uint64 }
 	type thread struct {
 		tid     uint64
 		stack   []open
-		pending []StreamEvent
+		pending []stream.StreamEvent
 		prevEnd uint64
 	}
 	ths := []*thread{{tid: 1}, {tid: 2}, {tid: 3}}
-	w.Thread(StreamThread{TID: 1, Flags: ThreadMain})
-	w.Thread(StreamThread{TID: 2, Name: "worker"})
-	w.Thread(StreamThread{TID: 3, Name: "com.apple.root.default-qos"})
+	w.Thread(stream.StreamThread{TID: 1, Flags: stream.ThreadMain})
+	w.Thread(stream.StreamThread{TID: 2, Name: "worker"})
+	w.Thread(stream.StreamThread{TID: 3, Name: "com.apple.root.default-qos"})
 	tick := uint64(10)
 	cur := ths[0]
 	flush := func(th *thread) {
@@ -54,19 +58,19 @@ func fuzzStream(data []byte) []byte {
 			}
 			o := cur.stack[len(cur.stack)-1]
 			cur.stack = cur.stack[:len(cur.stack)-1]
-			e := StreamEvent{Type: EventCall, ID: o.id, Start: o.start, End: tick, Depth: uint64(len(cur.stack))}
+			e := stream.StreamEvent{Type: stream.EventCall, ID: o.id, Start: o.start, End: tick, Depth: uint64(len(cur.stack))}
 			switch op & 7 {
 			case 3:
-				e.Type = EventUnwound
+				e.Type = stream.EventUnwound
 			case 4:
 				if arg%2 == 0 {
-					cur.pending = append(cur.pending, StreamEvent{Type: EventMark, ID: uint64(MarkLost), Start: tick, End: tick, Count: 1})
+					cur.pending = append(cur.pending, stream.StreamEvent{Type: stream.EventMark, ID: uint64(stream.MarkLost), Start: tick, End: tick, Count: 1})
 				}
 				continue
 			}
 			cur.pending = append(cur.pending, e)
 		case 5: // a wait mark
-			cur.pending = append(cur.pending, StreamEvent{Type: EventMark, ID: uint64(MarkWait), Start: tick - min(tick, arg), End: tick})
+			cur.pending = append(cur.pending, stream.StreamEvent{Type: stream.EventMark, ID: uint64(stream.MarkWait), Start: tick - min(tick, arg), End: tick})
 		case 6: // switch thread
 			cur = ths[arg%3]
 		case 7: // end the frame
@@ -76,9 +80,9 @@ func fuzzStream(data []byte) []byte {
 	for i, th := range ths {
 		flush(th)
 		if len(th.stack) > 0 && (len(data) == 0 || data[0]>>i&1 == 0) {
-			var calls []OpenCall
+			var calls []stream.OpenCall
 			for d, o := range th.stack {
-				calls = append(calls, OpenCall{ID: o.id, Start: o.start, Depth: uint64(d)})
+				calls = append(calls, stream.OpenCall{ID: o.id, Start: o.start, Depth: uint64(d)})
 			}
 			w.Open(th.tid, tick, calls)
 		}
@@ -91,9 +95,9 @@ func fuzzStream(data []byte) []byte {
 // byte, with the same totals, on any stream fuzzStream writes, whole or with a byte damaged,
 // and under a depth limit. TestAggregateSameOutput is its fixed cases; `make fuzz` runs it.
 func FuzzAggregate(f *testing.F) {
-	old := aggParallelMin
-	aggParallelMin = 0 // threads read on two goroutines, whatever their size
-	f.Cleanup(func() { aggParallelMin = old })
+	old := engine.AggParallelMin
+	engine.AggParallelMin = 0 // threads read on two goroutines, whatever their size
+	f.Cleanup(func() { engine.AggParallelMin = old })
 	f.Add([]byte{}, uint16(0), byte(0), int8(-1))
 	f.Add([]byte{0, 8, 16, 2, 2, 2, 7}, uint16(0), byte(0), int8(-1))
 	f.Add([]byte{0, 0x48, 0x50, 0x0c, 0x02, 0x46, 0, 8, 0x42, 0x03, 0x87, 0xce, 1, 9, 0x44, 0x02, 0x05, 7, 0x56, 0, 2}, uint16(0), byte(0), int8(-1))
@@ -103,7 +107,7 @@ func FuzzAggregate(f *testing.F) {
 		if xor != 0 {
 			b[int(at)%len(b)] ^= xor
 		}
-		opt := Options{MaxDepth: int(maxDepth)}
+		opt := engine.Options{MaxDepth: int(maxDepth)}
 		for _, format := range []string{"pprof", "folded", "svg"} {
 			want, wtot, werr := fuzzConvert(t, b, format, opt, true)
 			got, gtot, gerr := fuzzConvert(t, b, format, opt, false)
@@ -122,12 +126,12 @@ func FuzzAggregate(f *testing.F) {
 
 // fuzzConvert is aggConvert on one stream, returning the error (a stream damaged in its first
 // frame is not one).
-func fuzzConvert(t *testing.T, b []byte, format string, opt Options, generic bool) ([]byte, Totals, error) {
+func fuzzConvert(t *testing.T, b []byte, format string, opt engine.Options, generic bool) ([]byte, engine.Totals, error) {
 	var out bytes.Buffer
-	s := newSink(t, format, &out, Meta{TimeNanos: 1})
+	s := newSink(t, format, &out, sink.Meta{TimeNanos: 1})
 	if generic {
-		s = Tee(s)
+		s = engine.Tee(s)
 	}
-	tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, opt, s)
+	tot, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, opt, s)
 	return out.Bytes(), tot, err
 }

@@ -6,6 +6,11 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/report"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // launchThreads are the threads of the launch test stream (ticks are ns; tick 0 is
@@ -26,27 +31,27 @@ func launchThreads() []rthread {
 // launchInstants: the process started 50 ms before tick 0 (±2 ms), the library loaded 20 ms
 // before it, main at 8 ms, the app's marks on the main thread, on the worker and on a thread
 // with no calls.
-func launchInstants(app bool) []StreamInstant {
-	ins := []StreamInstant{
-		{Clock: InstantClockMonotonic, Time: 1e9 - 50*ms, Kind: InstantProcessStart, Precision: 2 * ms, Name: "process start"},
-		{Clock: InstantClockMonotonic, Time: 1e9 - 20*ms, Kind: InstantLoaded, Name: "library loaded"},
-		{Clock: InstantClockTicks, Time: 8 * ms, Kind: InstantMain, Name: "main"},
+func launchInstants(app bool) []stream.StreamInstant {
+	ins := []stream.StreamInstant{
+		{Clock: stream.InstantClockMonotonic, Time: 1e9 - 50*ms, Kind: stream.InstantProcessStart, Precision: 2 * ms, Name: "process start"},
+		{Clock: stream.InstantClockMonotonic, Time: 1e9 - 20*ms, Kind: stream.InstantLoaded, Name: "library loaded"},
+		{Clock: stream.InstantClockTicks, Time: 8 * ms, Kind: stream.InstantMain, Name: "main"},
 	}
 	if app {
 		ins = append(ins,
-			StreamInstant{TID: 1, Clock: InstantClockTicks, Time: 45 * ms, Name: "first frame"},
-			StreamInstant{TID: 2, Clock: InstantClockTicks, Time: 46 * ms, Name: "worker mark"},
-			StreamInstant{TID: 99, Clock: InstantClockTicks, Time: 60 * ms, Name: "stray"})
+			stream.StreamInstant{TID: 1, Clock: stream.InstantClockTicks, Time: 45 * ms, Name: "first frame"},
+			stream.StreamInstant{TID: 2, Clock: stream.InstantClockTicks, Time: 46 * ms, Name: "worker mark"},
+			stream.StreamInstant{TID: 99, Clock: stream.InstantClockTicks, Time: 60 * ms, Name: "stray"})
 	}
 	return ins
 }
 
 // withInstants appends instant frames to a stream (frames may come in any order after the
 // process frame).
-func withInstants(t *testing.T, strm []byte, ins ...StreamInstant) []byte {
+func withInstants(t *testing.T, strm []byte, ins ...stream.StreamInstant) []byte {
 	t.Helper()
 	b := bytes.NewBuffer(append([]byte(nil), strm...))
-	w := NewStreamWriter(b)
+	w := stream.NewStreamWriter(b)
 	for _, in := range ins {
 		w.Instant(in)
 	}
@@ -63,25 +68,25 @@ func launchTrace(t *testing.T, app bool) []byte {
 // TestInstantRoundTrip: the Go encoder's instant frames decode to what was written; a
 // malformed one is a bad frame, the rest of the stream read.
 func TestInstantRoundTrip(t *testing.T) {
-	in := StreamInstant{TID: 42, Clock: InstantClockTicks, Time: 1 << 40, Kind: InstantMain, Precision: 10_000_000, Name: "main ✓"}
+	in := stream.StreamInstant{TID: 42, Clock: stream.InstantClockTicks, Time: 1 << 40, Kind: stream.InstantMain, Precision: 10_000_000, Name: "main ✓"}
 	var b bytes.Buffer
-	NewStreamWriter(&b).Instant(in)
-	got, err := DecodeInstant(b.Bytes()[frameHeader:])
+	stream.NewStreamWriter(&b).Instant(in)
+	got, err := stream.DecodeInstant(b.Bytes()[stream.FrameHeader:])
 	if err != nil || got != in {
 		t.Fatalf("decoded %+v, %v; want %+v", got, err, in)
 	}
-	for _, bad := range [][]byte{nil, b.Bytes()[frameHeader : frameHeader+8], b.Bytes()[frameHeader : b.Len()-2]} {
-		if _, err := DecodeInstant(bad); err == nil {
+	for _, bad := range [][]byte{nil, b.Bytes()[stream.FrameHeader : stream.FrameHeader+8], b.Bytes()[stream.FrameHeader : b.Len()-2]} {
+		if _, err := stream.DecodeInstant(bad); err == nil {
 			t.Errorf("DecodeInstant(%x) decodes", bad)
 		}
 	}
 	s := launchTrace(t, true)
 	var w bytes.Buffer
-	sw := NewStreamWriter(&w)
-	sw.Frame(FrameInstant, []byte{1, 0, 0, 0, 0, 0, 0, 0, 7, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}) // clock 7
+	sw := stream.NewStreamWriter(&w)
+	sw.Frame(stream.FrameInstant, []byte{1, 0, 0, 0, 0, 0, 0, 0, 7, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}) // clock 7
 	s = append(s, w.Bytes()...)
 	var c collectSink
-	tot, err := ProcessStreams([]Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, Options{MaxDepth: -1}, &c)
+	tot, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, engine.Options{MaxDepth: -1}, &c)
 	if err != nil || tot.BadFrames != 1 || len(c.hdr.Instants) != 7 {
 		t.Fatalf("%v, %+v, %d instants", err, tot, len(c.hdr.Instants))
 	}
@@ -93,7 +98,7 @@ func TestInstantRoundTrip(t *testing.T) {
 func TestInstantsTimeline(t *testing.T) {
 	s := launchTrace(t, true)
 	var c collectSink
-	if _, err := ProcessStreams([]Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, Options{MaxDepth: -1}, &c); err != nil {
+	if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, engine.Options{MaxDepth: -1}, &c); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -108,7 +113,7 @@ func TestInstantsTimeline(t *testing.T) {
 		t.Errorf("first call %+v: the calls did not move with the origin", c.calls[0])
 	}
 	c = collectSink{}
-	if _, err := ProcessStreams([]Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, Options{MaxDepth: -1, Threads: "main"}, &c); err != nil {
+	if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, engine.Options{MaxDepth: -1, Threads: "main"}, &c); err != nil {
 		t.Fatal(err)
 	}
 	for _, in := range c.hdr.Instants {
@@ -117,9 +122,9 @@ func TestInstantsTimeline(t *testing.T) {
 		}
 	}
 	// no launch marks: no first call derived, and the origin is the first call
-	plain := withInstants(t, reportStream(t, 7, 100, launchThreads()...), StreamInstant{TID: 1, Time: 45 * ms, Name: "x"})
+	plain := withInstants(t, reportStream(t, 7, 100, launchThreads()...), stream.StreamInstant{TID: 1, Time: 45 * ms, Name: "x"})
 	c = collectSink{}
-	if _, err := ProcessStreams([]Input{{R: bytes.NewReader(plain), Size: int64(len(plain))}}, Options{MaxDepth: -1}, &c); err != nil {
+	if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(plain), Size: int64(len(plain))}}, engine.Options{MaxDepth: -1}, &c); err != nil {
 		t.Fatal(err)
 	}
 	if len(c.hdr.Instants) != 1 || c.hdr.Instants[0].Nanos != 44*ms {
@@ -133,7 +138,7 @@ func TestInstantsTimeline(t *testing.T) {
 func TestInstantsChrome(t *testing.T) {
 	s := launchTrace(t, true)
 	var out bytes.Buffer
-	if _, err := ProcessStreams([]Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, Options{MaxDepth: -1}, NewChromeSink(&out)); err != nil {
+	if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, engine.Options{MaxDepth: -1}, sink.NewChromeSink(&out)); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
@@ -173,22 +178,22 @@ func TestInstantsChrome(t *testing.T) {
 func TestInstantsPerfetto(t *testing.T) {
 	s := launchTrace(t, true)
 	var pb bytes.Buffer
-	if _, err := ProcessStreams([]Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, Options{MaxDepth: -1}, NewPerfettoSink(&pb, Meta{})); err != nil {
+	if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, engine.Options{MaxDepth: -1}, sink.NewPerfettoSink(&pb, sink.Meta{})); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
 	for _, p := range pfSequences(t, pb.Bytes()) {
 		ev := p.m("track_event")
-		if ev == nil || ev.u("type") != pfInstant {
+		if ev == nil || ev.u("type") != sink.PfInstant {
 			continue
 		}
 		where := "?"
 		switch p.track {
-		case processUUID(7):
+		case sink.ProcessUUID(7):
 			where = "process"
-		case threadUUID(7, 1):
+		case sink.ThreadUUID(7, 1):
 			where = "main"
-		case threadUUID(7, 2):
+		case sink.ThreadUUID(7, 2):
 			where = "worker"
 		}
 		var args []string
@@ -218,11 +223,11 @@ func TestInstantsLeftOut(t *testing.T) {
 	s := launchTrace(t, true)
 	for _, f := range []string{"speedscope", "pprof", "folded", "svg"} {
 		var out bytes.Buffer
-		sink, err := NewSink(f, &out, Meta{})
+		sink, err := NewSink(f, &out, sink.Meta{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ProcessStreams([]Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, Options{MaxDepth: -1}, sink); err != nil {
+		if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, engine.Options{MaxDepth: -1}, sink); err != nil {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"first frame", "process start", "library loaded"} {
@@ -239,7 +244,7 @@ func TestInstantsLeftOut(t *testing.T) {
 // busy over the budget; a trace with +load calls and no launch marks still lists them; one
 // with neither has no launch.
 func TestReportLaunch(t *testing.T) {
-	r := reportOf(t, ReportOptions{}, launchTrace(t, true))
+	r := reportOf(t, report.ReportOptions{}, launchTrace(t, true))
 	if len(r.Launches) != 1 {
 		t.Fatalf("%d launches", len(r.Launches))
 	}
@@ -251,10 +256,10 @@ func TestReportLaunch(t *testing.T) {
 	if want := "[process start>library loaded 30 library loaded>first call 21 first call>main 7 main>first frame 37]"; fmt.Sprint(steps) != want {
 		t.Errorf("steps %v\nwant  %s", steps, want)
 	}
-	if l.End != (LaunchEnd{Reason: "mark", Name: "first frame", StartNanos: 95 * ms, EndNanos: 95 * ms}) || l.DurNanos != 95*ms || l.MainNanos != 58*ms || len(l.Marks) != 7 {
+	if l.End != (report.LaunchEnd{Reason: "mark", Name: "first frame", StartNanos: 95 * ms, EndNanos: 95 * ms}) || l.DurNanos != 95*ms || l.MainNanos != 58*ms || len(l.Marks) != 7 {
 		t.Errorf("end %+v, %d ns, %d ns before main, %d marks", l.End, l.DurNanos, l.MainNanos, len(l.Marks))
 	}
-	calls := func(lc LaunchCalls) string {
+	calls := func(lc report.LaunchCalls) string {
 		var s []string
 		for _, c := range lc.List {
 			s = append(s, fmt.Sprintf("%s@%v/%v %s", c.Method, float64(c.StartNanos)/ms, float64(c.DurNanos)/ms, c.Thread))
@@ -273,24 +278,24 @@ func TestReportLaunch(t *testing.T) {
 	}
 
 	// without the app's marks: the first long main-thread call after main
-	l = reportOf(t, ReportOptions{}, launchTrace(t, false)).Launches[0]
-	if l.End != (LaunchEnd{Reason: "long call", Name: "-[App main]", StartNanos: 60 * ms, EndNanos: 90 * ms}) || l.DurNanos != 90*ms {
+	l = reportOf(t, report.ReportOptions{}, launchTrace(t, false)).Launches[0]
+	if l.End != (report.LaunchEnd{Reason: "long call", Name: "-[App main]", StartNanos: 60 * ms, EndNanos: 90 * ms}) || l.DurNanos != 90*ms {
 		t.Errorf("end %+v, %d ns", l.End, l.DurNanos)
 	}
 	if last := l.Steps[len(l.Steps)-1]; last.From != "main" || last.To != "the end of -[App main]" || last.DurNanos != 32*ms {
 		t.Errorf("last step %+v", last)
 	}
 	// no launch marks, +load calls: listed all the same
-	ls := reportOf(t, ReportOptions{}, reportStream(t, 7, 100, launchThreads()...)).Launches
+	ls := reportOf(t, report.ReportOptions{}, reportStream(t, 7, 100, launchThreads()...)).Launches
 	if len(ls) != 1 || ls[0].Load.Calls != 2 || len(ls[0].Steps) != 0 || ls[0].End.Reason != "long call" {
 		t.Errorf("launches without marks %+v", ls)
 	}
 	// neither
-	ls = reportOf(t, ReportOptions{}, reportStream(t, 7, 100, rthread{tid: 1, main: true, name: "main", roots: []*rnode{rn("-[App run]", 0, 50)}})).Launches
+	ls = reportOf(t, report.ReportOptions{}, reportStream(t, 7, 100, rthread{tid: 1, main: true, name: "main", roots: []*rnode{rn("-[App run]", 0, 50)}})).Launches
 	if ls == nil || len(ls) != 0 {
 		t.Errorf("launches of a trace without launch %#v", ls)
 	}
-	if !reflect.DeepEqual(launchSelector("+[X load]"), 0) || launchSelector("-[X load]") != -1 || launchSelector("+[X(Cat) initialize]") != 1 || launchSelector("+[X loader]") != -1 {
+	if !reflect.DeepEqual(report.LaunchSelector("+[X load]"), 0) || report.LaunchSelector("-[X load]") != -1 || report.LaunchSelector("+[X(Cat) initialize]") != 1 || report.LaunchSelector("+[X loader]") != -1 {
 		t.Errorf("launchSelector")
 	}
 }

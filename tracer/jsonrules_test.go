@@ -8,6 +8,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // importedSlice is a slice as Perfetto's JSON importer makes it: times in ns, Dur -1 for a
@@ -150,7 +154,7 @@ func TestJSONPerfettoRules(t *testing.T) {
 	ts := synthTrace(7, 20000, 400, "", "worker", "com.apple.root.default-qos")
 	raw := writeSynth(t, ts)
 	var out bytes.Buffer
-	if _, err := Process(bytes.NewReader(raw), Options{MaxDepth: -1}, NewChromeSink(&out)); err != nil {
+	if _, err := engine.Process(bytes.NewReader(raw), engine.Options{MaxDepth: -1}, sink.NewChromeSink(&out)); err != nil {
 		t.Fatal(err)
 	}
 	// every time has exactly three decimals, so it is integer nanoseconds
@@ -237,9 +241,9 @@ func TestJSONPerfettoRules(t *testing.T) {
 // counter, the names are the program's and the threads'.
 func TestJSONOpenUnwoundMarks(t *testing.T) {
 	var out bytes.Buffer
-	s := NewChromeSink(&out)
-	s.Meta = Meta{Path: "/usr/bin/demoapp"}
-	if _, err := Process(bytes.NewReader(testTrace(t)), Options{MaxDepth: -1}, s); err != nil {
+	s := sink.NewChromeSink(&out)
+	s.Meta = sink.Meta{Path: "/usr/bin/demoapp"}
+	if _, err := engine.Process(bytes.NewReader(testTrace(t)), engine.Options{MaxDepth: -1}, s); err != nil {
 		t.Fatal(err)
 	}
 	var f chromeFile
@@ -275,16 +279,16 @@ func TestJSONOpenUnwoundMarks(t *testing.T) {
 // unwound, folded calls), among several ends at one time, across the output's blocks.
 func TestJSONEndTimes(t *testing.T) {
 	var out bytes.Buffer
-	s := NewChromeSink(&out)
+	s := sink.NewChromeSink(&out)
 	ts := s.Needs().Tree
-	th := &Thread{TID: 7, Name: "t"}
-	if err := ts.BeginThread(&Header{PID: 1}, th); err != nil {
+	th := &stream.Thread{TID: 7, Name: "t"}
+	if err := ts.BeginThread(&stream.Header{PID: 1}, th); err != nil {
 		t.Fatal(err)
 	}
-	call := func(name string, start, dur uint64, flags int, folded uint64) *Call {
-		return &Call{Name: name, StartNanos: start, DurNanos: dur, SelfNanos: dur - 1, Flags: flags, Folded: folded, Thread: th}
+	call := func(name string, start, dur uint64, flags int, folded uint64) *engine.Call {
+		return &engine.Call{Name: name, StartNanos: start, DurNanos: dur, SelfNanos: dur - 1, Flags: flags, Folded: folded, Thread: th}
 	}
-	leaf := func(c *Call) {
+	leaf := func(c *engine.Call) {
 		if err := ts.Enter(c, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -306,8 +310,8 @@ func TestJSONEndTimes(t *testing.T) {
 			folded        uint64
 			nestedTouches bool
 		}{
-			{"a", "a", 0, 0, false}, {"u", "u", FlagUnwound, 0, false}, {"f", "f", 0, 3, false},
-			{"fu", "fu", FlagUnwound, 2, false}, {"x", "y", 0, 0, false}, {"xu", "yu", FlagUnwound, 4, false},
+			{"a", "a", 0, 0, false}, {"u", "u", stream.FlagUnwound, 0, false}, {"f", "f", 0, 3, false},
+			{"fu", "fu", stream.FlagUnwound, 2, false}, {"x", "y", 0, 0, false}, {"xu", "yu", stream.FlagUnwound, 4, false},
 			{"n", "n", 0, 0, true},
 		} {
 			if p.nestedTouches { // two ends at one time (a call and its last child), then a begin of the child's name
@@ -330,7 +334,7 @@ func TestJSONEndTimes(t *testing.T) {
 	if err := ts.EndThread(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(Totals{}); err != nil {
+	if err := s.Close(engine.Totals{}); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
 )
 
 // failAfter is a writer that fails once n bytes have been written.
@@ -29,14 +32,14 @@ func (f *failAfter) Write(p []byte) (int, error) {
 func TestOutWriter(t *testing.T) {
 	for _, n := range []int{10, 300_000} {
 		var got, want bytes.Buffer
-		o := newOutWriter(&got)
+		o := sink.NewOutWriter(&got)
 		for i := 0; i < n; i++ {
 			s := strconv.Itoa(i) + ","
 			want.WriteString(s)
 			if i%2 == 0 {
 				o.WriteString(s)
 			} else {
-				o.commit(append(o.tail(), s...))
+				o.Commit(append(o.Tail(), s...))
 			}
 			if n == 10 && got.Len() > 0 {
 				t.Fatal("a small output written before Flush")
@@ -48,13 +51,13 @@ func TestOutWriter(t *testing.T) {
 		if !bytes.Equal(got.Bytes(), want.Bytes()) {
 			t.Fatalf("%d writes: %d bytes out of %d, or in another order", n, got.Len(), want.Len())
 		}
-		if n > 10 && want.Len() < 3*outBlock {
+		if n > 10 && want.Len() < 3*sink.OutBlock {
 			t.Fatalf("only %d bytes: fewer blocks than the writer holds", want.Len())
 		}
 	}
 	f := &failAfter{n: 100}
-	o := newOutWriter(f)
-	for i := 0; i < 10*outBlock/8; i++ {
+	o := sink.NewOutWriter(f)
+	for i := 0; i < 10*sink.OutBlock/8; i++ {
 		o.WriteString("01234567")
 	}
 	if err := o.Flush(); err == nil || f.got.Len() != 0 {
@@ -66,12 +69,12 @@ func TestOutWriter(t *testing.T) {
 // (a disk that fills up mid-file) ends a big conversion with that error, and its goroutines
 // (the test would hang otherwise).
 func TestTimelineWriteErrorStopsConversion(t *testing.T) {
-	g := gen(t, genOpts{seed: 5, pid: 1, threads: 2, perTh: pipeMin, frameEvents: 2046, line: line24MHz, marks: true})
+	g := gen(t, genOpts{seed: 5, pid: 1, threads: 2, perTh: engine.PipeMin, frameEvents: 2046, line: line24MHz, marks: true})
 	for _, format := range []string{"json", "speedscope"} {
-		for _, n := range []int{100, 3 * outBlock} {
+		for _, n := range []int{100, 3 * sink.OutBlock} {
 			f := &failAfter{n: n}
-			s := newSink(t, format, f, Meta{Budget: -1})
-			_, err := ProcessStreams([]Input{{R: bytes.NewReader(g.b), Size: int64(len(g.b))}}, Options{MaxDepth: -1}, s)
+			s := newSink(t, format, f, sink.Meta{Budget: -1})
+			_, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(g.b), Size: int64(len(g.b))}}, engine.Options{MaxDepth: -1}, s)
 			if err == nil || err.Error() != "disk full" {
 				t.Errorf("%s, failing after %d bytes: %v", format, n, err)
 			}
@@ -99,21 +102,21 @@ func (f *failingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 // goroutine started (the sink's Close is then never called) ends that goroutine: a process
 // that flushes again and again (msgtrace_flush) does not collect parked writers.
 func TestTimelineInputErrorEndsWriter(t *testing.T) {
-	g := gen(t, genOpts{seed: 7, pid: 1, threads: 2, perTh: pipeMin, frameEvents: 2046, line: line24MHz})
+	g := gen(t, genOpts{seed: 7, pid: 1, threads: 2, perTh: engine.PipeMin, frameEvents: 2046, line: line24MHz})
 	before := runtime.NumGoroutine()
 	for _, format := range []string{"json", "speedscope"} {
 		for i := range 6 {
 			var out bytes.Buffer
-			s := newSink(t, format, &out, Meta{Budget: -1})
+			s := newSink(t, format, &out, sink.Meta{Budget: -1})
 			if i%2 == 1 { // as machobind run and diff send a trace: through a Tee
-				s = Tee(s)
+				s = engine.Tee(s)
 			}
 			// pass 1 reads the stream once; the failure comes well into pass 2
 			in := &failingReaderAt{r: bytes.NewReader(g.b), n: int64(len(g.b)) * 19 / 10}
-			if _, err := ProcessStreams([]Input{{R: in, Size: int64(len(g.b))}}, Options{MaxDepth: -1}, s); err == nil {
+			if _, err := engine.ProcessStreams([]engine.Input{{R: in, Size: int64(len(g.b))}}, engine.Options{MaxDepth: -1}, s); err == nil {
 				t.Fatalf("%s: the failing input converted", format)
 			}
-			if out.Len() < outBlock {
+			if out.Len() < sink.OutBlock {
 				t.Fatalf("%s: %d bytes written before the failure: the writer goroutine never started", format, out.Len())
 			}
 		}

@@ -10,6 +10,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // pfGen is a trace that looks like a real program's, for measuring the size and speed of
@@ -101,24 +105,24 @@ func pfRealistic(seed uint64, calls, methods, threads int) []byte {
 }
 
 func (g *pfGen) raw() []byte {
-	var names []NameEntry
+	var names []stream.NameEntry
 	for c, name := range g.classes {
-		names = append(names, NameEntry{0x100000 + uint64(c)*0x100, NameClass, name})
+		names = append(names, stream.NameEntry{Key: 0x100000 + uint64(c)*0x100, Kind: stream.NameClass, Name: name})
 	}
 	for i, m := range g.methods {
-		names = append(names, NameEntry{0x4000000 + uint64(i)*8, NameSelector, m.sel})
+		names = append(names, stream.NameEntry{Key: 0x4000000 + uint64(i)*8, Kind: stream.NameSelector, Name: m.sel})
 	}
 	var buf bytes.Buffer
-	w := NewWriter(&buf, synthHeader)
+	w := stream.NewWriter(&buf, synthHeader)
 	w.WriteNames(names)
-	var recs []Record
+	var recs []stream.Record
 	for th, calls := range g.threads {
 		recs = recs[:0]
 		for _, c := range calls {
-			recs = append(recs, Record{Start: c.start, End: c.end, Sel: 0x4000000 + uint64(c.method)*8,
+			recs = append(recs, stream.Record{Start: c.start, End: c.end, Sel: 0x4000000 + uint64(c.method)*8,
 				Class: 0x100000 + uint64(g.methods[c.method].class)*0x100 | uint64(c.depth)<<48})
 		}
-		w.WriteThread(Thread{TID: uint64(1000 + th), Main: th == 0, Name: fmt.Sprintf("worker %d", th)}, recs)
+		w.WriteThread(stream.Thread{TID: uint64(1000 + th), Main: th == 0, Name: fmt.Sprintf("worker %d", th)}, recs)
 	}
 	if err := w.Close(); err != nil {
 		panic(err)
@@ -130,19 +134,19 @@ func (g *pfGen) raw() []byte {
 // threads' frames interleaved.
 func (g *pfGen) stream() []byte {
 	var buf bytes.Buffer
-	w := NewStreamWriter(&buf)
-	w.Process(StreamProcess{PID: 777, Name: "realistic"})
-	w.Clock(ClockSample{RateNum: synthHeader.TickNum, RateDen: synthHeader.TickDen})
-	var ms []StreamMethod
+	w := stream.NewStreamWriter(&buf)
+	w.Process(stream.StreamProcess{PID: 777, Name: "realistic"})
+	w.Clock(stream.ClockSample{RateNum: synthHeader.TickNum, RateDen: synthHeader.TickDen})
+	var ms []stream.StreamMethod
 	for i, m := range g.methods {
-		ms = append(ms, StreamMethod{ID: uint64(i + 1), Class: g.classes[m.class], Selector: m.sel})
+		ms = append(ms, stream.StreamMethod{ID: uint64(i + 1), Class: g.classes[m.class], Selector: m.sel})
 	}
 	w.Methods(ms...)
-	evs := make([][]StreamEvent, len(g.threads))
+	evs := make([][]stream.StreamEvent, len(g.threads))
 	for th, calls := range g.threads {
-		w.Thread(StreamThread{TID: uint64(1000 + th), Name: fmt.Sprintf("worker %d", th)})
+		w.Thread(stream.StreamThread{TID: uint64(1000 + th), Name: fmt.Sprintf("worker %d", th)})
 		for _, c := range calls {
-			evs[th] = append(evs[th], StreamEvent{Type: EventCall, ID: uint64(c.method + 1), Start: c.start, End: c.end, Depth: uint64(c.depth)})
+			evs[th] = append(evs[th], stream.StreamEvent{Type: stream.EventCall, ID: uint64(c.method + 1), Start: c.start, End: c.end, Depth: uint64(c.depth)})
 		}
 	}
 	prev := make([]uint64, len(evs))
@@ -160,7 +164,7 @@ func (g *pfGen) stream() []byte {
 			evs[th] = evs[th][k:]
 		}
 	}
-	w.End(StreamCounters{Calls: total})
+	w.End(stream.StreamCounters{Calls: total})
 	if w.Err() != nil {
 		panic(w.Err())
 	}
@@ -171,7 +175,7 @@ func (g *pfGen) stream() []byte {
 // recording of millions of calls costs the garbage collector nothing.
 type pfOp struct {
 	op                byte // 'B'egin thread, 'E'nter, 'X'it, 'M'ark, 'e'nd thread
-	kind              MarkKind
+	kind              stream.MarkKind
 	depth, name, th   int32 // name: index in pfRecorder.names; th: in threads
 	flags             int32
 	start, dur, count uint64 // count: a mark's; self time for an exit
@@ -181,8 +185,8 @@ type pfRecorder struct {
 	ops     []pfOp
 	names   []string
 	nameIdx map[string]int32
-	headers []Header
-	threads []Thread
+	headers []stream.Header
+	threads []stream.Thread
 }
 
 func (r *pfRecorder) name(s string) int32 {
@@ -198,30 +202,30 @@ func (r *pfRecorder) name(s string) int32 {
 	return i
 }
 
-func (r *pfRecorder) BeginThread(h *Header, t *Thread) error {
+func (r *pfRecorder) BeginThread(h *stream.Header, t *stream.Thread) error {
 	r.headers, r.threads = append(r.headers, *h), append(r.threads, *t)
 	r.ops = append(r.ops, pfOp{op: 'B', th: int32(len(r.threads) - 1)})
 	return nil
 }
-func (r *pfRecorder) call(op byte, c *Call, d int, self uint64) {
+func (r *pfRecorder) call(op byte, c *engine.Call, d int, self uint64) {
 	r.ops = append(r.ops, pfOp{op: op, depth: int32(d), name: r.name(c.Name), flags: int32(c.Flags),
 		start: c.StartNanos, dur: c.DurNanos, count: self})
 }
-func (r *pfRecorder) Enter(c *Call, d int) error { r.call('E', c, d, 0); return nil }
-func (r *pfRecorder) Exit(c *Call, d int) error  { r.call('X', c, d, c.SelfNanos); return nil }
-func (r *pfRecorder) Mark(m *Mark, d int) error {
+func (r *pfRecorder) Enter(c *engine.Call, d int) error { r.call('E', c, d, 0); return nil }
+func (r *pfRecorder) Exit(c *engine.Call, d int) error  { r.call('X', c, d, c.SelfNanos); return nil }
+func (r *pfRecorder) Mark(m *stream.Mark, d int) error {
 	r.ops = append(r.ops, pfOp{op: 'M', kind: m.Kind, depth: int32(d), start: m.StartNanos, dur: m.DurNanos, count: m.Count})
 	return nil
 }
-func (r *pfRecorder) EndThread() error   { r.ops = append(r.ops, pfOp{op: 'e'}); return nil }
-func (r *pfRecorder) Close(Totals) error { return nil }
+func (r *pfRecorder) EndThread() error          { r.ops = append(r.ops, pfOp{op: 'e'}); return nil }
+func (r *pfRecorder) Close(engine.Totals) error { return nil }
 
 // replay feeds the recorded calls to ts.
-func (r *pfRecorder) replay(ts TreeSink) error {
+func (r *pfRecorder) replay(ts engine.TreeSink) error {
 	var err error
-	var th *Thread
-	var c Call // one Call and Mark, reused: what the pointers passed escape to is allocated once
-	var m Mark
+	var th *stream.Thread
+	var c engine.Call // one Call and Mark, reused: what the pointers passed escape to is allocated once
+	var m stream.Mark
 	for i := range r.ops {
 		o := &r.ops[i]
 		switch o.op {
@@ -229,7 +233,7 @@ func (r *pfRecorder) replay(ts TreeSink) error {
 			th = &r.threads[o.th]
 			err = ts.BeginThread(&r.headers[o.th], th)
 		case 'E', 'X':
-			c = Call{Name: r.names[o.name], StartNanos: o.start, DurNanos: o.dur, Depth: int(o.depth),
+			c = engine.Call{Name: r.names[o.name], StartNanos: o.start, DurNanos: o.dur, Depth: int(o.depth),
 				Flags: int(o.flags), Thread: th}
 			if o.op == 'E' {
 				err = ts.Enter(&c, int(o.depth))
@@ -238,7 +242,7 @@ func (r *pfRecorder) replay(ts TreeSink) error {
 				err = ts.Exit(&c, int(o.depth))
 			}
 		case 'M':
-			m = Mark{Kind: o.kind, StartNanos: o.start, DurNanos: o.dur, Count: o.count, Thread: th}
+			m = stream.Mark{Kind: o.kind, StartNanos: o.start, DurNanos: o.dur, Count: o.count, Thread: th}
 			err = ts.Mark(&m, int(o.depth))
 		case 'e':
 			err = ts.EndThread()
@@ -247,7 +251,7 @@ func (r *pfRecorder) replay(ts TreeSink) error {
 			return err
 		}
 	}
-	return ts.Close(Totals{})
+	return ts.Close(engine.Totals{})
 }
 
 // countWriter counts what is written to it.
@@ -260,22 +264,22 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += len(p); return len(p
 // HuffmanOnly.
 var pfVariants = []struct {
 	name string
-	sink func(io.Writer) *PerfettoSink
+	sink func(io.Writer) *sink.PerfettoSink
 }{
-	{"uncompressed", func(w io.Writer) *PerfettoSink {
-		s := NewPerfettoSink(w, Meta{})
+	{"uncompressed", func(w io.Writer) *sink.PerfettoSink {
+		s := sink.NewPerfettoSink(w, sink.Meta{})
 		s.Uncompressed = true
 		return s
 	}},
-	{"pfdeflate", func(w io.Writer) *PerfettoSink { return NewPerfettoSink(w, Meta{}) }},
-	{"zlib1", func(w io.Writer) *PerfettoSink {
-		s := NewPerfettoSink(w, Meta{})
-		s.level = flate.BestSpeed
+	{"pfdeflate", func(w io.Writer) *sink.PerfettoSink { return sink.NewPerfettoSink(w, sink.Meta{}) }},
+	{"zlib1", func(w io.Writer) *sink.PerfettoSink {
+		s := sink.NewPerfettoSink(w, sink.Meta{})
+		s.Level = flate.BestSpeed
 		return s
 	}},
-	{"huffman", func(w io.Writer) *PerfettoSink {
-		s := NewPerfettoSink(w, Meta{})
-		s.level = flate.HuffmanOnly
+	{"huffman", func(w io.Writer) *sink.PerfettoSink {
+		s := sink.NewPerfettoSink(w, sink.Meta{})
+		s.Level = flate.HuffmanOnly
 		return s
 	}},
 }
@@ -292,11 +296,11 @@ func BenchmarkPerfetto(b *testing.B) {
 	raw, stream := g.raw(), g.stream()
 	g = nil
 	rec := &pfRecorder{}
-	tot, err := Process(bytes.NewReader(raw), Options{MaxDepth: -1}, PreOrder(rec))
+	tot, err := engine.Process(bytes.NewReader(raw), engine.Options{MaxDepth: -1}, engine.PreOrder(rec))
 	if err != nil {
 		b.Fatal(err)
 	}
-	run := func(name string, sink func(w io.Writer) Sink, conv func(Sink) error) {
+	run := func(name string, sink func(w io.Writer) engine.Sink, conv func(engine.Sink) error) {
 		b.Run(name, func(b *testing.B) {
 			var cw countWriter
 			runtime.GC()
@@ -314,26 +318,26 @@ func BenchmarkPerfetto(b *testing.B) {
 			}
 		})
 	}
-	replay := func(s Sink) error { return rec.replay(s.(*PerfettoSink).Needs().Tree) }
-	fromRaw := func(s Sink) error {
-		_, err := Process(bytes.NewReader(raw), Options{MaxDepth: -1}, s)
+	replay := func(s engine.Sink) error { return rec.replay(s.(*sink.PerfettoSink).Needs().Tree) }
+	fromRaw := func(s engine.Sink) error {
+		_, err := engine.Process(bytes.NewReader(raw), engine.Options{MaxDepth: -1}, s)
 		return err
 	}
-	fromStream := func(s Sink) error {
-		_, err := Process(bytes.NewReader(stream), Options{MaxDepth: -1}, s)
+	fromStream := func(s engine.Sink) error {
+		_, err := engine.Process(bytes.NewReader(stream), engine.Options{MaxDepth: -1}, s)
 		return err
 	}
 	for _, v := range pfVariants {
-		sink := func(w io.Writer) Sink { return v.sink(w) }
+		sink := func(w io.Writer) engine.Sink { return v.sink(w) }
 		run("sink/"+v.name, sink, replay)
 		run("raw/"+v.name, sink, fromRaw)
 		run("stream/"+v.name, sink, fromStream)
 	}
-	run("sink/none", func(io.Writer) Sink { return nil }, func(Sink) error { return rec.replay(pfNop{}) })
-	run("raw/none", func(io.Writer) Sink { return PreOrder(pfNop{}) }, fromRaw)
-	run("stream/none", func(io.Writer) Sink { return pfNopSink{} }, fromStream)
-	run("stream/json", func(w io.Writer) Sink {
-		s, _ := NewSink("json", w, Meta{Budget: -1})
+	run("sink/none", func(io.Writer) engine.Sink { return nil }, func(engine.Sink) error { return rec.replay(pfNop{}) })
+	run("raw/none", func(io.Writer) engine.Sink { return engine.PreOrder(pfNop{}) }, fromRaw)
+	run("stream/none", func(io.Writer) engine.Sink { return pfNopSink{} }, fromStream)
+	run("stream/json", func(w io.Writer) engine.Sink {
+		s, _ := NewSink("json", w, sink.Meta{Budget: -1})
 		return s
 	}, fromStream)
 }
@@ -341,22 +345,22 @@ func BenchmarkPerfetto(b *testing.B) {
 // pfNopSink does nothing, in pre-order (as a timeline sink) or not.
 type pfNopSink struct{}
 
-func (pfNopSink) BeginThread(*Header, *Thread) error { return nil }
-func (pfNopSink) Call(*Call) error                   { return nil }
-func (pfNopSink) Skip(int) error                     { return nil }
-func (pfNopSink) Mark(*Mark) error                   { return nil }
-func (pfNopSink) EndThread() error                   { return nil }
-func (pfNopSink) Close(Totals) error                 { return nil }
-func (pfNopSink) Needs() Needs                       { return Needs{Tree: pfNop{}} }
+func (pfNopSink) BeginThread(*stream.Header, *stream.Thread) error { return nil }
+func (pfNopSink) Call(*engine.Call) error                          { return nil }
+func (pfNopSink) Skip(int) error                                   { return nil }
+func (pfNopSink) Mark(*stream.Mark) error                          { return nil }
+func (pfNopSink) EndThread() error                                 { return nil }
+func (pfNopSink) Close(engine.Totals) error                        { return nil }
+func (pfNopSink) Needs() engine.Needs                              { return engine.Needs{Tree: pfNop{}} }
 
 type pfNop struct{}
 
-func (pfNop) BeginThread(*Header, *Thread) error { return nil }
-func (pfNop) Enter(*Call, int) error             { return nil }
-func (pfNop) Exit(*Call, int) error              { return nil }
-func (pfNop) Mark(*Mark, int) error              { return nil }
-func (pfNop) EndThread() error                   { return nil }
-func (pfNop) Close(Totals) error                 { return nil }
+func (pfNop) BeginThread(*stream.Header, *stream.Thread) error { return nil }
+func (pfNop) Enter(*engine.Call, int) error                    { return nil }
+func (pfNop) Exit(*engine.Call, int) error                     { return nil }
+func (pfNop) Mark(*stream.Mark, int) error                     { return nil }
+func (pfNop) EndThread() error                                 { return nil }
+func (pfNop) Close(engine.Totals) error                        { return nil }
 
 // cpuTime is the CPU time the process has used (all its threads), in ns.
 func cpuTime() int64 {

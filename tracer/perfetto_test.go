@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -150,7 +153,7 @@ func pfInflate(t testing.TB, b []byte) ([]byte, int) {
 	compressed := 0
 	for len(b) > 0 {
 		num, wt, n := protowire.ConsumeTag(b)
-		if num != pfTracePacket || wt != protowire.BytesType {
+		if num != sink.PfTracePacket || wt != protowire.BytesType {
 			t.Fatalf("trace: field %d, wire type %d", num, wt)
 		}
 		p, m := protowire.ConsumeBytes(b[n:])
@@ -160,7 +163,7 @@ func pfInflate(t testing.TB, b []byte) ([]byte, int) {
 		whole := b[:n+m]
 		b = b[n+m:]
 		num, wt, n = protowire.ConsumeTag(p)
-		if num != pfPacketCompressed {
+		if num != sink.PfPacketCompressed {
 			out = append(out, whole...)
 			continue
 		}
@@ -180,7 +183,7 @@ func pfInflate(t testing.TB, b []byte) ([]byte, int) {
 		if err != nil {
 			t.Fatalf("compressed packet %d: %v", compressed, err)
 		}
-		if len(inner) == 0 || inner[0] != tagPacket {
+		if len(inner) == 0 || inner[0] != sink.TagPacket {
 			t.Fatalf("compressed packet %d does not start with a packet", compressed)
 		}
 		out = append(out, inner...)
@@ -231,16 +234,16 @@ func pfSequences(t testing.TB, b []byte) []pfPacket {
 		st := seqs[seq]
 		flags := pk.u("sequence_flags")
 		if st == nil {
-			if flags&pfSeqCleared == 0 { // not needed by trace_processor, but what this writer does
+			if flags&sink.PfSeqCleared == 0 { // not needed by trace_processor, but what this writer does
 				t.Fatalf("packet %d: sequence %d does not start by clearing its state", i, seq)
 			}
 			st = &seqState{}
 			seqs[seq] = st
 		}
-		if flags&pfSeqCleared != 0 {
+		if flags&sink.PfSeqCleared != 0 {
 			*st = seqState{valid: true, names: map[uint64]string{}, clocks: map[uint64]*clock{}}
 		}
-		if flags&pfSeqNeedsIncrement != 0 && !st.valid {
+		if flags&sink.PfSeqNeedsIncrement != 0 && !st.valid {
 			t.Fatalf("packet %d: needs sequence %d's state before it is cleared", i, seq)
 		}
 		if d := pk.m("trace_packet_defaults"); d != nil {
@@ -260,7 +263,7 @@ func pfSequences(t testing.TB, b []byte) []pfPacket {
 			var boot, seqc pfMsg
 			for _, c := range cs["clocks"] {
 				switch c := c.(pfMsg); {
-				case c.u("clock_id") == pfClockBoottime:
+				case c.u("clock_id") == sink.PfClockBoottime:
 					boot = c
 				case c.u("clock_id") >= 64 && c.u("clock_id") < 128:
 					seqc = c
@@ -283,7 +286,7 @@ func pfSequences(t testing.TB, b []byte) []pfPacket {
 			}
 			ts := int64(pk.u("timestamp"))
 			switch {
-			case clk == 0 || clk == pfClockBoottime:
+			case clk == 0 || clk == sink.PfClockBoottime:
 				o.ts = ts
 			case st.clocks[clk] != nil:
 				c := st.clocks[clk]
@@ -356,7 +359,7 @@ func pfImport(t testing.TB, b []byte) pfTrace {
 		if ev == nil {
 			continue
 		}
-		if pk.u("sequence_flags") != pfSeqNeedsIncrement {
+		if pk.u("sequence_flags") != sink.PfSeqNeedsIncrement {
 			t.Fatalf("packet %d: an event that does not say it needs the sequence's state", i)
 		}
 		ts := pk.ts
@@ -417,21 +420,21 @@ func pfImport(t testing.TB, b []byte) pfTrace {
 // pfConvert converts raw to Perfetto protobuf (compressed, as written by default, and
 // uncompressed) and to JSON. The compressed trace, inflated, must be the uncompressed one
 // byte for byte.
-func pfConvert(t testing.TB, raw []byte, m Meta) (pb, unc, js []byte) {
+func pfConvert(t testing.TB, raw []byte, m sink.Meta) (pb, unc, js []byte) {
 	var bufs [3]bytes.Buffer
 	for i := range bufs {
-		var s Sink
+		var s engine.Sink
 		switch i {
 		case 0:
 			s, _ = NewSink("perfetto", &bufs[i], m)
 		case 1:
-			ps := NewPerfettoSink(&bufs[i], m)
+			ps := sink.NewPerfettoSink(&bufs[i], m)
 			ps.Uncompressed = true
 			s = ps
 		case 2:
 			s, _ = NewSink("json", &bufs[i], m)
 		}
-		if _, err := Process(bytes.NewReader(raw), Options{MaxDepth: -1}, s); err != nil {
+		if _, err := engine.Process(bytes.NewReader(raw), engine.Options{MaxDepth: -1}, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -503,7 +506,7 @@ func pfSameAsJSON(t testing.TB, p pfTrace, js []byte) {
 // compressed packets); and checks that it means what the JSON of the same trace means.
 func TestPerfettoProto(t *testing.T) {
 	raw := writeSynth(t, append(synthTrace(5, 20000, 500, "", "worker"), synthEdge()))
-	pb, unc, js := pfConvert(t, raw, Meta{Program: "touching"})
+	pb, unc, js := pfConvert(t, raw, sink.Meta{Program: "touching"})
 	for _, b := range [][]byte{pb, unc} {
 		p := pfImport(t, b)
 		if p.process != "touching" || p.pid != 777 {
@@ -541,7 +544,7 @@ func TestPerfettoProto(t *testing.T) {
 // and means what the JSON means.
 func TestPerfettoBytesPerCall(t *testing.T) {
 	g := pfGenerate(11, 60000, 2000, 4)
-	pb, unc, js := pfConvert(t, g.stream(), Meta{})
+	pb, unc, js := pfConvert(t, g.stream(), sink.Meta{})
 	p := pfImport(t, pb)
 	pfSameAsJSON(t, p, js)
 	calls := 0
@@ -567,14 +570,14 @@ func TestPerfettoTwoProcesses(t *testing.T) {
 		buf    *bytes.Buffer
 		format string
 	}{{&pb, "perfetto"}, {&js, "json"}} {
-		s, _ := NewSink(w.format, w.buf, Meta{})
+		s, _ := NewSink(w.format, w.buf, sink.Meta{})
 		for _, pid := range []uint64{10, 20} {
-			th := &Thread{TID: 5, Main: true}
-			s.BeginThread(&Header{PID: pid}, th)
-			s.Call(&Call{Name: "-[A b]", StartNanos: 100 * pid, DurNanos: 50, SelfNanos: 50, Thread: th})
+			th := &stream.Thread{TID: 5, Main: true}
+			s.BeginThread(&stream.Header{PID: pid}, th)
+			s.Call(&engine.Call{Name: "-[A b]", StartNanos: 100 * pid, DurNanos: 50, SelfNanos: 50, Thread: th})
 			s.EndThread()
 		}
-		if err := s.Close(Totals{}); err != nil {
+		if err := s.Close(engine.Totals{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -613,20 +616,20 @@ func TestPerfettoTwoProcesses(t *testing.T) {
 // clock goes on from where it was.
 func TestPerfettoTimeBack(t *testing.T) {
 	var pb bytes.Buffer
-	s := NewPerfettoSink(&pb, Meta{})
+	s := sink.NewPerfettoSink(&pb, sink.Meta{})
 	ts := s.Needs().Tree
-	th := &Thread{TID: 1}
-	ts.BeginThread(&Header{PID: 1}, th)
-	for _, c := range []*Call{
+	th := &stream.Thread{TID: 1}
+	ts.BeginThread(&stream.Header{PID: 1}, th)
+	for _, c := range []*engine.Call{
 		{Name: "a", StartNanos: 1000, DurNanos: 500}, {Name: "b", StartNanos: 900, DurNanos: 2000},
-		{Name: "c", StartNanos: 1600, DurNanos: 0}, {Name: "d", StartNanos: 1600, DurNanos: 1, Flags: FlagUnwound},
+		{Name: "c", StartNanos: 1600, DurNanos: 0}, {Name: "d", StartNanos: 1600, DurNanos: 1, Flags: stream.FlagUnwound},
 	} {
 		ts.Enter(c, 0)
 		ts.Exit(c, 0)
 	}
-	ts.Mark(&Mark{Kind: MarkLost, StartNanos: 1700, Count: 3}, 0)
+	ts.Mark(&stream.Mark{Kind: stream.MarkLost, StartNanos: 1700, Count: 3}, 0)
 	ts.EndThread()
-	if err := ts.Close(Totals{}); err != nil {
+	if err := ts.Close(engine.Totals{}); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -646,10 +649,10 @@ func TestPerfettoTimeBack(t *testing.T) {
 // compress (stored, never much bigger than they are).
 func TestPerfettoDeflate(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	var df pfDeflater
+	var df sink.PfDeflater
 	for round := 0; round < 200; round++ {
 		var raw []byte
-		var pkts []pfPkt
+		var pkts []sink.PfPkt
 		n := r.IntN(3000)
 		if round%10 == 0 {
 			n = 20000
@@ -671,7 +674,7 @@ func TestPerfettoDeflate(t *testing.T) {
 					p[k] = byte(r.IntN(1 + r.IntN(256)))
 				}
 			}
-			pkts = append(pkts, pfPkt{pos: uint32(len(raw)), shape: uint32(r.IntN(4)<<8 | min(len(p), 255)), iid: uint32(r.IntN(50))})
+			pkts = append(pkts, sink.PfPkt{Pos: uint32(len(raw)), Shape: uint32(r.IntN(4)<<8 | min(len(p), 255)), IID: uint32(r.IntN(50))})
 			raw = append(raw, p...)
 			prev = p
 		}
@@ -680,7 +683,7 @@ func TestPerfettoDeflate(t *testing.T) {
 				raw[k] = byte(144 + r.IntN(112))
 			}
 		}
-		z := df.compress(nil, raw, pkts)
+		z := df.Compress(nil, raw, pkts)
 		if len(z) > len(raw)+64+5*(len(raw)/65535+1) {
 			t.Errorf("round %d: %d bytes compressed to %d", round, len(raw), len(z))
 		}
@@ -714,7 +717,7 @@ func TestPfAdler32(t *testing.T) {
 					p[i] = byte(fill)
 				}
 			}
-			if got, want := pfAdler32(p), adler32.Checksum(p); got != want {
+			if got, want := sink.PfAdler32(p), adler32.Checksum(p); got != want {
 				t.Fatalf("%d bytes (fill %d): %#x, want %#x", n, fill, got, want)
 			}
 		}

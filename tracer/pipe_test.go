@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
 )
 
 // failSink fails its n-th call (and every later one), as a sink whose disk fills up does.
@@ -14,7 +17,7 @@ type failSink struct {
 
 var errSinkFull = errors.New("sink: no space left")
 
-func (s *failSink) Call(*Call) error {
+func (s *failSink) Call(*engine.Call) error {
 	s.calls++
 	if s.calls >= s.n {
 		return errSinkFull
@@ -27,11 +30,11 @@ func (s *failSink) Call(*Call) error {
 // pass 1 on analyser goroutines), at the first call or deep into the trace, and the
 // conversion's goroutines end (the test would hang otherwise).
 func TestSinkErrorStopsConversion(t *testing.T) {
-	for _, calls := range []int{20_000, 2 * pipeMin} {
+	for _, calls := range []int{20_000, 2 * engine.PipeMin} {
 		g := gen(t, genOpts{seed: 3, pid: 1, threads: 3, perTh: calls / 3, frameEvents: 2046, line: line24MHz, marks: true})
 		for _, n := range []int{1, calls / 2} {
 			s := &failSink{n: n}
-			_, err := ProcessStreams([]Input{{R: bytes.NewReader(g.b), Size: int64(len(g.b))}}, Options{MaxDepth: -1}, s)
+			_, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(g.b), Size: int64(len(g.b))}}, engine.Options{MaxDepth: -1}, s)
 			if !errors.Is(err, errSinkFull) {
 				t.Errorf("%d calls, failing at call %d: %v", calls, n, err)
 			}
@@ -47,11 +50,11 @@ func TestParallelPass1SameOutput(t *testing.T) {
 	b := bytes.Clone(g.b)
 	b[len(b)/2] ^= 0x40 // a bad frame: skipped by both, the same way
 	convert := func(parMin int64, format string) []byte {
-		defer func(v int64) { parallelPass1Min = v }(parallelPass1Min)
-		parallelPass1Min = parMin
+		defer func(v int64) { engine.ParallelPass1Min = v }(engine.ParallelPass1Min)
+		engine.ParallelPass1Min = parMin
 		var out bytes.Buffer
-		s := newSink(t, format, &out, Meta{TimeNanos: 1})
-		tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s)
+		s := newSink(t, format, &out, sink.Meta{TimeNanos: 1})
+		tot, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, engine.Options{MaxDepth: -1}, s)
 		if err != nil || tot.BadFrames == 0 {
 			t.Fatalf("%s: %v, %+v", format, err, tot)
 		}

@@ -9,6 +9,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/report"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // rnode is a call of a test trace, times in ms (ticks are ns).
@@ -31,7 +35,7 @@ type rthread struct {
 	main  bool
 	name  string
 	roots []*rnode
-	marks []StreamEvent // Type EventMark, ticks in ns
+	marks []stream.StreamEvent // Type EventMark, ticks in ns
 }
 
 // reportStream writes one process's stream: threads' calls in the order they ended, marks
@@ -39,9 +43,9 @@ type rthread struct {
 func reportStream(t *testing.T, pid uint64, endMS float64, threads ...rthread) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	w := NewStreamWriter(&b)
-	w.Process(StreamProcess{PID: pid, Name: "app"})
-	w.Clock(ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
+	w := stream.NewStreamWriter(&b)
+	w.Process(stream.StreamProcess{PID: pid, Name: "app"})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
 	ids := map[string]uint64{}
 	id := func(name string) uint64 {
 		if v, ok := ids[name]; ok {
@@ -52,28 +56,28 @@ func reportStream(t *testing.T, pid uint64, endMS float64, threads ...rthread) [
 		cls, sel, _ := strings.Cut(strings.Trim(name[1:], "[]"), " ")
 		fl := uint64(0)
 		if name[0] == '+' {
-			fl = MethodClass
+			fl = stream.MethodClass
 		}
-		w.Methods(StreamMethod{ID: v, Flags: fl, Class: cls, Selector: sel})
+		w.Methods(stream.StreamMethod{ID: v, Flags: fl, Class: cls, Selector: sel})
 		return v
 	}
 	for _, th := range threads {
 		fl := uint64(0)
 		if th.main {
-			fl = ThreadMain
+			fl = stream.ThreadMain
 		}
-		w.Thread(StreamThread{TID: th.tid, Flags: fl, Name: th.name})
-		var evs []StreamEvent
+		w.Thread(stream.StreamThread{TID: th.tid, Flags: fl, Name: th.name})
+		var evs []stream.StreamEvent
 		var post func(n *rnode, depth uint64)
 		post = func(n *rnode, depth uint64) {
 			for _, k := range n.kids {
 				post(k, depth+1)
 			}
-			typ := EventCall
+			typ := stream.EventCall
 			if n.unwound {
-				typ = EventUnwound
+				typ = stream.EventUnwound
 			}
-			evs = append(evs, StreamEvent{Type: typ, ID: id(n.name), Start: uint64(n.start * ms), End: uint64(n.end * ms), Depth: depth})
+			evs = append(evs, stream.StreamEvent{Type: typ, ID: id(n.name), Start: uint64(n.start * ms), End: uint64(n.end * ms), Depth: depth})
 		}
 		for _, r := range th.roots {
 			post(r, 0)
@@ -84,31 +88,31 @@ func reportStream(t *testing.T, pid uint64, endMS float64, threads ...rthread) [
 			t.Fatal(err)
 		}
 	}
-	w.Clock(ClockSample{Tick: uint64(endMS * ms), MonoNanos: 1e9 + uint64(endMS*ms), RateNum: 1, RateDen: 1})
-	w.End(StreamCounters{})
+	w.Clock(stream.ClockSample{Tick: uint64(endMS * ms), MonoNanos: 1e9 + uint64(endMS*ms), RateNum: 1, RateDen: 1})
+	w.End(stream.StreamCounters{})
 	if w.Err() != nil {
 		t.Fatal(w.Err())
 	}
 	return b.Bytes()
 }
 
-func reportOf(t *testing.T, opt ReportOptions, streams ...[]byte) *Report {
+func reportOf(t *testing.T, opt report.ReportOptions, streams ...[]byte) *report.Report {
 	t.Helper()
-	var ins []Input
+	var ins []engine.Input
 	for _, s := range streams {
-		ins = append(ins, Input{R: bytes.NewReader(s), Size: int64(len(s))})
+		ins = append(ins, engine.Input{R: bytes.NewReader(s), Size: int64(len(s))})
 	}
-	s := NewReportSink(opt)
-	if _, err := ProcessStreams(ins, Options{MaxDepth: -1}, s); err != nil {
+	s := report.NewReportSink(opt)
+	if _, err := engine.ProcessStreams(ins, engine.Options{MaxDepth: -1}, s); err != nil {
 		t.Fatal(err)
 	}
 	return s.Report()
 }
 
-func callKeys(cs []ReportCall) []string {
+func callKeys(cs []report.ReportCall) []string {
 	var out []string
 	for _, c := range cs {
-		out = append(out, c.Thread+" "+c.Method+" in "+StackString(c.Stack))
+		out = append(out, c.Thread+" "+c.Method+" in "+report.StackString(c.Stack))
 	}
 	return out
 }
@@ -130,15 +134,15 @@ func TestReport(t *testing.T) {
 		rn("-[App spin]", 300, 400,
 			rn("-[NSRunLoop runMode:beforeDate:]", 300, 350, rn("-[Timer fire]", 300, 310)),
 			rn("-[NSRunLoop runMode:beforeDate:]", 350, 400, rn("-[Timer fire]", 350, 360))),
-	}, marks: []StreamEvent{{Type: EventMark, ID: uint64(MarkWait), Start: 20 * ms, End: 25 * ms}}}
+	}, marks: []stream.StreamEvent{{Type: stream.EventMark, ID: uint64(stream.MarkWait), Start: 20 * ms, End: 25 * ms}}}
 	visit := rn("-[Node visit]", 110, 140, rn("-[Node visit]", 111, 130, rn("-[Node visit]", 112, 120)))
 	boom := rn("-[Worker boom]", 140, 141)
 	boom.unwound = true
 	worker := rthread{tid: 2, name: "worker", roots: []*rnode{
 		rn("-[Worker main]", 0, 300, rn("-[Worker crunch]", 0, 100), rn("-[Worker crunch]", 100, 110), visit, boom),
-	}, marks: []StreamEvent{{Type: EventMark, ID: uint64(MarkLost), Start: 301 * ms, End: 302 * ms, Count: 7}}}
+	}, marks: []stream.StreamEvent{{Type: stream.EventMark, ID: uint64(stream.MarkLost), Start: 301 * ms, End: 302 * ms, Count: 7}}}
 	stream := reportStream(t, 42, 500, mainTh, worker)
-	rep := reportOf(t, ReportOptions{}, stream)
+	rep := reportOf(t, report.ReportOptions{}, stream)
 
 	if got, want := callKeys(rep.Hitches), []string{"main -[Loader load] in +[App run] > -[App frame:]", "main -[App frame:] in +[App run]"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("hitches %q, want %q", got, want)
@@ -151,7 +155,7 @@ func TestReport(t *testing.T) {
 		if h.DurNanos != 50*ms || h.SelfNanos != 46.5*ms || h.WaitNanos != 5*ms || h.PID != 42 || h.TID != 1 || h.StartNanos != 12*ms {
 			t.Errorf("hitch %+v", h)
 		}
-		if want := []ChildStat{{"-[Parser parse:]", 3, 3 * ms}, {"-[Cache put:]", 1, ms / 2}}; !reflect.DeepEqual(h.Children, want) {
+		if want := []report.ChildStat{{Method: "-[Parser parse:]", Calls: 3, DurNanos: 3 * ms}, {Method: "-[Cache put:]", Calls: 1, DurNanos: ms / 2}}; !reflect.DeepEqual(h.Children, want) {
 			t.Errorf("children %+v, want %+v", h.Children, want)
 		}
 	}
@@ -161,7 +165,7 @@ func TestReport(t *testing.T) {
 	if rep.Longest[0].Method != "-[Worker main]" || rep.Longest[1].Method != "+[App run]" || len(rep.Longest) != 10 {
 		t.Errorf("longest %q", callKeys(rep.Longest))
 	}
-	var mainR, workerR *ThreadReport
+	var mainR, workerR *report.ThreadReport
 	for i := range rep.Threads {
 		switch rep.Threads[i].Name {
 		case "main":
@@ -177,14 +181,14 @@ func TestReport(t *testing.T) {
 	if mainR.Calls != 19 || mainR.BusyNanos != 122*ms || mainR.IdleNanos != 178*ms || mainR.Hitches != 2 {
 		t.Errorf("main: %d calls, busy %d, idle %d, %d hitches", mainR.Calls, mainR.BusyNanos, mainR.IdleNanos, mainR.Hitches)
 	}
-	find := func(ms []MethodStat, name string) MethodStat {
+	find := func(ms []report.MethodStat, name string) report.MethodStat {
 		for _, m := range ms {
 			if m.Method == name {
 				return m
 			}
 		}
 		t.Errorf("%s not listed", name)
-		return MethodStat{}
+		return report.MethodStat{}
 	}
 	if v := find(workerR.Methods.ByTotal, "-[Node visit]"); v.Calls != 3 || v.TotalNanos != 30*ms || v.SelfNanos != 30*ms {
 		t.Errorf("recursive -[Node visit]: %+v", v)
@@ -195,7 +199,7 @@ func TestReport(t *testing.T) {
 	if v := find(rep.Methods.ByCalls, "-[App frame:]"); v.Calls != 3 || v.TotalNanos != 100*ms {
 		t.Errorf("-[App frame:] %+v", v)
 	}
-	if workerR.Unwound != 1 || rep.Unwound != 1 || workerR.Lost != 7 || rep.Losses.Lost != (MarkStat{1, 7}) ||
+	if workerR.Unwound != 1 || rep.Unwound != 1 || workerR.Lost != 7 || rep.Losses.Lost != (report.MarkStat{Marks: 1, Calls: 7}) ||
 		rep.Losses.Waits.Count != 1 || rep.Losses.Waits.Nanos != 5*ms {
 		t.Errorf("unwound %d/%d, lost %d, losses %+v", workerR.Unwound, rep.Unwound, workerR.Lost, rep.Losses)
 	}
@@ -227,12 +231,12 @@ func TestReport(t *testing.T) {
 	}
 
 	// a tighter budget: the timers' 10 ms and the first frame's 4 ms layout too; 3 listed
-	rep = reportOf(t, ReportOptions{BudgetNanos: 3 * ms, Top: 3}, stream)
+	rep = reportOf(t, report.ReportOptions{BudgetNanos: 3 * ms, Top: 3}, stream)
 	if got, want := callKeys(rep.Hitches), []string{"main -[Loader load] in +[App run] > -[App frame:]", "main -[App frame:] in +[App run]", "main -[Timer fire] in -[App spin] > -[NSRunLoop runMode:beforeDate:]"}; !reflect.DeepEqual(got, want) || rep.HitchCount != 5 {
 		t.Errorf("3 ms budget: %d hitches %q, want %q", rep.HitchCount, got, want)
 	}
 	// without idle patterns, the run loop's waits are work: its iterations are hitches
-	rep = reportOf(t, ReportOptions{Idle: []string{}}, stream)
+	rep = reportOf(t, report.ReportOptions{Idle: []string{}}, stream)
 	if rep.HitchCount != 5 || rep.Hitches[0].Method != "-[NSRunLoop runMode:beforeDate:]" || rep.Hitches[0].DurNanos != 100*ms {
 		t.Errorf("no idle patterns: %q", callKeys(rep.Hitches))
 	}
@@ -243,15 +247,15 @@ func TestReport(t *testing.T) {
 func TestReportOpenAndProcesses(t *testing.T) {
 	a := reportStream(t, 10, 500, rthread{tid: 10, main: true, roots: []*rnode{rn("-[A spin]", 0, 20)}})
 	var b bytes.Buffer
-	w := NewStreamWriter(&b)
-	w.Process(StreamProcess{PID: 20, Name: "child"})
-	w.Clock(ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
-	w.Methods(StreamMethod{ID: 1, Class: "B", Selector: "hang"}, StreamMethod{ID: 2, Class: "B", Selector: "step"})
-	w.Thread(StreamThread{TID: 20, Flags: ThreadMain})
-	w.Events(20, 0, []StreamEvent{{ID: 2, Start: 1 * ms, End: 2 * ms, Depth: 1}})
-	w.Open(20, 100*ms, []OpenCall{{ID: 1, Start: 0, Depth: 0}})
-	w.Clock(ClockSample{Tick: 300 * ms, MonoNanos: 1e9 + 300*ms, RateNum: 1, RateDen: 1})
-	rep := reportOf(t, ReportOptions{}, a, b.Bytes())
+	w := stream.NewStreamWriter(&b)
+	w.Process(stream.StreamProcess{PID: 20, Name: "child"})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
+	w.Methods(stream.StreamMethod{ID: 1, Class: "B", Selector: "hang"}, stream.StreamMethod{ID: 2, Class: "B", Selector: "step"})
+	w.Thread(stream.StreamThread{TID: 20, Flags: stream.ThreadMain})
+	w.Events(20, 0, []stream.StreamEvent{{ID: 2, Start: 1 * ms, End: 2 * ms, Depth: 1}})
+	w.Open(20, 100*ms, []stream.OpenCall{{ID: 1, Start: 0, Depth: 0}})
+	w.Clock(stream.ClockSample{Tick: 300 * ms, MonoNanos: 1e9 + 300*ms, RateNum: 1, RateDen: 1})
+	rep := reportOf(t, report.ReportOptions{}, a, b.Bytes())
 	if got := callKeys(rep.Hitches); len(got) != 2 || got[0] != "main -[B hang] in " || got[1] != "main -[A spin] in " {
 		t.Fatalf("hitches %q", got)
 	}
@@ -267,13 +271,13 @@ func TestReportOpenAndProcesses(t *testing.T) {
 // rest together.
 func TestReportBoundedChildren(t *testing.T) {
 	root := rn("-[Big run]", 0, 100)
-	for i := 0; i < maxKids+10; i++ {
+	for i := 0; i < report.MaxKids+10; i++ {
 		name := "-[K m" + strings.Repeat("x", i) + "]"
 		root.kids = append(root.kids, rn(name, float64(i), float64(i)+0.5))
 	}
-	rep := reportOf(t, ReportOptions{Children: 100}, reportStream(t, 1, 200, rthread{tid: 1, main: true, roots: []*rnode{root}}))
+	rep := reportOf(t, report.ReportOptions{Children: 100}, reportStream(t, 1, 200, rthread{tid: 1, main: true, roots: []*rnode{root}}))
 	h := rep.Hitches[0]
-	if len(h.Children) != maxKids+1 || h.Children[0] != (ChildStat{OtherChildren, 10, 5 * ms}) {
+	if len(h.Children) != report.MaxKids+1 || h.Children[0] != (report.ChildStat{Method: report.OtherChildren, Calls: 10, DurNanos: 5 * ms}) {
 		t.Errorf("%d children, heaviest %+v", len(h.Children), h.Children[0])
 	}
 }
@@ -317,11 +321,11 @@ func TestWithPID(t *testing.T) {
 
 // enterBlind passes calls on with what is only final at Exit (duration, self time, flags)
 // scrambled at Enter, as an engine that streams calls may have them.
-type enterBlind struct{ TreeSink }
+type enterBlind struct{ engine.TreeSink }
 
-func (e enterBlind) Enter(c *Call, depth int) error {
+func (e enterBlind) Enter(c *engine.Call, depth int) error {
 	x := *c
-	x.DurNanos, x.SelfNanos, x.Flags = 1<<62, 1<<61, FlagOpen|FlagUnwound
+	x.DurNanos, x.SelfNanos, x.Flags = 1<<62, 1<<61, stream.FlagOpen|stream.FlagUnwound
 	return e.TreeSink.Enter(&x, depth)
 }
 
@@ -332,10 +336,10 @@ func TestReportReadsAtExit(t *testing.T) {
 		rn("+[App run]", 0, 100, rn("-[A b]", 0, 40, rn("-[A c]", 1, 2)), rn("-[A b]", 50, 60)),
 	}}
 	stream := reportStream(t, 1, 200, mainTh)
-	in := []Input{{R: bytes.NewReader(stream), Size: int64(len(stream))}}
-	want := reportOf(t, ReportOptions{}, stream)
-	s := NewReportSink(ReportOptions{})
-	if _, err := ProcessStreams(in, Options{MaxDepth: -1}, PreOrder(enterBlind{s.Needs().Tree})); err != nil {
+	in := []engine.Input{{R: bytes.NewReader(stream), Size: int64(len(stream))}}
+	want := reportOf(t, report.ReportOptions{}, stream)
+	s := report.NewReportSink(report.ReportOptions{})
+	if _, err := engine.ProcessStreams(in, engine.Options{MaxDepth: -1}, engine.PreOrder(enterBlind{s.Needs().Tree})); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := json.Marshal(want)
@@ -343,11 +347,11 @@ func TestReportReadsAtExit(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Errorf("report with calls scrambled at Enter:\n%s\nwant\n%s", b, a)
 	}
-	p := NewProfileSink()
-	if _, err := ProcessStreams(in, Options{MaxDepth: -1}, PreOrder(enterBlind{p.Needs().Tree})); err != nil {
+	p := report.NewProfileSink()
+	if _, err := engine.ProcessStreams(in, engine.Options{MaxDepth: -1}, engine.PreOrder(enterBlind{p.Needs().Tree})); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Profile().Methods["-[A b]"]; got != (MethodStat{"-[A b]", 2, 49 * ms, 50 * ms, false, ""}) {
+	if got := p.Profile().Methods["-[A b]"]; got != (report.MethodStat{Method: "-[A b]", Calls: 2, SelfNanos: 49 * ms, TotalNanos: 50 * ms, Idle: false, Display: ""}) {
 		t.Errorf("profile: %+v", got)
 	}
 	if _, ok := p.Profile().Edges[[2]string{"-[A b]", "-[A c]"}]; !ok || len(p.Profile().Edges) != 2 {
@@ -359,31 +363,31 @@ func TestReportReadsAtExit(t *testing.T) {
 // caller and three callees (of 40 distinct methods), written in the order they ended.
 func runLoopStream(t *testing.T, n int) []byte {
 	var b bytes.Buffer
-	w := NewStreamWriter(&b)
-	w.Process(StreamProcess{PID: 1, Name: "loop"})
-	w.Clock(ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
+	w := stream.NewStreamWriter(&b)
+	w.Process(stream.StreamProcess{PID: 1, Name: "loop"})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
 	for i := uint64(1); i <= 41; i++ {
-		w.Methods(StreamMethod{ID: i, Class: "C", Selector: fmt.Sprintf("m%d", i)})
+		w.Methods(stream.StreamMethod{ID: i, Class: "C", Selector: fmt.Sprintf("m%d", i)})
 	}
-	w.Thread(StreamThread{TID: 1, Flags: ThreadMain})
-	var evs []StreamEvent
+	w.Thread(stream.StreamThread{TID: 1, Flags: stream.ThreadMain})
+	var evs []stream.StreamEvent
 	prev, tick := uint64(0), uint64(10)
 	for i := 0; i < n/4; i++ {
 		start := tick
 		for k := uint64(0); k < 3; k++ {
-			evs = append(evs, StreamEvent{ID: 2 + (uint64(i)*3+k)%40, Start: tick, End: tick + 5 + k, Depth: 2})
+			evs = append(evs, stream.StreamEvent{ID: 2 + (uint64(i)*3+k)%40, Start: tick, End: tick + 5 + k, Depth: 2})
 			tick += 6 + k
 		}
-		evs = append(evs, StreamEvent{ID: 2 + uint64(i)%40, Start: start, End: tick + 1, Depth: 1})
+		evs = append(evs, stream.StreamEvent{ID: 2 + uint64(i)%40, Start: start, End: tick + 1, Depth: 1})
 		tick += 2
 		if len(evs) > 4000 {
 			prev, _ = w.Events(1, prev, evs)
 			evs = evs[:0]
 		}
 	}
-	evs = append(evs, StreamEvent{ID: 1, Start: 5, End: tick + 1, Depth: 0})
+	evs = append(evs, stream.StreamEvent{ID: 1, Start: 5, End: tick + 1, Depth: 0})
 	w.Events(1, prev, evs)
-	w.End(StreamCounters{})
+	w.End(stream.StreamCounters{})
 	if w.Err() != nil {
 		t.Fatal(w.Err())
 	}
@@ -396,17 +400,17 @@ func TestReportMemory(t *testing.T) {
 	small, big := runLoopStream(t, 100_000), runLoopStream(t, 1_000_000)
 	for _, c := range []struct {
 		name string
-		sink func() Sink
+		sink func() engine.Sink
 	}{
-		{"report", func() Sink { return NewReportSink(ReportOptions{}) }},
-		{"profile", func() Sink { return NewProfileSink() }},
+		{"report", func() engine.Sink { return report.NewReportSink(report.ReportOptions{}) }},
+		{"profile", func() engine.Sink { return report.NewProfileSink() }},
 	} {
-		alloc := func(b []byte) (uint64, Sink) {
+		alloc := func(b []byte) (uint64, engine.Sink) {
 			var m0, m1 runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&m0)
 			s := c.sink()
-			if _, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s); err != nil {
+			if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, engine.Options{MaxDepth: -1}, s); err != nil {
 				t.Fatal(err)
 			}
 			runtime.ReadMemStats(&m1)
@@ -418,7 +422,7 @@ func TestReportMemory(t *testing.T) {
 		if b > a+4<<20 {
 			t.Errorf("%s: allocated %d bytes for 1 M calls, %d for 100 k", c.name, b, a)
 		}
-		if r, ok := s.(*ReportSink); ok && (r.Report().Recorder.Calls != 1_000_001 || len(r.Report().AllMethods()) != 41) {
+		if r, ok := s.(*report.ReportSink); ok && (r.Report().Recorder.Calls != 1_000_001 || len(r.Report().AllMethods()) != 41) {
 			t.Errorf("report of 1 M calls: %+v", r.Report().Recorder)
 		}
 	}

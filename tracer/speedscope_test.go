@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
 )
 
 // speedscopeFile is the part of speedscope's file format (file-format-schema.json) written.
@@ -30,7 +33,7 @@ type speedscopeFile struct {
 func TestSpeedscopeFile(t *testing.T) {
 	ts := append(synthTrace(9, 20000, 500, "", "worker"), synthEdge())
 	var out bytes.Buffer
-	if _, err := Process(bytes.NewReader(writeSynth(t, ts)), Options{MaxDepth: -1}, NewSpeedscopeSink(&out, Meta{Path: "/bin/app"})); err != nil {
+	if _, err := engine.Process(bytes.NewReader(writeSynth(t, ts)), engine.Options{MaxDepth: -1}, sink.NewSpeedscopeSink(&out, sink.Meta{Path: "/bin/app"})); err != nil {
 		t.Fatal(err)
 	}
 	var f speedscopeFile
@@ -96,7 +99,7 @@ func TestSpeedscopeFile(t *testing.T) {
 func TestFoldedThreads(t *testing.T) {
 	var out bytes.Buffer
 	edge := synthEdge()
-	if _, err := Process(bytes.NewReader(writeSynth(t, []synthThread{edge})), Options{MaxDepth: -1}, NewFoldedSink(&out)); err != nil {
+	if _, err := engine.Process(bytes.NewReader(writeSynth(t, []synthThread{edge})), engine.Options{MaxDepth: -1}, sink.NewFoldedSink(&out)); err != nil {
 		t.Fatal(err)
 	}
 	n := func(a, b uint64) uint64 { return ns(b) - ns(a) }

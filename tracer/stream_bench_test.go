@@ -7,6 +7,9 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // writeBigBoth writes the same n calls (8 threads, balanced trees 8 deep, 64 classes x 64
@@ -24,20 +27,20 @@ func writeBigBoth(b *testing.B, n int) (raw, strm string) {
 		b.Fatal(err)
 	}
 	bw := bufio.NewWriterSize(sf, 1<<20)
-	rw := NewWriter(rf, Header{PID: 1, TickNum: 125, TickDen: 3, BaseTick: 0})
-	sw := NewStreamWriter(bw)
-	sw.Process(StreamProcess{PID: 1, Name: "bench"})
-	sw.Clock(ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 125, RateDen: 3})
-	var names []NameEntry
-	var methods []StreamMethod
+	rw := stream.NewWriter(rf, stream.Header{PID: 1, TickNum: 125, TickDen: 3, BaseTick: 0})
+	sw := stream.NewStreamWriter(bw)
+	sw.Process(stream.StreamProcess{PID: 1, Name: "bench"})
+	sw.Clock(stream.ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 125, RateDen: 3})
+	var names []stream.NameEntry
+	var methods []stream.StreamMethod
 	cls := func(i uint64) string { return "Class" + string(rune('A'+i%26)) + string(rune('a'+i/26)) }
 	sel := func(i uint64) string { return "selector" + string(rune('a'+i%26)) + ":with:" }
 	for i := uint64(0); i < 64; i++ {
-		names = append(names, NameEntry{0x100000 + i*0x100, NameClass, cls(i)}, NameEntry{0x900000 + i*8, NameSelector, sel(i)})
+		names = append(names, stream.NameEntry{Key: 0x100000 + i*0x100, Kind: stream.NameClass, Name: cls(i)}, stream.NameEntry{Key: 0x900000 + i*8, Kind: stream.NameSelector, Name: sel(i)})
 	}
 	for c := uint64(0); c < 64; c++ {
 		for s := uint64(0); s < 64; s++ {
-			methods = append(methods, StreamMethod{ID: 1 + c*64 + s, Class: cls(c), Selector: sel(s)})
+			methods = append(methods, stream.StreamMethod{ID: 1 + c*64 + s, Class: cls(c), Selector: sel(s)})
 		}
 	}
 	rw.WriteNames(names)
@@ -45,12 +48,12 @@ func writeBigBoth(b *testing.B, n int) (raw, strm string) {
 	const threads = 8
 	per := n / threads / 255 * 255
 	type th struct {
-		recs []Record
-		evs  []StreamEvent
+		recs []stream.Record
+		evs  []stream.StreamEvent
 	}
 	all := make([]th, threads)
 	for t := range all {
-		sw.Thread(StreamThread{TID: uint64(1000 + t), Flags: uint64(min(t, 1) ^ 1)})
+		sw.Thread(stream.StreamThread{TID: uint64(1000 + t), Flags: uint64(min(t, 1) ^ 1)})
 		tick, count := uint64(0), 0
 		var emit func(depth uint64)
 		emit = func(depth uint64) {
@@ -64,13 +67,13 @@ func writeBigBoth(b *testing.B, n int) (raw, strm string) {
 			i := uint64(count)
 			count++
 			c, s := i%64, i/64%64
-			all[t].recs = append(all[t].recs, Record{Start: start, End: tick, Class: (0x100000 + c*0x100) | depth<<48, Sel: 0x900000 + s*8})
-			all[t].evs = append(all[t].evs, StreamEvent{Type: EventCall, ID: 1 + c*64 + s, Start: start, End: tick, Depth: depth})
+			all[t].recs = append(all[t].recs, stream.Record{Start: start, End: tick, Class: (0x100000 + c*0x100) | depth<<48, Sel: 0x900000 + s*8})
+			all[t].evs = append(all[t].evs, stream.StreamEvent{Type: stream.EventCall, ID: 1 + c*64 + s, Start: start, End: tick, Depth: depth})
 		}
 		for count < per {
 			emit(0)
 		}
-		rw.WriteThread(Thread{TID: uint64(1000 + t), Main: t == 0}, all[t].recs)
+		rw.WriteThread(stream.Thread{TID: uint64(1000 + t), Main: t == 0}, all[t].recs)
 		all[t].recs = nil
 	}
 	prev := make([]uint64, threads)
@@ -86,7 +89,7 @@ func writeBigBoth(b *testing.B, n int) (raw, strm string) {
 			all[t].evs = all[t].evs[k:]
 		}
 	}
-	sw.End(StreamCounters{Calls: uint64(per * threads)})
+	sw.End(stream.StreamCounters{Calls: uint64(per * threads)})
 	if err := rw.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -101,13 +104,13 @@ func writeBigBoth(b *testing.B, n int) (raw, strm string) {
 // nopSink takes calls and does nothing: what is measured is reading.
 type nopSink struct{}
 
-func (nopSink) BeginThread(*Header, *Thread) error { return nil }
-func (nopSink) Call(*Call) error                   { return nil }
-func (nopSink) Needs() Needs                       { return Needs{} }
-func (nopSink) Skip(int) error                     { return nil }
-func (nopSink) Mark(*Mark) error                   { return nil }
-func (nopSink) EndThread() error                   { return nil }
-func (nopSink) Close(Totals) error                 { return nil }
+func (nopSink) BeginThread(*stream.Header, *stream.Thread) error { return nil }
+func (nopSink) Call(*engine.Call) error                          { return nil }
+func (nopSink) Needs() engine.Needs                              { return engine.Needs{} }
+func (nopSink) Skip(int) error                                   { return nil }
+func (nopSink) Mark(*stream.Mark) error                          { return nil }
+func (nopSink) EndThread() error                                 { return nil }
+func (nopSink) Close(engine.Totals) error                        { return nil }
 
 // BenchmarkStreamDecode reads 4,000,000 calls from a strm file and the same calls from a
 // raw v1 dump, in the same run, into a sink that does nothing: calls/s of each, their ratio,
@@ -128,7 +131,7 @@ func BenchmarkStreamDecode(b *testing.B) {
 			var m0, m1 runtime.MemStats
 			runtime.ReadMemStats(&m0)
 			t0 := time.Now()
-			tot, err := Process(f, Options{MaxDepth: -1}, nopSink{})
+			tot, err := engine.Process(f, engine.Options{MaxDepth: -1}, nopSink{})
 			d := time.Since(t0)
 			runtime.ReadMemStats(&m1)
 			f.Close()

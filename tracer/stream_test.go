@@ -12,6 +12,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // gotCall is a call as a sink received it.
@@ -24,17 +28,17 @@ type gotCall struct {
 
 // collectSink keeps everything it is given.
 type collectSink struct {
-	hdr     *Header
-	thread  *Thread
-	threads []Thread
+	hdr     *stream.Header
+	thread  *stream.Thread
+	threads []stream.Thread
 	progs   map[uint64]string
 	calls   []gotCall
-	marks   []Mark
-	tot     Totals
+	marks   []stream.Mark
+	tot     engine.Totals
 	closed  bool
 }
 
-func (s *collectSink) BeginThread(h *Header, t *Thread) error {
+func (s *collectSink) BeginThread(h *stream.Header, t *stream.Thread) error {
 	if s.progs == nil {
 		s.progs = map[uint64]string{}
 	}
@@ -43,20 +47,20 @@ func (s *collectSink) BeginThread(h *Header, t *Thread) error {
 	s.threads = append(s.threads, *t)
 	return nil
 }
-func (s *collectSink) Call(c *Call) error {
+func (s *collectSink) Call(c *engine.Call) error {
 	s.calls = append(s.calls, gotCall{s.hdr.PID, c.Thread.TID, c.Name, c.StartNanos, c.DurNanos, c.SelfNanos, c.Depth, c.Flags})
 	return nil
 }
-func (s *collectSink) Needs() Needs   { return Needs{} }
-func (s *collectSink) Skip(int) error { return nil }
-func (s *collectSink) Mark(m *Mark) error {
+func (s *collectSink) Needs() engine.Needs { return engine.Needs{} }
+func (s *collectSink) Skip(int) error      { return nil }
+func (s *collectSink) Mark(m *stream.Mark) error {
 	mm := *m
 	mm.Thread = nil
 	s.marks = append(s.marks, mm)
 	return nil
 }
-func (s *collectSink) EndThread() error     { return nil }
-func (s *collectSink) Close(t Totals) error { s.tot, s.closed = t, true; return nil }
+func (s *collectSink) EndThread() error            { return nil }
+func (s *collectSink) Close(t engine.Totals) error { s.tot, s.closed = t, true; return nil }
 
 // genStream is a generated stream and what a reader must make of it.
 type genStream struct {
@@ -73,7 +77,7 @@ type genStream struct {
 type genFrame struct {
 	off, end int
 	tid      uint64
-	evs      []StreamEvent
+	evs      []stream.StreamEvent
 }
 
 // genLine is the process's clock: mono = mono0 + (tick - tick0) * num / den, exactly at
@@ -95,8 +99,8 @@ type genOpts struct {
 }
 
 // genEvents makes a thread's events in post-order: random trees, marks between calls.
-func genEvents(r *rand.Rand, o genOpts, tick *uint64, n int) []StreamEvent {
-	var evs []StreamEvent
+func genEvents(r *rand.Rand, o genOpts, tick *uint64, n int) []stream.StreamEvent {
+	var evs []stream.StreamEvent
 	var emit func(depth uint64)
 	count := 0
 	emit = func(depth uint64) {
@@ -110,20 +114,20 @@ func genEvents(r *rand.Rand, o genOpts, tick *uint64, n int) []StreamEvent {
 					*tick += uint64(r.Intn(30))
 					kind := uint64(r.Intn(4) + 1)
 					cnt := uint64(r.Intn(5) + 1)
-					if MarkKind(kind) == MarkWait {
+					if stream.MarkKind(kind) == stream.MarkWait {
 						cnt = 0
 					}
-					evs = append(evs, StreamEvent{Type: EventMark, ID: kind, Start: ms, End: *tick, Count: cnt})
+					evs = append(evs, stream.StreamEvent{Type: stream.EventMark, ID: kind, Start: ms, End: *tick, Count: cnt})
 				}
 			}
 		}
 		*tick += uint64(r.Intn(50) + 1)
-		typ := EventCall
+		typ := stream.EventCall
 		if r.Intn(20) == 0 {
-			typ = EventUnwound
+			typ = stream.EventUnwound
 		}
 		count++
-		evs = append(evs, StreamEvent{Type: typ, ID: uint64(r.Intn(o.methods) + 1), Start: start, End: *tick, Depth: depth})
+		evs = append(evs, stream.StreamEvent{Type: typ, ID: uint64(r.Intn(o.methods) + 1), Start: start, End: *tick, Depth: depth})
 	}
 	for count < n {
 		emit(0)
@@ -143,41 +147,41 @@ func gen(t testing.TB, o genOpts) *genStream {
 	}
 	r := rand.New(rand.NewSource(o.seed))
 	var buf bytes.Buffer
-	w := NewStreamWriter(&buf)
+	w := stream.NewStreamWriter(&buf)
 	g := &genStream{names: map[uint64]string{}, flags: map[uint64]int{}, pid: o.pid, line: o.line}
 	mark := func() { g.ends = append(g.ends, buf.Len()) }
-	w.Process(StreamProcess{PID: o.pid, PPID: 1, Path: "/bin/" + o.program, Name: o.program, Arch: "amd64", OS: "linux"})
+	w.Process(stream.StreamProcess{PID: o.pid, PPID: 1, Path: "/bin/" + o.program, Name: o.program, Arch: "amd64", OS: "linux"})
 	mark()
 	l := o.line
 	clockAt := func(tick uint64) {
 		// a tick on the line's grid at or after tick
 		k := (tick - l.tick0 + l.den - 1) / l.den
 		ct := l.tick0 + k*l.den
-		w.Clock(ClockSample{Tick: ct, MonoNanos: l.mono(ct), WallNanos: 1e18 + l.mono(ct), RateNum: l.num, RateDen: l.den})
+		w.Clock(stream.ClockSample{Tick: ct, MonoNanos: l.mono(ct), WallNanos: 1e18 + l.mono(ct), RateNum: l.num, RateDen: l.den})
 		mark()
 	}
 	clockAt(l.tick0)
-	var ms []StreamMethod
+	var ms []stream.StreamMethod
 	for id := uint64(1); id <= uint64(o.methods); id++ {
-		m := StreamMethod{ID: id, Flags: id % 8, Class: fmt.Sprintf("Class%d", id%5), Selector: fmt.Sprintf("sel%d:", id)}
+		m := stream.StreamMethod{ID: id, Flags: id % 8, Class: fmt.Sprintf("Class%d", id%5), Selector: fmt.Sprintf("sel%d:", id)}
 		ms = append(ms, m)
 		sign := "-"
-		if m.Flags&MethodClass != 0 {
+		if m.Flags&stream.MethodClass != 0 {
 			sign = "+"
 		}
 		g.names[id] = sign + "[" + m.Class + " " + m.Selector + "]"
-		if m.Flags&MethodSuper != 0 {
-			g.flags[id] |= FlagSuper
+		if m.Flags&stream.MethodSuper != 0 {
+			g.flags[id] |= stream.FlagSuper
 		}
-		if m.Flags&MethodTagged != 0 {
-			g.flags[id] |= FlagTagged
+		if m.Flags&stream.MethodTagged != 0 {
+			g.flags[id] |= stream.FlagTagged
 		}
 	}
 	w.Methods(ms...)
 	mark()
 	type th struct {
 		tid  uint64
-		evs  []StreamEvent
+		evs  []stream.StreamEvent
 		prev uint64
 	}
 	var ths []*th
@@ -186,9 +190,9 @@ func gen(t testing.TB, o genOpts) *genStream {
 		tick := l.tick0 + uint64(r.Intn(1000))
 		fl := uint64(0)
 		if i == 0 {
-			fl = ThreadMain
+			fl = stream.ThreadMain
 		}
-		w.Thread(StreamThread{TID: tid, Flags: fl, Name: fmt.Sprintf("t%d", i)})
+		w.Thread(stream.StreamThread{TID: tid, Flags: fl, Name: fmt.Sprintf("t%d", i)})
 		mark()
 		ths = append(ths, &th{tid: tid, evs: genEvents(r, o, &tick, o.perTh), prev: l.tick0})
 	}
@@ -222,7 +226,7 @@ func gen(t testing.TB, o genOpts) *genStream {
 	}
 	if !o.noEnd {
 		clockAt(maxTick)
-		w.End(StreamCounters{Calls: 1})
+		w.End(stream.StreamCounters{Calls: 1})
 		mark()
 	}
 	if w.Err() != nil {
@@ -234,9 +238,9 @@ func gen(t testing.TB, o genOpts) *genStream {
 
 // want is what a reader must give for the events frames kept, with the trace's origin at the
 // earliest event: per thread in order of first appearance, the events in file order.
-func (g *genStream) want(keep func(genFrame) bool) ([]gotCall, []Mark) {
+func (g *genStream) want(keep func(genFrame) bool) ([]gotCall, []stream.Mark) {
 	var order []uint64
-	per := map[uint64][]StreamEvent{}
+	per := map[uint64][]stream.StreamEvent{}
 	base := ^uint64(0)
 	for _, f := range g.frames {
 		if !keep(f) {
@@ -251,17 +255,17 @@ func (g *genStream) want(keep func(genFrame) bool) ([]gotCall, []Mark) {
 		}
 	}
 	var calls []gotCall
-	var marks []Mark
+	var marks []stream.Mark
 	for _, tid := range order {
 		for _, e := range per[tid] {
 			s, d := g.line.mono(e.Start)-base, g.line.mono(e.End)-g.line.mono(e.Start)
-			if e.Type == EventMark {
-				marks = append(marks, Mark{Kind: MarkKind(e.ID), StartNanos: s, DurNanos: d, Count: e.Count})
+			if e.Type == stream.EventMark {
+				marks = append(marks, stream.Mark{Kind: stream.MarkKind(e.ID), StartNanos: s, DurNanos: d, Count: e.Count})
 				continue
 			}
 			fl := g.flags[e.ID]
-			if e.Type == EventUnwound {
-				fl |= FlagUnwound
+			if e.Type == stream.EventUnwound {
+				fl |= stream.FlagUnwound
 			}
 			calls = append(calls, gotCall{g.pid, tid, g.names[e.ID], s, d, 0, int(e.Depth), fl})
 		}
@@ -269,13 +273,13 @@ func (g *genStream) want(keep func(genFrame) bool) ([]gotCall, []Mark) {
 	return calls, marks
 }
 
-func readStream(t testing.TB, opt Options, bs ...[]byte) (*collectSink, error) {
-	var ins []Input
+func readStream(t testing.TB, opt engine.Options, bs ...[]byte) (*collectSink, error) {
+	var ins []engine.Input
 	for _, b := range bs {
-		ins = append(ins, Input{R: bytes.NewReader(b), Size: int64(len(b))})
+		ins = append(ins, engine.Input{R: bytes.NewReader(b), Size: int64(len(b))})
 	}
 	s := &collectSink{}
-	_, err := ProcessStreams(ins, opt, s)
+	_, err := engine.ProcessStreams(ins, opt, s)
 	return s, err
 }
 
@@ -294,7 +298,7 @@ func sameCalls(t *testing.T, what string, got []gotCall, want []gotCall) {
 	}
 }
 
-func sameMarks(t *testing.T, what string, got, want []Mark) {
+func sameMarks(t *testing.T, what string, got, want []stream.Mark) {
 	t.Helper()
 	if !slices.Equal(got, want) {
 		t.Fatalf("%s: marks\n got %v\nwant %v", what, got, want)
@@ -307,7 +311,7 @@ var line24MHz = genLine{tick0: 3_000_000, mono0: 5_000_000_000, num: 125, den: 3
 // mark by mark, with the counters of its marks.
 func TestStreamRoundTrip(t *testing.T) {
 	g := gen(t, genOpts{seed: 1, pid: 77, threads: 4, perTh: 3000, frameEvents: 200, line: line24MHz, marks: true, program: "app"})
-	s, err := readStream(t, Options{MaxDepth: -1}, g.b)
+	s, err := readStream(t, engine.Options{MaxDepth: -1}, g.b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,9 +321,9 @@ func TestStreamRoundTrip(t *testing.T) {
 	var lost, over uint64
 	for _, m := range wm {
 		switch m.Kind {
-		case MarkLost:
+		case stream.MarkLost:
 			lost += m.Count
-		case MarkOverflow:
+		case stream.MarkOverflow:
 			over += m.Count
 		}
 	}
@@ -341,14 +345,14 @@ func TestStreamRoundTrip(t *testing.T) {
 // self times and counters, through every sink.
 func TestStreamMatchesRaw(t *testing.T) {
 	raw := testTrace(t)
-	rd, err := NewReader(bytes.NewReader(raw))
+	rd, err := stream.NewReader(bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	w := NewStreamWriter(&buf)
-	w.Process(StreamProcess{PID: rd.Header.PID, Name: ""})
-	w.Clock(ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1, RateDen: 1})
+	w := stream.NewStreamWriter(&buf)
+	w.Process(stream.StreamProcess{PID: rd.Header.PID, Name: ""})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1, RateDen: 1})
 	ids := map[[2]uint64]uint64{}
 	for {
 		th, err := rd.NextThread()
@@ -357,10 +361,10 @@ func TestStreamMatchesRaw(t *testing.T) {
 		}
 		fl := uint64(0)
 		if th.Main {
-			fl = ThreadMain
+			fl = stream.ThreadMain
 		}
-		w.Thread(StreamThread{TID: th.TID, Flags: fl, Name: th.Name})
-		var evs []StreamEvent
+		w.Thread(stream.StreamThread{TID: th.TID, Flags: fl, Name: th.Name})
+		var evs []stream.StreamEvent
 		for {
 			rec, err := rd.NextRecord()
 			if err != nil {
@@ -374,34 +378,34 @@ func TestStreamMatchesRaw(t *testing.T) {
 				n := rd.Names.Name(rec) // "-[Foo run]"
 				mf := uint64(0)
 				if n[0] == '+' {
-					mf = MethodClass
+					mf = stream.MethodClass
 				}
 				cls, sel, _ := strings.Cut(n[2:len(n)-1], " ")
-				w.Methods(StreamMethod{ID: id, Flags: mf, Class: cls, Selector: sel})
+				w.Methods(stream.StreamMethod{ID: id, Flags: mf, Class: cls, Selector: sel})
 			}
-			typ := EventCall
-			if rec.Flags()&FlagUnwound != 0 {
-				typ = EventUnwound
+			typ := stream.EventCall
+			if rec.Flags()&stream.FlagUnwound != 0 {
+				typ = stream.EventUnwound
 			}
-			evs = append(evs, StreamEvent{Type: typ, ID: id, Start: rec.Start, End: rec.End, Depth: uint64(rec.Depth())})
+			evs = append(evs, stream.StreamEvent{Type: typ, ID: id, Start: rec.Start, End: rec.End, Depth: uint64(rec.Depth())})
 		}
 		if th.Dropped > 0 {
-			evs = append(evs, StreamEvent{Type: EventMark, ID: uint64(MarkLost), Start: 200000, End: 200000, Count: th.Dropped})
+			evs = append(evs, stream.StreamEvent{Type: stream.EventMark, ID: uint64(stream.MarkLost), Start: 200000, End: 200000, Count: th.Dropped})
 		}
 		if th.Overflow > 0 {
-			evs = append(evs, StreamEvent{Type: EventMark, ID: uint64(MarkOverflow), Start: 200000, End: 200000, Count: th.Overflow})
+			evs = append(evs, stream.StreamEvent{Type: stream.EventMark, ID: uint64(stream.MarkOverflow), Start: 200000, End: 200000, Count: th.Overflow})
 		}
 		w.Events(th.TID, 0, evs)
 	}
-	w.End(StreamCounters{})
+	w.End(stream.StreamCounters{})
 	stream := buf.Bytes()
-	for _, opt := range []Options{{MaxDepth: -1}, {MaxDepth: 0}, {MaxDepth: -1, MinNanos: 15000}, {MaxDepth: -1, Exclude: []string{"-[Bar step:]"}}} {
+	for _, opt := range []engine.Options{{MaxDepth: -1}, {MaxDepth: 0}, {MaxDepth: -1, MinNanos: 15000}, {MaxDepth: -1, Exclude: []string{"-[Bar step:]"}}} {
 		a, b := &collectSink{}, &collectSink{}
-		ta, err := Process(bytes.NewReader(raw), opt, a)
+		ta, err := engine.Process(bytes.NewReader(raw), opt, a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tb, err := Process(bytes.NewReader(stream), opt, b)
+		tb, err := engine.Process(bytes.NewReader(stream), opt, b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -412,21 +416,21 @@ func TestStreamMatchesRaw(t *testing.T) {
 			t.Errorf("%+v: totals raw %+v, stream %+v", opt, ta, tb)
 		}
 	}
-	for _, mk := range []func(*bytes.Buffer) Sink{
-		func(w *bytes.Buffer) Sink { return NewFoldedSink(w) },
-		func(w *bytes.Buffer) Sink { return NewPprofSink(w) },
+	for _, mk := range []func(*bytes.Buffer) engine.Sink{
+		func(w *bytes.Buffer) engine.Sink { return sink.NewFoldedSink(w) },
+		func(w *bytes.Buffer) engine.Sink { return sink.NewPprofSink(w) },
 	} {
 		var x, y bytes.Buffer
-		Process(bytes.NewReader(raw), Options{MaxDepth: -1}, mk(&x))
-		Process(bytes.NewReader(stream), Options{MaxDepth: -1}, mk(&y))
+		engine.Process(bytes.NewReader(raw), engine.Options{MaxDepth: -1}, mk(&x))
+		engine.Process(bytes.NewReader(stream), engine.Options{MaxDepth: -1}, mk(&y))
 		if x.Len() == 0 || y.Len() == 0 {
 			t.Errorf("empty output")
 		}
-		if _, ok := mk(&x).(*FoldedSink); ok && x.String() != y.String() {
+		if _, ok := mk(&x).(*sink.FoldedSink); ok && x.String() != y.String() {
 			t.Errorf("folded differs:\n%s\n%s", x.String(), y.String())
 		}
 	}
-	jr, js := toJSON(t, raw, Options{MaxDepth: -1}), toJSON(t, stream, Options{MaxDepth: -1})
+	jr, js := toJSON(t, raw, engine.Options{MaxDepth: -1}), toJSON(t, stream, engine.Options{MaxDepth: -1})
 	if !slices.EqualFunc(jr.TraceEvents, js.TraceEvents, func(a, b chromeEvent) bool {
 		x, _ := json.Marshal(a)
 		y, _ := json.Marshal(b)
@@ -441,7 +445,7 @@ func TestStreamMatchesRaw(t *testing.T) {
 func TestStreamTorn(t *testing.T) {
 	g := gen(t, genOpts{seed: 2, pid: 9, threads: 3, perTh: 60, frameEvents: 12, line: line24MHz, marks: true})
 	for cut := 0; cut <= len(g.b); cut++ {
-		s, err := readStream(t, Options{MaxDepth: -1}, g.b[:cut])
+		s, err := readStream(t, engine.Options{MaxDepth: -1}, g.b[:cut])
 		if err != nil {
 			t.Fatalf("cut at %d: %v", cut, err)
 		}
@@ -463,7 +467,7 @@ func TestStreamTorn(t *testing.T) {
 	r := rand.New(rand.NewSource(3))
 	for i := 0; i < 50; i++ {
 		cut := r.Intn(len(g.b) + 1)
-		s, err := readStream(t, Options{MaxDepth: -1}, g.b[:cut])
+		s, err := readStream(t, engine.Options{MaxDepth: -1}, g.b[:cut])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -484,13 +488,13 @@ func TestStreamResync(t *testing.T) {
 	}{
 		{"payload byte", victim.off + 30, func(b []byte) { b[0] ^= 0x40 }},
 		{"magic", victim.off + 1, func(b []byte) { b[0] = 'x' }},
-		{"length past the end", victim.off + 8, func(b []byte) { binary.LittleEndian.PutUint32(b, MaxFramePayload) }},
-		{"length too long", victim.off + 8, func(b []byte) { binary.LittleEndian.PutUint32(b, MaxFramePayload+1) }},
+		{"length past the end", victim.off + 8, func(b []byte) { binary.LittleEndian.PutUint32(b, stream.MaxFramePayload) }},
+		{"length too long", victim.off + 8, func(b []byte) { binary.LittleEndian.PutUint32(b, stream.MaxFramePayload+1) }},
 		{"checksum", victim.off + 12, func(b []byte) { b[0]++ }},
 	} {
 		b := bytes.Clone(g.b)
 		c.val(b[c.at:])
-		s, err := readStream(t, Options{MaxDepth: -1}, b)
+		s, err := readStream(t, engine.Options{MaxDepth: -1}, b)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -503,7 +507,7 @@ func TestStreamResync(t *testing.T) {
 	}
 	// a short write: half a frame, then the frames written after it
 	half := victim.off + (victim.end-victim.off)/2
-	s, err := readStream(t, Options{MaxDepth: -1}, slices.Concat(g.b[:half], g.b[victim.end:]))
+	s, err := readStream(t, engine.Options{MaxDepth: -1}, slices.Concat(g.b[:half], g.b[victim.end:]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +519,7 @@ func TestStreamResync(t *testing.T) {
 	}
 	// garbage between two frames, and garbage at the end
 	b := slices.Concat(g.b[:victim.off], []byte("garbage MTSF garbage"), g.b[victim.off:], []byte("MTS"))
-	s, err = readStream(t, Options{MaxDepth: -1}, b)
+	s, err = readStream(t, engine.Options{MaxDepth: -1}, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,32 +535,32 @@ func TestStreamResync(t *testing.T) {
 // the thread's calls; those a record closes are not.
 func TestStreamOpen(t *testing.T) {
 	var buf bytes.Buffer
-	w := NewStreamWriter(&buf)
-	w.Process(StreamProcess{PID: 3, Name: "hang"})
-	w.Clock(ClockSample{Tick: 1000, MonoNanos: 1000, RateNum: 1, RateDen: 1})
-	w.Methods(StreamMethod{ID: 1, Class: "App", Selector: "run"}, StreamMethod{ID: 2, Class: "App", Selector: "wait"},
-		StreamMethod{ID: 3, Class: "Lock", Selector: "spin"}, StreamMethod{ID: 4, Class: "App", Selector: "tick"})
+	w := stream.NewStreamWriter(&buf)
+	w.Process(stream.StreamProcess{PID: 3, Name: "hang"})
+	w.Clock(stream.ClockSample{Tick: 1000, MonoNanos: 1000, RateNum: 1, RateDen: 1})
+	w.Methods(stream.StreamMethod{ID: 1, Class: "App", Selector: "run"}, stream.StreamMethod{ID: 2, Class: "App", Selector: "wait"},
+		stream.StreamMethod{ID: 3, Class: "Lock", Selector: "spin"}, stream.StreamMethod{ID: 4, Class: "App", Selector: "tick"})
 	// thread 1: run(0) > wait(1) > spin(2) open at 5000; spin ends at 6000; then the process
 	// dies at 9000 (last clock frame) with run and wait still running.
-	w.Thread(StreamThread{TID: 1, Flags: ThreadMain})
-	w.Events(1, 1000, []StreamEvent{{Type: EventCall, ID: 4, Start: 1100, End: 1200, Depth: 1}})
-	w.Open(1, 5000, []OpenCall{{ID: 1, Start: 1000, Depth: 0}, {ID: 2, Start: 1500, Depth: 1}, {ID: 3, Start: 4000, Depth: 2}})
-	w.Events(1, 1200, []StreamEvent{{Type: EventCall, ID: 3, Start: 4000, End: 6000, Depth: 2}})
+	w.Thread(stream.StreamThread{TID: 1, Flags: stream.ThreadMain})
+	w.Events(1, 1000, []stream.StreamEvent{{Type: stream.EventCall, ID: 4, Start: 1100, End: 1200, Depth: 1}})
+	w.Open(1, 5000, []stream.OpenCall{{ID: 1, Start: 1000, Depth: 0}, {ID: 2, Start: 1500, Depth: 1}, {ID: 3, Start: 4000, Depth: 2}})
+	w.Events(1, 1200, []stream.StreamEvent{{Type: stream.EventCall, ID: 3, Start: 4000, End: 6000, Depth: 2}})
 	// thread 2: an older open frame, then a newer one whose calls a later sibling supersedes
 	// (its own record was lost): nothing stays open.
-	w.Open(2, 2000, []OpenCall{{ID: 1, Start: 1500, Depth: 0}})
-	w.Open(2, 3000, []OpenCall{{ID: 1, Start: 1500, Depth: 0}, {ID: 4, Start: 2500, Depth: 1}})
-	w.Events(2, 0, []StreamEvent{{Type: EventCall, ID: 4, Start: 3500, End: 3600, Depth: 0}})
-	w.Clock(ClockSample{Tick: 9000, MonoNanos: 9000, RateNum: 1, RateDen: 1})
-	s, err := readStream(t, Options{MaxDepth: -1}, buf.Bytes())
+	w.Open(2, 2000, []stream.OpenCall{{ID: 1, Start: 1500, Depth: 0}})
+	w.Open(2, 3000, []stream.OpenCall{{ID: 1, Start: 1500, Depth: 0}, {ID: 4, Start: 2500, Depth: 1}})
+	w.Events(2, 0, []stream.StreamEvent{{Type: stream.EventCall, ID: 4, Start: 3500, End: 3600, Depth: 0}})
+	w.Clock(stream.ClockSample{Tick: 9000, MonoNanos: 9000, RateNum: 1, RateDen: 1})
+	s, err := readStream(t, engine.Options{MaxDepth: -1}, buf.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []gotCall{
 		{3, 1, "-[App tick]", 100, 100, 100, 1, 0},
 		{3, 1, "-[Lock spin]", 3000, 2000, 2000, 2, 0},
-		{3, 1, "-[App wait]", 500, 7500, 5500, 1, FlagOpen},
-		{3, 1, "-[App run]", 0, 8000, 400, 0, FlagOpen},
+		{3, 1, "-[App wait]", 500, 7500, 5500, 1, stream.FlagOpen},
+		{3, 1, "-[App run]", 0, 8000, 400, 0, stream.FlagOpen},
 		{3, 2, "-[App tick]", 2500, 100, 100, 0, 0},
 	}
 	if !slices.Equal(s.calls, want) {
@@ -567,7 +571,7 @@ func TestStreamOpen(t *testing.T) {
 	}
 	// The same with an exact match only: spin's record closes spin, not wait.
 	var json bytes.Buffer
-	if _, err := Process(bytes.NewReader(buf.Bytes()), Options{MaxDepth: -1}, NewChromeSink(&json)); err != nil || !strings.Contains(json.String(), `"name":"-[App wait]"`) {
+	if _, err := engine.Process(bytes.NewReader(buf.Bytes()), engine.Options{MaxDepth: -1}, sink.NewChromeSink(&json)); err != nil || !strings.Contains(json.String(), `"name":"-[App wait]"`) {
 		t.Errorf("chrome: %v %s", err, json.String())
 	}
 }
@@ -577,7 +581,7 @@ func TestStreamOpen(t *testing.T) {
 func TestStreamTwoProcesses(t *testing.T) {
 	a := gen(t, genOpts{seed: 5, pid: 100, threads: 2, perTh: 50, frameEvents: 20, line: genLine{tick0: 0, mono0: 10_000_000, num: 1, den: 1}, program: "parent"})
 	b := gen(t, genOpts{seed: 6, pid: 200, threads: 1, perTh: 50, frameEvents: 20, line: genLine{tick0: 7_000_000, mono0: 10_000_000 + 30_000, num: 125, den: 3}, program: "child"})
-	s, err := readStream(t, Options{MaxDepth: -1}, b.b, a.b)
+	s, err := readStream(t, engine.Options{MaxDepth: -1}, b.b, a.b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,8 +612,8 @@ func TestStreamTwoProcesses(t *testing.T) {
 		t.Errorf("totals %+v programs %v", s.tot, s.progs)
 	}
 	var out bytes.Buffer
-	ins := []Input{{R: bytes.NewReader(a.b), Size: int64(len(a.b))}, {R: bytes.NewReader(b.b), Size: int64(len(b.b))}}
-	if _, err := ProcessStreams(ins, Options{MaxDepth: -1}, NewChromeSink(&out)); err != nil {
+	ins := []engine.Input{{R: bytes.NewReader(a.b), Size: int64(len(a.b))}, {R: bytes.NewReader(b.b), Size: int64(len(b.b))}}
+	if _, err := engine.ProcessStreams(ins, engine.Options{MaxDepth: -1}, sink.NewChromeSink(&out)); err != nil {
 		t.Fatal(err)
 	}
 	var f chromeFile
@@ -635,11 +639,11 @@ func TestStreamTwoProcesses(t *testing.T) {
 func TestStreamHostile(t *testing.T) {
 	frame := func(kind uint8, p []byte) []byte {
 		var b bytes.Buffer
-		NewStreamWriter(&b).Frame(kind, p)
+		stream.NewStreamWriter(&b).Frame(kind, p)
 		return b.Bytes()
 	}
 	var proc bytes.Buffer
-	NewStreamWriter(&proc).Process(StreamProcess{PID: 1})
+	stream.NewStreamWriter(&proc).Process(stream.StreamProcess{PID: 1})
 	uv := func(vs ...uint64) []byte {
 		var b []byte
 		for _, v := range vs {
@@ -649,21 +653,21 @@ func TestStreamHostile(t *testing.T) {
 	}
 	tid := make([]byte, 16)
 	cases := map[string][]byte{
-		"huge string":        frame(FrameMethods, uv(1, 0, 1<<60)),
-		"method id 0":        frame(FrameMethods, append(uv(0, 0, 1), 'A', 1, 'b')),
-		"huge depth":         frame(FrameEvents, append(bytes.Clone(tid), uv(4, 5, 1, 1<<40)...)),
-		"duration past zero": frame(FrameEvents, append(bytes.Clone(tid), uv(4, 10, 100, 1)...)),
-		"event type 3":       frame(FrameEvents, append(bytes.Clone(tid), uv(7, 10, 1, 1)...)),
-		"cut varint":         frame(FrameEvents, append(bytes.Clone(tid), 0x80)),
-		"open ages":          frame(FrameOpen, append(bytes.Clone(tid), uv(1, 5, 0)...)),
-		"open depths":        frame(FrameOpen, append(binary.LittleEndian.AppendUint64(bytes.Clone(tid[:8]), 100), uv(1, 5, 3, 1, 5, 3)...)),
-		"short clock":        frame(FrameClock, make([]byte, 39)),
+		"huge string":        frame(stream.FrameMethods, uv(1, 0, 1<<60)),
+		"method id 0":        frame(stream.FrameMethods, append(uv(0, 0, 1), 'A', 1, 'b')),
+		"huge depth":         frame(stream.FrameEvents, append(bytes.Clone(tid), uv(4, 5, 1, 1<<40)...)),
+		"duration past zero": frame(stream.FrameEvents, append(bytes.Clone(tid), uv(4, 10, 100, 1)...)),
+		"event type 3":       frame(stream.FrameEvents, append(bytes.Clone(tid), uv(7, 10, 1, 1)...)),
+		"cut varint":         frame(stream.FrameEvents, append(bytes.Clone(tid), 0x80)),
+		"open ages":          frame(stream.FrameOpen, append(bytes.Clone(tid), uv(1, 5, 0)...)),
+		"open depths":        frame(stream.FrameOpen, append(binary.LittleEndian.AppendUint64(bytes.Clone(tid[:8]), 100), uv(1, 5, 3, 1, 5, 3)...)),
+		"short clock":        frame(stream.FrameClock, make([]byte, 39)),
 	}
 	for name, b := range cases {
 		in := slices.Concat(proc.Bytes(), b)
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
-		s, err := readStream(t, Options{MaxDepth: -1}, in)
+		s, err := readStream(t, engine.Options{MaxDepth: -1}, in)
 		runtime.ReadMemStats(&m1)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -678,9 +682,9 @@ func TestStreamHostile(t *testing.T) {
 	}
 	// errors
 	var v2 bytes.Buffer
-	NewStreamWriter(&v2).Process(StreamProcess{PID: 1, Version: 2})
+	stream.NewStreamWriter(&v2).Process(stream.StreamProcess{PID: 1, Version: 2})
 	for name, b := range map[string][]byte{"version 2": v2.Bytes(), "not a stream": []byte("MSGTRACE and more")} {
-		if _, err := readStream(t, Options{}, b); err == nil {
+		if _, err := readStream(t, engine.Options{}, b); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
@@ -688,11 +692,11 @@ func TestStreamHostile(t *testing.T) {
 	var hdrs []byte
 	for i := 0; i < 20000; i++ {
 		h := make([]byte, 16)
-		copy(h, StreamMagic)
+		copy(h, stream.StreamMagic)
 		binary.LittleEndian.PutUint32(h[8:], uint32(20000*16-16*i-17))
 		hdrs = append(hdrs, h...)
 	}
-	s, err := readStream(t, Options{}, slices.Concat(proc.Bytes(), hdrs, proc.Bytes()))
+	s, err := readStream(t, engine.Options{}, slices.Concat(proc.Bytes(), hdrs, proc.Bytes()))
 	if err != nil || s.tot.BadFrames == 0 {
 		t.Errorf("headers: %v %+v", err, s.tot)
 	}
@@ -704,11 +708,11 @@ func FuzzStream(f *testing.F) {
 	f.Add(g.b)
 	f.Add(g.b[:len(g.b)/2])
 	var buf bytes.Buffer
-	w := NewStreamWriter(&buf)
-	w.Process(StreamProcess{PID: 3})
-	w.Methods(StreamMethod{ID: 1, Class: "A", Selector: "b"})
-	w.Open(1, 50, []OpenCall{{ID: 1, Start: 10, Depth: 0}, {ID: 1, Start: 20, Depth: 1}})
-	w.Events(1, 0, []StreamEvent{{ID: 1, Start: 20, End: 30, Depth: 1}})
+	w := stream.NewStreamWriter(&buf)
+	w.Process(stream.StreamProcess{PID: 3})
+	w.Methods(stream.StreamMethod{ID: 1, Class: "A", Selector: "b"})
+	w.Open(1, 50, []stream.OpenCall{{ID: 1, Start: 10, Depth: 0}, {ID: 1, Start: 20, Depth: 1}})
+	w.Events(1, 0, []stream.StreamEvent{{ID: 1, Start: 20, End: 30, Depth: 1}})
 	f.Add(buf.Bytes())
 	f.Add([]byte("\x01\x2c\x01\x00\x00\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x03\x07\x01\x00\x01A\x01b\x05\x14\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04\x14\x05\x02"))
@@ -716,20 +720,20 @@ func FuzzStream(f *testing.F) {
 		// The bytes as they are (frames whose checksums mutations break), and read as
 		// {kind u8, length u8, payload} framed with good checksums (payloads the decoders see).
 		var framed bytes.Buffer
-		w := NewStreamWriter(&framed)
+		w := stream.NewStreamWriter(&framed)
 		for r := b; len(r) >= 2; {
 			n := min(int(r[1]), len(r)-2)
 			w.Frame(r[0], r[2:2+n])
 			r = r[2+n:]
 		}
 		for _, in := range [][]byte{b, framed.Bytes()} {
-			for _, s := range []Sink{NewChromeSink(&bytes.Buffer{}), NewFoldedSink(&bytes.Buffer{}), &collectSink{}} {
-				ProcessStreams([]Input{{R: bytes.NewReader(in), Size: int64(len(in))}}, Options{MaxDepth: -1}, s)
+			for _, s := range []engine.Sink{sink.NewChromeSink(&bytes.Buffer{}), sink.NewFoldedSink(&bytes.Buffer{}), &collectSink{}} {
+				engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(in), Size: int64(len(in))}}, engine.Options{MaxDepth: -1}, s)
 			}
 		}
 		// pprof (gzip makes it the slowest sink) once; Process sniffs raw and stream
-		Process(bytes.NewReader(framed.Bytes()), Options{MaxDepth: -1}, NewPprofSink(&bytes.Buffer{}))
-		Process(bytes.NewReader(b), Options{MaxDepth: -1}, &collectSink{})
+		engine.Process(bytes.NewReader(framed.Bytes()), engine.Options{MaxDepth: -1}, sink.NewPprofSink(&bytes.Buffer{}))
+		engine.Process(bytes.NewReader(b), engine.Options{MaxDepth: -1}, &collectSink{})
 	})
 }
 
@@ -742,7 +746,7 @@ func TestStreamMemory(t *testing.T) {
 		g := gen(t, genOpts{seed: 8, pid: 1, threads: 4, perTh: calls / 4, frameEvents: 8192, line: line24MHz, marks: true})
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
-		tot, err := ProcessStreams([]Input{{R: bytes.NewReader(g.b), Size: int64(len(g.b))}}, Options{MaxDepth: -1}, nopSink{})
+		tot, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(g.b), Size: int64(len(g.b))}}, engine.Options{MaxDepth: -1}, nopSink{})
 		runtime.ReadMemStats(&m1)
 		if err != nil || tot.Calls < uint64(calls) {
 			t.Fatalf("%v: %+v", err, tot)
@@ -763,18 +767,18 @@ func TestScanFrames(t *testing.T) {
 	g := gen(t, genOpts{seed: 9, pid: 1, threads: 3, perTh: 500, frameEvents: 64, line: line24MHz, marks: true})
 	var ends []int
 	var frames []genFrame
-	st, err := ScanFrames(Input{R: bytes.NewReader(g.b), Size: int64(len(g.b))}, func(kind uint8, off int64, p []byte) error {
-		ends = append(ends, int(off)+frameHeader+len(p))
-		if kind == FrameEvents {
-			tid, _, evs, err := DecodeEvents(p)
+	st, err := engine.ScanFrames(engine.Input{R: bytes.NewReader(g.b), Size: int64(len(g.b))}, func(kind uint8, off int64, p []byte) error {
+		ends = append(ends, int(off)+stream.FrameHeader+len(p))
+		if kind == stream.FrameEvents {
+			tid, _, evs, err := stream.DecodeEvents(p)
 			if err != nil {
 				return err
 			}
-			frames = append(frames, genFrame{int(off), int(off) + frameHeader + len(p), tid, evs})
+			frames = append(frames, genFrame{int(off), int(off) + stream.FrameHeader + len(p), tid, evs})
 		}
 		return nil
 	})
-	if err != nil || st != (FrameStats{}) {
+	if err != nil || st != (engine.FrameStats{}) {
 		t.Fatal(err, st)
 	}
 	if !slices.Equal(ends, g.ends) {
@@ -791,38 +795,38 @@ func TestScanFrames(t *testing.T) {
 // pair's slope outside them, with the rate when there is one frame, 1:1 with none; frames that
 // go back in time are ignored; the result does not depend on the order of conversions.
 func TestClockPiecewise(t *testing.T) {
-	var c clockMap
-	c.add(100, 1000, 0, 0)
-	c.add(200, 2000, 0, 0) // 10 ns a tick
-	c.add(150, 5000, 0, 0) // back in time: ignored
-	c.add(300, 2500, 0, 0) // 5 ns a tick
-	c.add(400, 2400, 0, 0) // clock going backwards: ignored
+	var c engine.ClockMap
+	c.Add(100, 1000, 0, 0)
+	c.Add(200, 2000, 0, 0) // 10 ns a tick
+	c.Add(150, 5000, 0, 0) // back in time: ignored
+	c.Add(300, 2500, 0, 0) // 5 ns a tick
+	c.Add(400, 2400, 0, 0) // clock going backwards: ignored
 	want := map[uint64]uint64{0: 0, 50: 500, 100: 1000, 150: 1500, 199: 1990, 200: 2000, 250: 2250, 300: 2500, 340: 2700, 1 << 40: 2500 + ((1<<40)-300)*5}
 	keys := []uint64{1 << 40, 50, 250, 0, 200, 340, 100, 199, 150, 300, 250, 50}
 	for _, k := range keys {
-		if got := c.mono(k); got != want[k] {
+		if got := c.Mono(k); got != want[k] {
 			t.Errorf("mono(%d) = %d, want %d", k, got, want[k])
 		}
 	}
-	var one clockMap
-	one.add(100, 1000, 3, 1)
-	if one.mono(110) != 1030 || one.mono(90) != 970 || one.mono(0) != 700 {
-		t.Errorf("one frame with a rate: %d %d %d", one.mono(110), one.mono(90), one.mono(0))
+	var one engine.ClockMap
+	one.Add(100, 1000, 3, 1)
+	if one.Mono(110) != 1030 || one.Mono(90) != 970 || one.Mono(0) != 700 {
+		t.Errorf("one frame with a rate: %d %d %d", one.Mono(110), one.Mono(90), one.Mono(0))
 	}
-	var none clockMap
-	if none.mono(12345) != 12345 {
+	var none engine.ClockMap
+	if none.Mono(12345) != 12345 {
 		t.Error("no clock frame")
 	}
 	// through a stream: a call across two segments of different slopes
 	var buf bytes.Buffer
-	w := NewStreamWriter(&buf)
-	w.Process(StreamProcess{PID: 1})
-	w.Clock(ClockSample{Tick: 100, MonoNanos: 1000})
-	w.Methods(StreamMethod{ID: 1, Class: "A", Selector: "b"})
-	w.Events(1, 0, []StreamEvent{{ID: 1, Start: 90, End: 100}, {ID: 1, Start: 150, End: 250}})
-	w.Clock(ClockSample{Tick: 200, MonoNanos: 2000})
-	w.Clock(ClockSample{Tick: 300, MonoNanos: 2500})
-	s, err := readStream(t, Options{MaxDepth: -1}, buf.Bytes())
+	w := stream.NewStreamWriter(&buf)
+	w.Process(stream.StreamProcess{PID: 1})
+	w.Clock(stream.ClockSample{Tick: 100, MonoNanos: 1000})
+	w.Methods(stream.StreamMethod{ID: 1, Class: "A", Selector: "b"})
+	w.Events(1, 0, []stream.StreamEvent{{ID: 1, Start: 90, End: 100}, {ID: 1, Start: 150, End: 250}})
+	w.Clock(stream.ClockSample{Tick: 200, MonoNanos: 2000})
+	w.Clock(stream.ClockSample{Tick: 300, MonoNanos: 2500})
+	s, err := readStream(t, engine.Options{MaxDepth: -1}, buf.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -853,7 +857,7 @@ func TestProcessSniffs(t *testing.T) {
 	defer pr.Close()
 	for name, r := range map[string]io.Reader{"file": f, "pipe": pr, "reader": bytes.NewBuffer(g.b)} {
 		s := &collectSink{}
-		if _, err := Process(r, Options{MaxDepth: -1}, s); err != nil {
+		if _, err := engine.Process(r, engine.Options{MaxDepth: -1}, s); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		sameCalls(t, name, s.calls, want)
@@ -865,22 +869,22 @@ func TestProcessSniffs(t *testing.T) {
 func TestClockFast(t *testing.T) {
 	r := rand.New(rand.NewSource(4))
 	for k := 0; k < 200; k++ {
-		var c, ref clockMap
+		var c, ref engine.ClockMap
 		tick, mono := uint64(r.Int63n(1<<50)), uint64(r.Int63n(1<<60))
 		num, den := uint64(r.Int63n(1<<32)+1), uint64(r.Int63n(1<<32)+1)
 		for p := 0; p < 1+r.Intn(6); p++ {
-			c.add(tick, mono, num, den)
-			ref.add(tick, mono, num, den)
+			c.Add(tick, mono, num, den)
+			ref.Add(tick, mono, num, den)
 			tick += uint64(r.Int63n(1<<34) + 1)
 			mono += uint64(r.Int63n(1 << 33))
 		}
 		for i := 0; i < 2000; i++ {
 			x := uint64(r.Int63n(1 << 52))
-			if i%3 == 0 && len(c.pts) > 0 {
-				x = c.pts[r.Intn(len(c.pts))].tick + uint64(r.Int63n(1<<20)) - 1<<19
+			if i%3 == 0 && len(c.Pts) > 0 {
+				x = c.Pts[r.Intn(len(c.Pts))].Tick + uint64(r.Int63n(1<<20)) - 1<<19
 			}
-			ref.fHi = 0
-			if got, want := c.mono(x), ref.slow(x); got != want {
+			ref.FHi = 0
+			if got, want := c.Mono(x), ref.Slow(x); got != want {
 				t.Fatalf("line %d: tick %d: %d, want %d", k, x, got, want)
 			}
 		}

@@ -10,6 +10,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // treeEv is one thing a TreeSink was told.
@@ -28,50 +32,50 @@ type recTree struct {
 	tid uint64
 }
 
-func (r *recTree) BeginThread(_ *Header, t *Thread) error {
+func (r *recTree) BeginThread(_ *stream.Header, t *stream.Thread) error {
 	r.tid = t.TID
 	r.evs = append(r.evs, treeEv{Kind: 'B', TID: t.TID})
 	return nil
 }
-func (r *recTree) Enter(c *Call, d int) error {
+func (r *recTree) Enter(c *engine.Call, d int) error {
 	r.evs = append(r.evs, treeEv{'E', r.tid, c.Name, c.StartNanos, c.DurNanos, 0, d, c.Flags})
 	return nil
 }
-func (r *recTree) Exit(c *Call, d int) error {
+func (r *recTree) Exit(c *engine.Call, d int) error {
 	r.evs = append(r.evs, treeEv{'X', r.tid, c.Name, c.StartNanos, c.DurNanos, c.SelfNanos, d, c.Flags})
 	return nil
 }
-func (r *recTree) Mark(m *Mark, d int) error {
+func (r *recTree) Mark(m *stream.Mark, d int) error {
 	r.evs = append(r.evs, treeEv{'M', r.tid, m.Kind.String(), m.StartNanos, m.DurNanos, m.Count, d, 0})
 	return nil
 }
-func (r *recTree) EndThread() error   { return nil }
-func (r *recTree) Close(Totals) error { return nil }
+func (r *recTree) EndThread() error          { return nil }
+func (r *recTree) Close(engine.Totals) error { return nil }
 
 // direct is a recTree the stream reader drives in pre-order.
 type direct struct {
-	Sink
+	engine.Sink
 	r *recTree
 }
 
-func (d direct) Needs() Needs { return Needs{Tree: d.r} }
+func (d direct) Needs() engine.Needs { return engine.Needs{Tree: d.r} }
 
 func newDirect() direct {
 	r := &recTree{}
-	return direct{PreOrder(r), r}
+	return direct{engine.PreOrder(r), r}
 }
 
 // runloop makes one thread's calls: a single outermost call enclosing n calls in random
 // subtrees (deep recursion now and then), touching and zero-length calls, marks between
 // calls. It returns the events in post-order (what a stream holds) and what a TreeSink must
 // be told, with times relative to base.
-func runloop(r *rand.Rand, tid uint64, n, methods int, tick *uint64, marks bool) (evs []StreamEvent, want []treeEv) {
+func runloop(r *rand.Rand, tid uint64, n, methods int, tick *uint64, marks bool) (evs []stream.StreamEvent, want []treeEv) {
 	return runloopShaped(r, tid, n, methods, tick, marks, false)
 }
 
 // runloopShaped is runloop; with fixed, a call's method follows from its caller's and its
 // place among its siblings (as in a real program, where stacks repeat), else it is random.
-func runloopShaped(r *rand.Rand, tid uint64, n, methods int, tick *uint64, marks, fixed bool) (evs []StreamEvent, want []treeEv) {
+func runloopShaped(r *rand.Rand, tid uint64, n, methods int, tick *uint64, marks, fixed bool) (evs []stream.StreamEvent, want []treeEv) {
 	count := 0
 	var emit func(depth int, maxDepth int, parent uint64, k int) (dur uint64)
 	emit = func(depth, maxDepth int, parent uint64, k int) uint64 {
@@ -86,9 +90,9 @@ func runloopShaped(r *rand.Rand, tid uint64, n, methods int, tick *uint64, marks
 		}
 		name := fmt.Sprintf("-[C%d s%d]", id%7, id)
 		fl := 0
-		typ := EventCall
+		typ := stream.EventCall
 		if r.Intn(40) == 0 {
-			typ, fl = EventUnwound, FlagUnwound
+			typ, fl = stream.EventUnwound, stream.FlagUnwound
 		}
 		wi := len(want)
 		want = append(want, treeEv{Kind: 'E', TID: tid, Name: name, Start: start, Depth: depth, Flags: fl})
@@ -100,8 +104,8 @@ func runloopShaped(r *rand.Rand, tid uint64, n, methods int, tick *uint64, marks
 				ms := *tick
 				*tick += uint64(r.Intn(4))
 				cnt := uint64(r.Intn(3) + 1)
-				evs = append(evs, StreamEvent{Type: EventMark, ID: uint64(MarkLost), Start: ms, End: *tick, Count: cnt})
-				want = append(want, treeEv{Kind: 'M', TID: tid, Name: MarkLost.String(), Start: ms, Dur: *tick - ms, Self: cnt, Depth: depth + 1})
+				evs = append(evs, stream.StreamEvent{Type: stream.EventMark, ID: uint64(stream.MarkLost), Start: ms, End: *tick, Count: cnt})
+				want = append(want, treeEv{Kind: 'M', TID: tid, Name: stream.MarkLost.String(), Start: ms, Dur: *tick - ms, Self: cnt, Depth: depth + 1})
 			}
 			*tick += uint64(r.Intn(3))
 		}
@@ -109,7 +113,7 @@ func runloopShaped(r *rand.Rand, tid uint64, n, methods int, tick *uint64, marks
 		dur := *tick - start
 		want[wi].Dur = dur
 		want = append(want, treeEv{Kind: 'X', TID: tid, Name: name, Start: start, Dur: dur, Self: dur - kids, Depth: depth, Flags: fl})
-		evs = append(evs, StreamEvent{Type: typ, ID: id, Start: start, End: *tick, Depth: uint64(depth)})
+		evs = append(evs, stream.StreamEvent{Type: typ, ID: id, Start: start, End: *tick, Depth: uint64(depth)})
 		return dur
 	}
 	start := *tick
@@ -129,7 +133,7 @@ func runloopShaped(r *rand.Rand, tid uint64, n, methods int, tick *uint64, marks
 	dur := *tick - start
 	want[rootW].Dur = dur
 	want = append(want, treeEv{Kind: 'X', TID: tid, Name: "-[C1 s1]", Start: start, Dur: dur, Self: dur - kids})
-	evs = append(evs, StreamEvent{Type: EventCall, ID: 1, Start: start, End: *tick, Depth: 0})
+	evs = append(evs, stream.StreamEvent{Type: stream.EventCall, ID: 1, Start: start, End: *tick, Depth: 0})
 	return evs, want
 }
 
@@ -137,23 +141,23 @@ func runloopShaped(r *rand.Rand, tid uint64, n, methods int, tick *uint64, marks
 // sizes up to maxFrame, the threads' frames interleaved; with swap, now and then two frames of a
 // thread change places in the file (what a drain that wrote a quiet thread's partial chunk
 // before its previous chunk left).
-func writeThreads(t testing.TB, r *rand.Rand, evs [][]StreamEvent, maxFrame int, swap bool) []byte {
+func writeThreads(t testing.TB, r *rand.Rand, evs [][]stream.StreamEvent, maxFrame int, swap bool) []byte {
 	var buf bytes.Buffer
-	w := NewStreamWriter(&buf)
-	w.Process(StreamProcess{PID: 7, Name: "loop"})
-	w.Clock(ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1, RateDen: 1})
-	var ms []StreamMethod
+	w := stream.NewStreamWriter(&buf)
+	w.Process(stream.StreamProcess{PID: 7, Name: "loop"})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1, RateDen: 1})
+	var ms []stream.StreamMethod
 	for id := uint64(1); id <= 64; id++ {
-		ms = append(ms, StreamMethod{ID: id, Class: fmt.Sprintf("C%d", id%7), Selector: fmt.Sprintf("s%d", id)})
+		ms = append(ms, stream.StreamMethod{ID: id, Class: fmt.Sprintf("C%d", id%7), Selector: fmt.Sprintf("s%d", id)})
 	}
 	w.Methods(ms...)
 	type fr struct {
 		tid uint64
-		evs []StreamEvent
+		evs []stream.StreamEvent
 	}
 	var frames []fr
 	for i, e := range evs {
-		w.Thread(StreamThread{TID: uint64(100 + i)})
+		w.Thread(stream.StreamThread{TID: uint64(100 + i)})
 		var mine []fr
 		for len(e) > 0 {
 			k := min(len(e), 1+r.Intn(maxFrame))
@@ -195,7 +199,7 @@ func writeThreads(t testing.TB, r *rand.Rand, evs [][]StreamEvent, maxFrame int,
 			}
 		}
 	}
-	w.End(StreamCounters{})
+	w.End(stream.StreamCounters{})
 	if w.Err() != nil {
 		t.Fatal(w.Err())
 	}
@@ -217,11 +221,11 @@ func rebase(want []treeEv, base uint64) []treeEv {
 // exactly the pre-order the calls were made in (names, times, depths, self times, marks where
 // they happened), thread by thread.
 func TestStreamPreOrder(t *testing.T) {
-	defer func(s uint32) { segEvents = s }(segEvents)
+	defer func(s uint32) { engine.SegEvents = s }(engine.SegEvents)
 	for seed := int64(1); seed <= 16; seed++ {
-		segEvents = []uint32{1, 5, 64, 1000, 1 << 15}[seed%5]
+		engine.SegEvents = []uint32{1, 5, 64, 1000, 1 << 15}[seed%5]
 		r := rand.New(rand.NewSource(seed))
-		var all [][]StreamEvent
+		var all [][]stream.StreamEvent
 		var want []treeEv
 		tick := uint64(1000)
 		base := tick
@@ -237,7 +241,7 @@ func TestStreamPreOrder(t *testing.T) {
 		tot := processBytes(t, b, d)
 		want = rebase(want, base)
 		if msg := diffEvs(d.r.evs, want); msg != "" {
-			t.Fatalf("seed %d (frames up to %d, segments of %d): %s", seed, maxFrame, segEvents, msg)
+			t.Fatalf("seed %d (frames up to %d, segments of %d): %s", seed, maxFrame, engine.SegEvents, msg)
 		}
 		if tot.Calls != tot.Kept || tot.Calls == 0 {
 			t.Fatalf("seed %d: totals %+v", seed, tot)
@@ -262,49 +266,49 @@ func diffEvs(got, want []treeEv) string {
 // exclude patterns) the pre-order the reader gives equals what PreOrder makes of the kept calls
 // in the order they ended (the in-memory reference), self times included.
 func TestStreamPreOrderFiltered(t *testing.T) {
-	defer func(s uint32) { segEvents = s }(segEvents)
-	segEvents = 50
+	defer func(s uint32) { engine.SegEvents = s }(engine.SegEvents)
+	engine.SegEvents = 50
 	r := rand.New(rand.NewSource(5))
 	tick := uint64(10)
-	var all [][]StreamEvent
+	var all [][]stream.StreamEvent
 	for th := 0; th < 2; th++ {
 		evs, _ := runloop(r, uint64(100+th), 20000, 60, &tick, false)
 		all = append(all, evs)
 	}
 	b := writeThreads(t, r, all, 300, false)
-	for _, opt := range []Options{
+	for _, opt := range []engine.Options{
 		{MaxDepth: -1, MinNanos: 20},
 		{MaxDepth: 3},
 		{MaxDepth: -1, Include: []string{"-[C3 *]", "-[C1 *]"}},
 		{MaxDepth: -1, Exclude: []string{"-[C2 *]"}, MinNanos: 5},
 	} {
 		d := newDirect()
-		if _, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, opt, d); err != nil {
+		if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, opt, d); err != nil {
 			t.Fatal(err)
 		}
 		// the reference: every call in the order they ended, through the post-order filter
 		// and PreOrder's in-memory trees
-		all, err := readStream(t, Options{MaxDepth: -1}, b)
+		all, err := readStream(t, engine.Options{MaxDepth: -1}, b)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ref := &recTree{}
-		var tot Totals
-		f := newCallFilter(opt, PreOrder(ref), &tot)
+		var tot engine.Totals
+		f := engine.NewCallFilter(opt, engine.PreOrder(ref), &tot)
 		var tid uint64
 		for _, c := range all.calls {
 			if c.TID != tid {
 				if tid != 0 {
-					f.sink.EndThread()
+					f.Sink.EndThread()
 				}
 				tid = c.TID
-				th := &Thread{TID: tid}
-				f.sink.BeginThread(&Header{}, th)
-				f.begin(th)
+				th := &stream.Thread{TID: tid}
+				f.Sink.BeginThread(&stream.Header{}, th)
+				f.Begin(th)
 			}
-			f.call(c.Name, c.Start, c.Dur, c.Depth, c.Flags)
+			f.Call(c.Name, c.Start, c.Dur, c.Depth, c.Flags)
 		}
-		f.sink.EndThread()
+		f.Sink.EndThread()
 		if msg := diffEvs(d.r.evs, ref.evs); msg != "" {
 			t.Fatalf("%+v: %s", opt, msg)
 		}
@@ -314,27 +318,27 @@ func TestStreamPreOrderFiltered(t *testing.T) {
 // TestStreamOrphans: calls whose parent's record was lost (drop mode) are not nested under a
 // later sibling of that parent: every thread's enters come in time order.
 func TestStreamOrphans(t *testing.T) {
-	defer func(s uint32) { segEvents = s }(segEvents)
-	segEvents = 100
+	defer func(s uint32) { engine.SegEvents = s }(engine.SegEvents)
+	engine.SegEvents = 100
 	r := rand.New(rand.NewSource(9))
 	tick := uint64(10)
 	evs, _ := runloop(r, 100, 30000, 60, &tick, false)
 	// runs of calls lost (no buffer space), each followed by its loss mark, as the recorder
 	// writes them
-	var kept []StreamEvent
+	var kept []stream.StreamEvent
 	var calls uint64
 	for i := 0; i < len(evs); i++ {
 		if e := evs[i]; e.Depth > 0 && e.Depth < 4 && r.Intn(30) == 0 {
 			n := 1 + r.Intn(3)
 			k := min(i+n, len(evs)-1)
-			kept = append(kept, StreamEvent{Type: EventMark, ID: uint64(MarkLost), Start: evs[i].End, End: evs[k-1].End, Count: uint64(k - i)})
+			kept = append(kept, stream.StreamEvent{Type: stream.EventMark, ID: uint64(stream.MarkLost), Start: evs[i].End, End: evs[k-1].End, Count: uint64(k - i)})
 			i = k - 1
 			continue
 		}
 		kept = append(kept, evs[i])
 		calls++
 	}
-	b := writeThreads(t, r, [][]StreamEvent{kept}, 200, false)
+	b := writeThreads(t, r, [][]stream.StreamEvent{kept}, 200, false)
 	d := newDirect()
 	tot := processBytes(t, b, d)
 	if tot.Calls != calls {
@@ -381,7 +385,7 @@ func TestStreamPreOrderMemory(t *testing.T) {
 		r := rand.New(rand.NewSource(3))
 		tick := uint64(10)
 		evs, _ := runloopShaped(r, 100, n, 60, &tick, true, true)
-		return writeThreads(t, r, [][]StreamEvent{evs}, 2046, false)
+		return writeThreads(t, r, [][]stream.StreamEvent{evs}, 2046, false)
 	}
 	small, big := make1(100_000), make1(1_000_000)
 	for _, format := range Formats {
@@ -389,8 +393,8 @@ func TestStreamPreOrderMemory(t *testing.T) {
 			var m0, m1 runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&m0)
-			s := newSink(t, format, discard{}, Meta{})
-			if _, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s); err != nil {
+			s := newSink(t, format, discard{}, sink.Meta{})
+			if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, engine.Options{MaxDepth: -1}, s); err != nil {
 				t.Fatal(err)
 			}
 			runtime.ReadMemStats(&m1)
@@ -414,35 +418,37 @@ var _ = strings.Contains
 type budgetRec struct {
 	direct
 	budget uint64
-	rep    FoldReport
+	rep    engine.FoldReport
 	folded uint64 // sum of Call.Folded at exits
 }
 
-func (b *budgetRec) Needs() Needs {
-	return Needs{Tree: (*foldCount)(b), Fold: &b.rep, Budget: b.budget}
+func (b *budgetRec) Needs() engine.Needs {
+	return engine.Needs{Tree: (*foldCount)(b), Fold: &b.rep, Budget: b.budget}
 }
 
 type foldCount budgetRec
 
-func (f *foldCount) BeginThread(h *Header, t *Thread) error { return f.r.BeginThread(h, t) }
-func (f *foldCount) Enter(c *Call, d int) error             { return f.r.Enter(c, d) }
-func (f *foldCount) Exit(c *Call, d int) error {
+func (f *foldCount) BeginThread(h *stream.Header, t *stream.Thread) error {
+	return f.r.BeginThread(h, t)
+}
+func (f *foldCount) Enter(c *engine.Call, d int) error { return f.r.Enter(c, d) }
+func (f *foldCount) Exit(c *engine.Call, d int) error {
 	f.folded += c.Folded
 	return f.r.Exit(c, d)
 }
-func (f *foldCount) Mark(m *Mark, d int) error { return f.r.Mark(m, d) }
-func (f *foldCount) EndThread() error          { return nil }
-func (f *foldCount) Close(Totals) error        { return nil }
+func (f *foldCount) Mark(m *stream.Mark, d int) error { return f.r.Mark(m, d) }
+func (f *foldCount) EndThread() error                 { return nil }
+func (f *foldCount) Close(engine.Totals) error        { return nil }
 
 // TestTimelineBudget: a timeline keeps at most its budget of calls, the longest ones; the
 // others are folded into their callers: the self times of the kept calls still add up to each
 // thread's run, the folded counts add up, and every thread stays in time order.
 func TestTimelineBudget(t *testing.T) {
-	defer func(s uint32) { segEvents = s }(segEvents)
-	segEvents = 3000
+	defer func(s uint32) { engine.SegEvents = s }(engine.SegEvents)
+	engine.SegEvents = 3000
 	r := rand.New(rand.NewSource(11))
 	tick := uint64(10)
-	var all [][]StreamEvent
+	var all [][]stream.StreamEvent
 	for th := 0; th < 2; th++ {
 		evs, _ := runloopShaped(r, uint64(100+th), 150_000, 60, &tick, true, true)
 		all = append(all, evs)
@@ -492,24 +498,24 @@ func TestTimelineBudgetFormats(t *testing.T) {
 	r := rand.New(rand.NewSource(12))
 	tick := uint64(10)
 	evs, _ := runloopShaped(r, 100, 50_000, 60, &tick, false, true)
-	b := writeThreads(t, r, [][]StreamEvent{evs}, 2046, false)
+	b := writeThreads(t, r, [][]stream.StreamEvent{evs}, 2046, false)
 	for _, format := range []string{"json", "perfetto", "speedscope"} {
 		var out bytes.Buffer
-		s := newSink(t, format, &out, Meta{Budget: 500})
+		s := newSink(t, format, &out, sink.Meta{Budget: 500})
 		tot := processBytes(t, b, s)
-		rep := Folded(s)
+		rep := engine.Folded(s)
 		if rep == nil || rep.Kept > 500 || rep.Kept < 250 || rep.Kept+rep.Folded != tot.Calls || rep.FoldNanos == 0 {
 			t.Fatalf("%s: %+v of %d calls", format, rep, tot.Calls)
 		}
 		if format == "json" && !bytes.Contains(out.Bytes(), []byte(`"folded_calls":`)) {
 			t.Errorf("json: no folded_calls")
 		}
-		s, _ = NewSink(format, &out, Meta{Budget: -1})
-		if _, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s); err != nil || Folded(s).FoldNanos != 0 {
-			t.Fatalf("%s: every call: %+v %v", format, Folded(s), err)
+		s, _ = NewSink(format, &out, sink.Meta{Budget: -1})
+		if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, engine.Options{MaxDepth: -1}, s); err != nil || engine.Folded(s).FoldNanos != 0 {
+			t.Fatalf("%s: every call: %+v %v", format, engine.Folded(s), err)
 		}
 	}
-	if Folded(NewFoldedSink(&bytes.Buffer{})) != nil {
+	if engine.Folded(sink.NewFoldedSink(&bytes.Buffer{})) != nil {
 		t.Error("folded stacks have no budget")
 	}
 }
@@ -522,39 +528,39 @@ func TestTimelineBudgetFormats(t *testing.T) {
 func TestTimelineBudgetHolds(t *testing.T) {
 	r := rand.New(rand.NewSource(17))
 	var buf bytes.Buffer
-	w := NewStreamWriter(&buf)
-	w.Process(StreamProcess{PID: 7, Name: "loop"})
-	w.Clock(ClockSample{Tick: 0, MonoNanos: 1_000_000, RateNum: 10, RateDen: 21})
-	var ms []StreamMethod
+	w := stream.NewStreamWriter(&buf)
+	w.Process(stream.StreamProcess{PID: 7, Name: "loop"})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 1_000_000, RateNum: 10, RateDen: 21})
+	var ms []stream.StreamMethod
 	for id := uint64(1); id <= 16; id++ {
-		ms = append(ms, StreamMethod{ID: id, Class: "C", Selector: fmt.Sprintf("s%d", id)})
+		ms = append(ms, stream.StreamMethod{ID: id, Class: "C", Selector: fmt.Sprintf("s%d", id)})
 	}
 	w.Methods(ms...)
-	var evs [][]StreamEvent
+	var evs [][]stream.StreamEvent
 	var end uint64
 	for th := uint64(0); th < 2; th++ {
-		w.Thread(StreamThread{TID: 100 + th})
+		w.Thread(stream.StreamThread{TID: 100 + th})
 		// an open root at depth 0 and an open child at depth 1; under it calls of 1 to 4,000
 		// ticks, log-uniform, each with up to three callees
 		tick := uint64(10 + th)
-		var e []StreamEvent
+		var e []stream.StreamEvent
 		for n := 0; n < 60_000; n++ {
 			start := tick
 			tick++
 			for k := r.Intn(4); k > 0; k-- {
 				d := uint64(math.Exp(r.Float64() * math.Log(1000)))
-				e = append(e, StreamEvent{Type: EventCall, ID: uint64(3 + r.Intn(13)), Start: tick, End: tick + d, Depth: 3})
+				e = append(e, stream.StreamEvent{Type: stream.EventCall, ID: uint64(3 + r.Intn(13)), Start: tick, End: tick + d, Depth: 3})
 				tick += d + uint64(r.Intn(3))
 			}
 			tick += uint64(math.Exp(r.Float64() * math.Log(3000)))
-			e = append(e, StreamEvent{Type: EventCall, ID: uint64(3 + r.Intn(13)), Start: start, End: tick, Depth: 2})
+			e = append(e, stream.StreamEvent{Type: stream.EventCall, ID: uint64(3 + r.Intn(13)), Start: start, End: tick, Depth: 2})
 			tick++
 		}
 		evs = append(evs, e)
 		end = max(end, tick)
 	}
 	// the rate drifts: two more clock samples, 0.2 % apart in slope
-	w.Clock(ClockSample{Tick: end / 2, MonoNanos: 1_000_000 + end/2*10/21, RateNum: 10, RateDen: 21})
+	w.Clock(stream.ClockSample{Tick: end / 2, MonoNanos: 1_000_000 + end/2*10/21, RateNum: 10, RateDen: 21})
 	for th, e := range evs {
 		tid := uint64(100 + th)
 		prev := uint64(0)
@@ -563,16 +569,16 @@ func TestTimelineBudgetHolds(t *testing.T) {
 			prev, _ = w.Events(tid, prev, e[:k])
 			e = e[k:]
 		}
-		w.Open(tid, end, []OpenCall{{ID: 1, Start: 5, Depth: 0}, {ID: 2, Start: 8, Depth: 1}})
+		w.Open(tid, end, []stream.OpenCall{{ID: 1, Start: 5, Depth: 0}, {ID: 2, Start: 8, Depth: 1}})
 	}
-	w.Clock(ClockSample{Tick: end, MonoNanos: 1_000_000 + end/2*10/21 + end/2*1002/2100, RateNum: 10, RateDen: 21})
-	w.End(StreamCounters{})
+	w.Clock(stream.ClockSample{Tick: end, MonoNanos: 1_000_000 + end/2*10/21 + end/2*1002/2100, RateNum: 10, RateDen: 21})
+	w.End(stream.StreamCounters{})
 	b := buf.Bytes()
 	for _, format := range []string{"json", "perfetto", "speedscope"} {
 		for _, budget := range []int{3, 1000, 20_000, 77_777, 150_000} {
-			s := newSink(t, format, io.Discard, Meta{Budget: budget})
+			s := newSink(t, format, io.Discard, sink.Meta{Budget: budget})
 			tot := processBytes(t, b, s)
-			rep := Folded(s)
+			rep := engine.Folded(s)
 			if tot.Open != 4 || tot.Calls < 200_000 {
 				t.Fatalf("%d calls, %d open", tot.Calls, tot.Open)
 			}
@@ -591,7 +597,7 @@ func TestTimelineBudgetHolds(t *testing.T) {
 }
 
 // newSink is NewSink for a test: an error ends it.
-func newSink(t *testing.T, format string, w io.Writer, m Meta) Sink {
+func newSink(t *testing.T, format string, w io.Writer, m sink.Meta) engine.Sink {
 	t.Helper()
 	s, err := NewSink(format, w, m)
 	if err != nil {
@@ -601,9 +607,9 @@ func newSink(t *testing.T, format string, w io.Writer, m Meta) Sink {
 }
 
 // processBytes converts the stream b through s, every call, no depth limit: an error ends the test.
-func processBytes(t *testing.T, b []byte, s Sink) Totals {
+func processBytes(t *testing.T, b []byte, s engine.Sink) engine.Totals {
 	t.Helper()
-	tot, err := ProcessStreams([]Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, Options{MaxDepth: -1}, s)
+	tot, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, engine.Options{MaxDepth: -1}, s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,10 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/report"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 const clsSwift, clsSwiftMeta, clsPrivate = 0x4000, 0x5000, 0x6000
@@ -22,17 +26,17 @@ func swiftTrace(t testing.TB) []byte {
 		}},
 		{cls: clsFoo, sel: selRun, start: 121000, end: 131000},
 	}
-	var recs []Record
+	var recs []stream.Record
 	for _, n := range main {
 		n.records(0, &recs)
 	}
 	var buf bytes.Buffer
-	w := NewWriter(&buf, Header{PID: 4242, TickNum: 1, TickDen: 1, BaseTick: 1000})
+	w := stream.NewWriter(&buf, stream.Header{PID: 4242, TickNum: 1, TickDen: 1, BaseTick: 1000})
 	w.WriteNames(append(testNames[:len(testNames):len(testNames)],
-		NameEntry{clsSwift, NameClass, "_TtC11ApertureCLI4Once"},
-		NameEntry{clsSwiftMeta, NameMetaclass, "_TtCs12_SwiftObject"},
-		NameEntry{clsPrivate, NameClass, "_TtC13SwiftLintCoreP33_C50808BC48225F2DD91FDECC9BB249EE5Cache"}))
-	w.WriteThread(Thread{TID: 100, Main: true}, recs)
+		stream.NameEntry{Key: clsSwift, Kind: stream.NameClass, Name: "_TtC11ApertureCLI4Once"},
+		stream.NameEntry{Key: clsSwiftMeta, Kind: stream.NameMetaclass, Name: "_TtCs12_SwiftObject"},
+		stream.NameEntry{Key: clsPrivate, Kind: stream.NameClass, Name: "_TtC13SwiftLintCoreP33_C50808BC48225F2DD91FDECC9BB249EE5Cache"}))
+	w.WriteThread(stream.Thread{TID: 100, Main: true}, recs)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +59,7 @@ func TestSwiftNamesShown(t *testing.T) {
 	raw := swiftTrace(t)
 
 	var out bytes.Buffer
-	if _, err := Process(bytes.NewReader(raw), Options{MaxDepth: -1}, NewChromeSink(&out)); err != nil {
+	if _, err := engine.Process(bytes.NewReader(raw), engine.Options{MaxDepth: -1}, sink.NewChromeSink(&out)); err != nil {
 		t.Fatal(err)
 	}
 	var f chromeFile
@@ -82,7 +86,7 @@ func TestSwiftNamesShown(t *testing.T) {
 	}
 
 	out.Reset()
-	if _, err := Process(bytes.NewReader(raw), Options{MaxDepth: -1}, NewFoldedSink(&out)); err != nil {
+	if _, err := engine.Process(bytes.NewReader(raw), engine.Options{MaxDepth: -1}, sink.NewFoldedSink(&out)); err != nil {
 		t.Fatal(err)
 	}
 	want := "main;" + onceRunD + " 70000\nmain;" + onceRunD + ";" + objRunD + " 25000\nmain;" + onceRunD + ";" + objRunD + ";" + cacheStepD + " 5000\nmain;-[Foo run] 10000\n"
@@ -91,7 +95,7 @@ func TestSwiftNamesShown(t *testing.T) {
 	}
 
 	out.Reset()
-	if _, err := Process(bytes.NewReader(raw), Options{MaxDepth: -1}, NewPprofSink(&out)); err != nil {
+	if _, err := engine.Process(bytes.NewReader(raw), engine.Options{MaxDepth: -1}, sink.NewPprofSink(&out)); err != nil {
 		t.Fatal(err)
 	}
 	prof, err := profile.ParseData(out.Bytes())
@@ -110,11 +114,11 @@ func TestSwiftNamesShown(t *testing.T) {
 
 	for _, format := range []string{"speedscope", "perfetto", "svg"} {
 		out.Reset()
-		s, err := NewSink(format, &out, Meta{})
+		s, err := NewSink(format, &out, sink.Meta{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Process(bytes.NewReader(raw), Options{MaxDepth: -1}, s); err != nil {
+		if _, err := engine.Process(bytes.NewReader(raw), engine.Options{MaxDepth: -1}, s); err != nil {
 			t.Fatal(err)
 		}
 		b := out.Bytes()
@@ -133,13 +137,13 @@ func TestSwiftNamesShown(t *testing.T) {
 
 	// patterns in either form
 	for _, inc := range [][]string{{"-[ApertureCLI.* *]"}, {"-[_TtC11ApertureCLI* *]"}, {onceRunD}, {onceRun}} {
-		c := calls(toJSON(t, raw, Options{MaxDepth: -1, Include: inc}))
+		c := calls(toJSON(t, raw, engine.Options{MaxDepth: -1, Include: inc}))
 		if len(c) != 1 || len(c[onceRunD]) != 1 {
 			t.Errorf("include %v: %v", inc, c)
 		}
 	}
 	for _, exc := range [][]string{{"*[SwiftLintCore.* *]"}, {"*[Swift.* *]", "-[*(Cache in *) *]"}, {"*[_TtC13SwiftLintCore* *]"}} {
-		c := calls(toJSON(t, raw, Options{MaxDepth: -1, Exclude: exc}))
+		c := calls(toJSON(t, raw, engine.Options{MaxDepth: -1, Exclude: exc}))
 		if len(c[cacheStepD]) != 0 || len(c[onceRunD]) != 1 {
 			t.Errorf("exclude %v: %v", exc, c)
 		}
@@ -149,8 +153,8 @@ func TestSwiftNamesShown(t *testing.T) {
 // TestSwiftNamesInReport: report JSON keys methods by their runtime names and adds how people
 // write them; a stack reads as people write it.
 func TestSwiftNamesInReport(t *testing.T) {
-	s := NewReportSink(ReportOptions{})
-	if _, err := Process(bytes.NewReader(swiftTrace(t)), Options{MaxDepth: -1}, s); err != nil {
+	s := report.NewReportSink(report.ReportOptions{})
+	if _, err := engine.Process(bytes.NewReader(swiftTrace(t)), engine.Options{MaxDepth: -1}, s); err != nil {
 		t.Fatal(err)
 	}
 	r := s.Report()
@@ -163,7 +167,7 @@ func TestSwiftNamesInReport(t *testing.T) {
 			t.Errorf("report method %s: display %q (present %v), want %q", m, got, ok, d)
 		}
 	}
-	if got := StackString([]string{onceRun, objRun, "-[Foo run]"}); got != onceRunD+" > "+objRunD+" > -[Foo run]" {
+	if got := report.StackString([]string{onceRun, objRun, "-[Foo run]"}); got != onceRunD+" > "+objRunD+" > -[Foo run]" {
 		t.Errorf("StackString: %q", got)
 	}
 	b, err := json.Marshal(r)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/msgtrace/msgtrace/internal/viewertest"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // TestWriteTouchingTrace writes a synthetic raw trace of $MSGTRACE_BENCH_CALLS calls (touching
@@ -48,10 +49,10 @@ var synthMethods = []struct {
 	{"+[Cache shared]", 0x4000, 0x50},
 }
 
-func synthNames() []NameEntry {
-	return []NameEntry{
-		{0x1000, NameClass, "App"}, {0x2000, NameClass, "Worker"}, {0x3000, NameClass, "Cell"}, {0x4000, NameMetaclass, "Cache"},
-		{0x10, NameSelector, "run"}, {0x20, NameSelector, "fib:"}, {0x30, NameSelector, "step"}, {0x40, NameSelector, "value"}, {0x50, NameSelector, "shared"},
+func synthNames() []stream.NameEntry {
+	return []stream.NameEntry{
+		{Key: 0x1000, Kind: stream.NameClass, Name: "App"}, {Key: 0x2000, Kind: stream.NameClass, Name: "Worker"}, {Key: 0x3000, Kind: stream.NameClass, Name: "Cell"}, {Key: 0x4000, Kind: stream.NameMetaclass, Name: "Cache"},
+		{Key: 0x10, Kind: stream.NameSelector, Name: "run"}, {Key: 0x20, Kind: stream.NameSelector, Name: "fib:"}, {Key: 0x30, Kind: stream.NameSelector, Name: "step"}, {Key: 0x40, Kind: stream.NameSelector, Name: "value"}, {Key: 0x50, Kind: stream.NameSelector, Name: "shared"},
 	}
 }
 
@@ -90,22 +91,22 @@ func synthTree(r *rand.Rand, n int, t uint64) *synthCall {
 	return root
 }
 
-func (c *synthCall) records(depth uint64, out *[]Record) {
+func (c *synthCall) records(depth uint64, out *[]stream.Record) {
 	for _, k := range c.kids {
 		k.records(depth+1, out)
 	}
 	m := synthMethods[c.name]
-	*out = append(*out, Record{Start: c.start, End: c.end, Class: m.cls | depth<<48 | c.flags<<60, Sel: m.sel})
+	*out = append(*out, stream.Record{Start: c.start, End: c.end, Class: m.cls | depth<<48 | c.flags<<60, Sel: m.sel})
 }
 
 // synthThread is one thread of a synthetic trace.
 type synthThread struct {
-	th    Thread
+	th    stream.Thread
 	roots []*synthCall
 }
 
 // synthHeader ticks at 24 MHz (125/3 ns a tick), as Apple silicon's counter.
-var synthHeader = Header{PID: 777, TickNum: 125, TickDen: 3, BaseTick: 0}
+var synthHeader = stream.Header{PID: 777, TickNum: 125, TickDen: 3, BaseTick: 0}
 
 // synthTrace makes threads with about calls calls in all, spread over outermost calls of at
 // most perRoot calls each.
@@ -113,7 +114,7 @@ func synthTrace(seed uint64, calls, perRoot int, names ...string) []synthThread 
 	r := rand.New(rand.NewPCG(seed, 1))
 	var ts []synthThread
 	for i, name := range names {
-		st := synthThread{th: Thread{TID: uint64(1000 + i), Main: i == 0, Name: name}}
+		st := synthThread{th: stream.Thread{TID: uint64(1000 + i), Main: i == 0, Name: name}}
 		left := calls / len(names)
 		t := uint64(r.IntN(100))
 		for left > 0 {
@@ -130,10 +131,10 @@ func synthTrace(seed uint64, calls, perRoot int, names ...string) []synthThread 
 
 func writeSynth(t testing.TB, ts []synthThread) []byte {
 	var buf bytes.Buffer
-	w := NewWriter(&buf, synthHeader)
+	w := stream.NewWriter(&buf, synthHeader)
 	w.WriteNames(synthNames())
 	for _, st := range ts {
-		var recs []Record
+		var recs []stream.Record
 		for _, r := range st.roots {
 			r.records(0, &recs)
 		}
@@ -183,12 +184,12 @@ func synthExpect(st synthThread) (map[string]viewertest.Times, uint64) {
 // synthEdge is a thread with the edge cases: an unwound call, a hang (two calls still open at
 // the end of the trace), and 5 calls lost (the thread's dropped counter).
 func synthEdge() synthThread {
-	edge := synthThread{th: Thread{TID: 2000, Name: "hang", Dropped: 5}}
+	edge := synthThread{th: stream.Thread{TID: 2000, Name: "hang", Dropped: 5}}
 	edge.roots = []*synthCall{
-		{name: 0, start: 10, end: 100, kids: []*synthCall{{name: 2, start: 20, end: 40, flags: FlagUnwound}}},
-		{name: 0, start: 100, end: 400, flags: FlagOpen, kids: []*synthCall{
+		{name: 0, start: 10, end: 100, kids: []*synthCall{{name: 2, start: 20, end: 40, flags: stream.FlagUnwound}}},
+		{name: 0, start: 100, end: 400, flags: stream.FlagOpen, kids: []*synthCall{
 			{name: 3, start: 110, end: 130},
-			{name: 1, start: 150, end: 400, flags: FlagOpen},
+			{name: 1, start: 150, end: 400, flags: stream.FlagOpen},
 		}},
 	}
 	return edge

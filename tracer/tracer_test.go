@@ -12,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // node is a call in a hand-built tree; rec turns a tree into records in the order calls end.
@@ -22,11 +25,11 @@ type node struct {
 	kids       []node
 }
 
-func (n node) records(depth uint64, out *[]Record) {
+func (n node) records(depth uint64, out *[]stream.Record) {
 	for _, k := range n.kids {
 		k.records(depth+1, out)
 	}
-	*out = append(*out, Record{Start: n.start, End: n.end, Class: n.cls | depth<<48 | n.flags<<60, Sel: n.sel})
+	*out = append(*out, stream.Record{Start: n.start, End: n.end, Class: n.cls | depth<<48 | n.flags<<60, Sel: n.sel})
 }
 
 const (
@@ -34,9 +37,9 @@ const (
 	selRun, selStep, selTiny   = 0x10, 0x20, 0x30
 )
 
-var testNames = []NameEntry{
-	{clsFoo, NameClass, "Foo"}, {clsFooMeta, NameMetaclass, "Foo"}, {clsBar, NameClass, "Bar"},
-	{selRun, NameSelector, "run"}, {selStep, NameSelector, "step:"}, {selTiny, NameSelector, "tiny"},
+var testNames = []stream.NameEntry{
+	{Key: clsFoo, Kind: stream.NameClass, Name: "Foo"}, {Key: clsFooMeta, Kind: stream.NameMetaclass, Name: "Foo"}, {Key: clsBar, Kind: stream.NameClass, Name: "Bar"},
+	{Key: selRun, Kind: stream.NameSelector, Name: "run"}, {Key: selStep, Kind: stream.NameSelector, Name: "step:"}, {Key: selTiny, Kind: stream.NameSelector, Name: "tiny"},
 }
 
 // testTrace: main thread -[Foo run] [1000,101000] > 2x -[Bar step:] > -[Bar tiny]; +[Foo run];
@@ -51,17 +54,17 @@ func testTrace(t testing.TB) []byte {
 		}},
 		{cls: clsFooMeta, sel: selRun, start: 121000, end: 131000},
 	}
-	var recs []Record
+	var recs []stream.Record
 	for _, n := range main {
 		n.records(0, &recs)
 	}
 	var buf bytes.Buffer
-	w := NewWriter(&buf, Header{PID: 4242, TickNum: 1, TickDen: 1, BaseTick: 1000})
+	w := stream.NewWriter(&buf, stream.Header{PID: 4242, TickNum: 1, TickDen: 1, BaseTick: 1000})
 	w.WriteNames(testNames)
-	w.WriteThread(Thread{TID: 100, Main: true, Dropped: 3, Overflow: 1}, recs)
-	var wrecs []Record
-	node{cls: clsBar, sel: selStep, start: 6000, end: 26000, flags: FlagUnwound}.records(0, &wrecs)
-	w.WriteThread(Thread{TID: 101, Name: "worker"}, wrecs)
+	w.WriteThread(stream.Thread{TID: 100, Main: true, Dropped: 3, Overflow: 1}, recs)
+	var wrecs []stream.Record
+	node{cls: clsBar, sel: selStep, start: 6000, end: 26000, flags: stream.FlagUnwound}.records(0, &wrecs)
+	w.WriteThread(stream.Thread{TID: 101, Name: "worker"}, wrecs)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +83,9 @@ type chromeFile struct {
 	OtherData   map[string]uint64
 }
 
-func toJSON(t *testing.T, raw []byte, opt Options) chromeFile {
+func toJSON(t *testing.T, raw []byte, opt engine.Options) chromeFile {
 	var out bytes.Buffer
-	if _, err := Process(bytes.NewReader(raw), opt, NewChromeSink(&out)); err != nil {
+	if _, err := engine.Process(bytes.NewReader(raw), opt, sink.NewChromeSink(&out)); err != nil {
 		t.Fatal(err)
 	}
 	var f chromeFile
@@ -112,7 +115,7 @@ func calls(f chromeFile) map[string][]chromeEvent {
 }
 
 func TestChromeJSON(t *testing.T) {
-	f := toJSON(t, testTrace(t), Options{MaxDepth: -1})
+	f := toJSON(t, testTrace(t), engine.Options{MaxDepth: -1})
 	c := calls(f)
 	foo := c["-[Foo run]"]
 	if len(foo) != 1 || foo[0].Ts != 0 || foo[0].Dur != 100 || foo[0].Pid != 4242 || foo[0].Tid != 100 {
@@ -151,28 +154,28 @@ func TestChromeJSON(t *testing.T) {
 func TestFilters(t *testing.T) {
 	raw := testTrace(t)
 	// drop -[Bar step:]: -[Bar tiny] (5 µs) now belongs to -[Foo run]
-	c := calls(toJSON(t, raw, Options{MaxDepth: -1, Exclude: []string{"-[Bar step:]"}}))
+	c := calls(toJSON(t, raw, engine.Options{MaxDepth: -1, Exclude: []string{"-[Bar step:]"}}))
 	if len(c["-[Bar step:]"]) != 0 || c["-[Foo run]"][0].Args["self_ns"].(float64) != 95000 {
 		t.Errorf("exclude: %v", c)
 	}
 	// shorter than 10 µs: -[Bar tiny] goes, the first -[Bar step:] keeps its 30 µs as self
-	c = calls(toJSON(t, raw, Options{MaxDepth: -1, MinNanos: 10000}))
+	c = calls(toJSON(t, raw, engine.Options{MaxDepth: -1, MinNanos: 10000}))
 	if len(c["-[Bar tiny]"]) != 0 || c["-[Bar step:]"][1].Args["self_ns"].(float64) != 30000 || c["-[Bar step:]"][1].Ts != 10 {
 		t.Errorf("min duration: %v", c)
 	}
-	c = calls(toJSON(t, raw, Options{MaxDepth: 0}))
+	c = calls(toJSON(t, raw, engine.Options{MaxDepth: 0}))
 	if len(c) != 3 || len(c["-[Bar tiny]"]) != 0 {
 		t.Errorf("max depth 0: %v", c)
 	}
-	c = calls(toJSON(t, raw, Options{MaxDepth: -1, Include: []string{"*[Bar *]"}}))
+	c = calls(toJSON(t, raw, engine.Options{MaxDepth: -1, Include: []string{"*[Bar *]"}}))
 	if len(c) != 2 || len(c["-[Bar step:]"]) != 3 {
 		t.Errorf("include: %v", c)
 	}
-	c = calls(toJSON(t, raw, Options{MaxDepth: -1, Include: []string{"+[Foo *]"}}))
+	c = calls(toJSON(t, raw, engine.Options{MaxDepth: -1, Include: []string{"+[Foo *]"}}))
 	if len(c) != 1 || len(c["+[Foo run]"]) != 1 {
 		t.Errorf("include class methods: %v", c)
 	}
-	c = calls(toJSON(t, raw, Options{MaxDepth: -1, Threads: "main"}))
+	c = calls(toJSON(t, raw, engine.Options{MaxDepth: -1, Threads: "main"}))
 	for _, es := range c {
 		for _, e := range es {
 			if e.Tid != 100 {
@@ -180,7 +183,7 @@ func TestFilters(t *testing.T) {
 			}
 		}
 	}
-	c = calls(toJSON(t, raw, Options{MaxDepth: -1, Threads: "worker"}))
+	c = calls(toJSON(t, raw, engine.Options{MaxDepth: -1, Threads: "worker"}))
 	if len(c) != 1 {
 		t.Errorf("threads=worker: %v", c)
 	}
@@ -188,7 +191,7 @@ func TestFilters(t *testing.T) {
 
 func TestFolded(t *testing.T) {
 	var out bytes.Buffer
-	if _, err := Process(bytes.NewReader(testTrace(t)), Options{MaxDepth: -1, Exclude: []string{"-[Bar step:]"}}, NewFoldedSink(&out)); err != nil {
+	if _, err := engine.Process(bytes.NewReader(testTrace(t)), engine.Options{MaxDepth: -1, Exclude: []string{"-[Bar step:]"}}, sink.NewFoldedSink(&out)); err != nil {
 		t.Fatal(err)
 	}
 	want := "main;+[Foo run] 10000\nmain;-[Foo run] 95000\nmain;-[Foo run];-[Bar tiny] 5000\nmain;[lost 3] 0\nmain;[overflow 1] 0\n"
@@ -205,7 +208,7 @@ func TestPprof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Process(bytes.NewReader(testTrace(t)), Options{MaxDepth: -1}, NewPprofSink(f)); err != nil {
+	if _, err := engine.Process(bytes.NewReader(testTrace(t)), engine.Options{MaxDepth: -1}, sink.NewPprofSink(f)); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
@@ -259,8 +262,8 @@ func TestPprof(t *testing.T) {
 func TestCorrupted(t *testing.T) {
 	raw := testTrace(t)
 	for n := 0; n < len(raw); n++ {
-		_, err := Process(bytes.NewReader(raw[:n]), Options{MaxDepth: -1}, NewChromeSink(&bytes.Buffer{}))
-		var re *RawError
+		_, err := engine.Process(bytes.NewReader(raw[:n]), engine.Options{MaxDepth: -1}, sink.NewChromeSink(&bytes.Buffer{}))
+		var re *stream.RawError
 		if !errors.As(err, &re) || re.Offset > int64(n) || !strings.Contains(err.Error(), "byte offset") {
 			t.Fatalf("cut at %d: %v", n, err)
 		}
@@ -268,22 +271,22 @@ func TestCorrupted(t *testing.T) {
 	for i := 0; i < len(raw); i++ {
 		mut := bytes.Clone(raw)
 		mut[i] ^= 0xff
-		Process(bytes.NewReader(mut), Options{MaxDepth: -1}, NewChromeSink(&bytes.Buffer{}))
+		engine.Process(bytes.NewReader(mut), engine.Options{MaxDepth: -1}, sink.NewChromeSink(&bytes.Buffer{}))
 	}
 }
 
 func FuzzProcess(f *testing.F) {
 	f.Add(testTrace(f))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, s := range []Sink{NewChromeSink(&bytes.Buffer{}), NewFoldedSink(&bytes.Buffer{}), NewPprofSink(&bytes.Buffer{})} {
-			Process(bytes.NewReader(b), Options{MaxDepth: -1}, s)
+		for _, s := range []engine.Sink{sink.NewChromeSink(&bytes.Buffer{}), sink.NewFoldedSink(&bytes.Buffer{}), sink.NewPprofSink(&bytes.Buffer{})} {
+			engine.Process(bytes.NewReader(b), engine.Options{MaxDepth: -1}, s)
 		}
 	})
 }
 
 func TestJSONStringEscapes(t *testing.T) {
 	for _, s := range []string{`plain`, `q"uote`, `back\slash`, "ctl\x01\n", "bad\xffutf8", "ünïcødé", ""} {
-		b := appendJSONString(nil, s)
+		b := sink.AppendJSONString(nil, s)
 		var got string
 		if err := json.Unmarshal(b, &got); err != nil {
 			t.Fatalf("%q -> %s: %v", s, b, err)

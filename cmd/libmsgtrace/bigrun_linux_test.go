@@ -22,7 +22,8 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/msgtrace/msgtrace/internal/testfiles"
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -269,8 +270,8 @@ func streamEndCounters(path string) ([6]uint64, error) {
 		return c, err
 	}
 	ends := 0
-	fs, err := tracer.ScanFrames(tracer.Input{R: f, Size: st.Size(), Name: path}, func(kind uint8, _ int64, p []byte) error {
-		if kind != tracer.FrameEnd {
+	fs, err := engine.ScanFrames(engine.Input{R: f, Size: st.Size(), Name: path}, func(kind uint8, _ int64, p []byte) error {
+		if kind != stream.FrameEnd {
 			return nil
 		}
 		ends++
@@ -286,7 +287,7 @@ func streamEndCounters(path string) ([6]uint64, error) {
 	if err != nil {
 		return c, err
 	}
-	if ends != 1 || fs != (tracer.FrameStats{}) {
+	if ends != 1 || fs != (engine.FrameStats{}) {
 		return c, fmt.Errorf("%s: %d end frames, %+v", path, ends, fs)
 	}
 	return c, nil
@@ -299,23 +300,23 @@ type bigCountSink struct {
 	perThread map[uint64]uint64
 }
 
-func (s *bigCountSink) BeginThread(_ *tracer.Header, t *tracer.Thread) error {
+func (s *bigCountSink) BeginThread(_ *stream.Header, t *stream.Thread) error {
 	s.thread = t.TID
 	return nil
 }
-func (s *bigCountSink) Call(*tracer.Call) error {
+func (s *bigCountSink) Call(*engine.Call) error {
 	s.calls++
 	s.perThread[s.thread]++
 	return nil
 }
-func (s *bigCountSink) Needs() tracer.Needs       { return tracer.Needs{} }
+func (s *bigCountSink) Needs() engine.Needs       { return engine.Needs{} }
 func (s *bigCountSink) Skip(int) error            { return nil }
-func (s *bigCountSink) Mark(*tracer.Mark) error   { return nil }
+func (s *bigCountSink) Mark(*stream.Mark) error   { return nil }
 func (s *bigCountSink) EndThread() error          { return nil }
-func (s *bigCountSink) Close(tracer.Totals) error { return nil }
+func (s *bigCountSink) Close(engine.Totals) error { return nil }
 
-// bigReadStream reads a stream into s with tracer.ProcessStreams and returns the totals.
-func bigReadStream(t *testing.T, path string, s tracer.Sink) tracer.Totals {
+// bigReadStream reads a stream into s with engine.ProcessStreams and returns the totals.
+func bigReadStream(t *testing.T, path string, s engine.Sink) engine.Totals {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -323,7 +324,7 @@ func bigReadStream(t *testing.T, path string, s tracer.Sink) tracer.Totals {
 	}
 	defer f.Close()
 	st, _ := f.Stat()
-	tot, err := tracer.ProcessStreams([]tracer.Input{{R: f, Size: st.Size(), Name: path}}, tracer.Options{MaxDepth: -1}, s)
+	tot, err := engine.ProcessStreams([]engine.Input{{R: f, Size: st.Size(), Name: path}}, engine.Options{MaxDepth: -1}, s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/msgtrace/msgtrace/internal/testfiles"
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
 )
 
 // gnustep runs programs of Debian's GNUstep (gcc's GNU runtime, libobjc.so.4: no objc_msgSend,
@@ -489,7 +489,7 @@ func TestGNUstepMethods(t *testing.T) {
 		}
 		streams, _ := filepath.Glob(filepath.Join(g.dir, "chess.*.mtrace"))
 		var s *tally
-		var tot tracer.Totals
+		var tot engine.Totals
 		for _, p := range streams {
 			if ps, pt := readStreams(t, p); ps.calls["-[NSApplication finishLaunching]"] > 0 {
 				s, tot = ps, pt

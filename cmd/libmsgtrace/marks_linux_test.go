@@ -18,20 +18,22 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/msgtrace/msgtrace/internal/testfiles"
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/report"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // launchSink keeps what a launch test checks: the headers' instants and every call.
 type launchSink struct {
-	hdrs  map[uint64]*tracer.Header
+	hdrs  map[uint64]*stream.Header
 	main  map[uint64]uint64 // pid -> main thread's tid
-	calls []tracer.Call
+	calls []engine.Call
 	pids  []uint64
 }
 
-func (s *launchSink) BeginThread(h *tracer.Header, t *tracer.Thread) error {
+func (s *launchSink) BeginThread(h *stream.Header, t *stream.Thread) error {
 	if s.hdrs == nil {
-		s.hdrs, s.main = map[uint64]*tracer.Header{}, map[uint64]uint64{}
+		s.hdrs, s.main = map[uint64]*stream.Header{}, map[uint64]uint64{}
 	}
 	if s.hdrs[h.PID] == nil {
 		s.pids = append(s.pids, h.PID)
@@ -42,18 +44,18 @@ func (s *launchSink) BeginThread(h *tracer.Header, t *tracer.Thread) error {
 	}
 	return nil
 }
-func (s *launchSink) Call(c *tracer.Call) error {
+func (s *launchSink) Call(c *engine.Call) error {
 	cc := *c
-	cc.Thread = &tracer.Thread{TID: c.Thread.TID, PID: c.Thread.PID}
+	cc.Thread = &stream.Thread{TID: c.Thread.TID, PID: c.Thread.PID}
 	s.calls = append(s.calls, cc)
 	return nil
 }
-func (s *launchSink) Needs() tracer.Needs                  { return tracer.Needs{} }
+func (s *launchSink) Needs() engine.Needs                  { return engine.Needs{} }
 func (s *launchSink) Skip(int) error                       { return nil }
-func (s *launchSink) Mark(*tracer.Mark) error              { return nil }
+func (s *launchSink) Mark(*stream.Mark) error              { return nil }
 func (s *launchSink) EndThread() error                     { return nil }
-func (s *launchSink) Close(tracer.Totals) error            { return nil }
-func (s *launchSink) instants(pid uint64) []tracer.Instant { return s.hdrs[pid].Instants }
+func (s *launchSink) Close(engine.Totals) error            { return nil }
+func (s *launchSink) instants(pid uint64) []stream.Instant { return s.hdrs[pid].Instants }
 
 func readLaunch(t *testing.T, path string) *launchSink {
 	t.Helper()
@@ -63,31 +65,31 @@ func readLaunch(t *testing.T, path string) *launchSink {
 	}
 	defer f.Close()
 	var s launchSink
-	if _, err := tracer.Process(f, tracer.Options{MaxDepth: -1}, &s); err != nil {
+	if _, err := engine.Process(f, engine.Options{MaxDepth: -1}, &s); err != nil {
 		t.Fatal(err)
 	}
 	return &s
 }
 
 // launchMark finds the first instant of a kind (and name, for the app's).
-func launchMark(ins []tracer.Instant, kind tracer.InstantKind, name string) (tracer.Instant, bool) {
+func launchMark(ins []stream.Instant, kind stream.InstantKind, name string) (stream.Instant, bool) {
 	for _, in := range ins {
 		if in.Kind == kind && (name == "" || in.Name == name) {
 			return in, true
 		}
 	}
-	return tracer.Instant{}, false
+	return stream.Instant{}, false
 }
 
 // checkLaunchOrder checks that the launch marks are there and in order: process start ≤
 // library loaded ≤ main ≤ the app's mark, the first call after the library loaded and before
 // the app's mark; with preMain, the first call before main too. It returns the marks by kind.
-func checkLaunchOrder(t *testing.T, ins []tracer.Instant, appMark string, preMain bool) map[tracer.InstantKind]tracer.Instant {
+func checkLaunchOrder(t *testing.T, ins []stream.Instant, appMark string, preMain bool) map[stream.InstantKind]stream.Instant {
 	t.Helper()
-	got := map[tracer.InstantKind]tracer.Instant{}
-	for _, k := range []tracer.InstantKind{tracer.InstantProcessStart, tracer.InstantLoaded, tracer.InstantFirstCall, tracer.InstantMain, tracer.InstantApp} {
+	got := map[stream.InstantKind]stream.Instant{}
+	for _, k := range []stream.InstantKind{stream.InstantProcessStart, stream.InstantLoaded, stream.InstantFirstCall, stream.InstantMain, stream.InstantApp} {
 		name := ""
-		if k == tracer.InstantApp {
+		if k == stream.InstantApp {
 			name = appMark
 		}
 		in, ok := launchMark(ins, k, name)
@@ -96,7 +98,7 @@ func checkLaunchOrder(t *testing.T, ins []tracer.Instant, appMark string, preMai
 		}
 		got[k] = in
 	}
-	ps, lo, fc, mn, app := got[tracer.InstantProcessStart], got[tracer.InstantLoaded], got[tracer.InstantFirstCall], got[tracer.InstantMain], got[tracer.InstantApp]
+	ps, lo, fc, mn, app := got[stream.InstantProcessStart], got[stream.InstantLoaded], got[stream.InstantFirstCall], got[stream.InstantMain], got[stream.InstantApp]
 	if !(ps.Nanos <= lo.Nanos && lo.Nanos <= mn.Nanos && mn.Nanos <= app.Nanos && lo.Nanos <= fc.Nanos && fc.Nanos <= app.Nanos) || preMain && fc.Nanos > mn.Nanos {
 		t.Errorf("launch marks out of order: %+v", ins)
 	}
@@ -242,19 +244,19 @@ func TestGNUstepLaunchMarks(t *testing.T) {
 			if err != nil || so != plain {
 				t.Fatalf("traced: %v\nstdout %q, want %q\nstderr:\n%s", err, so, plain, se)
 			}
-			stream := out + ".mtrace"
-			s := readLaunch(t, stream)
+			strm := out + ".mtrace"
+			s := readLaunch(t, strm)
 			if len(s.pids) != 1 {
 				t.Fatalf("%d processes", len(s.pids))
 			}
 			pid := s.pids[0]
 			ins := s.instants(pid)
 			m := checkLaunchOrder(t, ins, "first frame", true)
-			if fm := m[tracer.InstantApp]; fm.TID != s.main[pid] {
+			if fm := m[stream.InstantApp]; fm.TID != s.main[pid] {
 				t.Errorf("first frame on thread %d, the main thread is %d", fm.TID, s.main[pid])
 			}
 			// the constructor's +warm: (and the +step: it sends) before main, main's after
-			mainAt := m[tracer.InstantMain].Nanos
+			mainAt := m[stream.InstantMain].Nanos
 			var before, after []string
 			first := ^uint64(0)
 			for _, c := range s.calls {
@@ -273,8 +275,8 @@ func TestGNUstepLaunchMarks(t *testing.T) {
 			if strings.Join(before, " ") != "+[Early step:] +[Early warm:]" || strings.Join(after, " ") != "+[Early step:] +[Early step:] +[Early warm:]" {
 				t.Errorf("before main %v, after %v", before, after)
 			}
-			if first != m[tracer.InstantFirstCall].Nanos {
-				t.Errorf("first call mark at %d, the first call at %d", m[tracer.InstantFirstCall].Nanos, first)
+			if first != m[stream.InstantFirstCall].Nanos {
+				t.Errorf("first call mark at %d, the first call at %d", m[stream.InstantFirstCall].Nanos, first)
 			}
 
 			// Chrome JSON (the conversion at exit): the marks as instants, in order
@@ -309,7 +311,7 @@ func TestGNUstepLaunchMarks(t *testing.T) {
 
 			// Perfetto, converted from the stream
 			pf := filepath.Join(g.dir, c.name+".pftrace")
-			if b, err := exec.Command(mb, "trace", stream, "-o", pf).CombinedOutput(); err != nil {
+			if b, err := exec.Command(mb, "trace", strm, "-o", pf).CombinedOutput(); err != nil {
 				t.Fatalf("machobind trace: %v\n%s", err, b)
 			}
 			if got := strings.Join(perfettoInstants(t, pf), ", "); got != "process start, library loaded, first call, main, first frame" {
@@ -317,16 +319,16 @@ func TestGNUstepLaunchMarks(t *testing.T) {
 			}
 
 			// machobind report: the launch section
-			rep, err := exec.Command(mb, "report", stream).CombinedOutput()
+			rep, err := exec.Command(mb, "report", strm).CombinedOutput()
 			if err != nil || !strings.Contains(string(rep), "LAUNCH of launch (pid ") || !strings.Contains(string(rep), `to the app's mark "first frame"`) ||
 				!strings.Contains(string(rep), "ms before main") || !strings.Contains(string(rep), "+load: 0 calls") {
 				t.Errorf("machobind report: %v\n%s", err, rep)
 			}
-			js, err := exec.Command(mb, "report", "--json", stream).Output()
+			js, err := exec.Command(mb, "report", "--json", strm).Output()
 			if err != nil {
 				t.Fatal(err)
 			}
-			var r tracer.Report
+			var r report.Report
 			if err := json.Unmarshal(js, &r); err != nil {
 				t.Fatal(err)
 			}
@@ -385,26 +387,26 @@ func TestGNUstepLaunchMarksGUI(t *testing.T) {
 				t.Fatalf("EdenMath under xvfb-run: %v\n%s", err, b)
 			}
 			files, _ := filepath.Glob(filepath.Join(out, "t-*.mtrace"))
-			var stream string
+			var strm string
 			for _, f := range files {
 				if s := readLaunch(t, f); len(s.pids) == 1 && s.hdrs[s.pids[0]].Program == "EdenMath" {
-					stream = f
+					strm = f
 					m := checkLaunchOrder(t, s.instants(s.pids[0]), "first idle", false)
 					t.Logf("EdenMath (%s): start ±%.3f ms, loaded %.3f ms, main %.3f ms, first call %.3f ms, first idle %.3f ms, %d calls",
-						name, float64(m[tracer.InstantProcessStart].PrecisionNanos)/1e6, float64(m[tracer.InstantLoaded].Nanos)/1e6, float64(m[tracer.InstantMain].Nanos)/1e6,
-						float64(m[tracer.InstantFirstCall].Nanos)/1e6, float64(m[tracer.InstantApp].Nanos)/1e6, len(s.calls))
+						name, float64(m[stream.InstantProcessStart].PrecisionNanos)/1e6, float64(m[stream.InstantLoaded].Nanos)/1e6, float64(m[stream.InstantMain].Nanos)/1e6,
+						float64(m[stream.InstantFirstCall].Nanos)/1e6, float64(m[stream.InstantApp].Nanos)/1e6, len(s.calls))
 				}
 			}
-			if stream == "" {
+			if strm == "" {
 				t.Fatalf("no stream of EdenMath among %v", files)
 			}
-			sink := tracer.NewReportSink(tracer.ReportOptions{})
-			f, err := os.Open(stream)
+			sink := report.NewReportSink(report.ReportOptions{})
+			f, err := os.Open(strm)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			if _, err := tracer.Process(f, tracer.Options{MaxDepth: -1}, sink); err != nil {
+			if _, err := engine.Process(f, engine.Options{MaxDepth: -1}, sink); err != nil {
 				t.Fatal(err)
 			}
 			ls := sink.Report().Launches

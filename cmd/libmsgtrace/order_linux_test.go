@@ -11,19 +11,20 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // orderStats is what streamOrder read from a stream, frame by frame.
 type orderStats struct {
 	calls   uint64                     // call events
-	marks   map[tracer.MarkKind]uint64 // marks of each kind
-	counts  map[tracer.MarkKind]uint64 // their counts (calls lost, overflowed, overwritten)
+	marks   map[stream.MarkKind]uint64 // marks of each kind
+	counts  map[stream.MarkKind]uint64 // their counts (calls lost, overflowed, overwritten)
 	threads int                        // threads with events
-	end     *tracer.StreamCounters     // the end frame's counters; nil without one
+	end     *stream.StreamCounters     // the end frame's counters; nil without one
 }
 
-// streamOrder reads a stream frame by frame (tracer.ScanFrames, tracer.DecodeEvents) and
+// streamOrder reads a stream frame by frame (engine.ScanFrames, stream.DecodeEvents) and
 // checks what the recorder promises about order: every thread's events, across its frames in
 // file order, end in order (non-decreasing end ticks, marks included), and its open frames come
 // in tick order. (An open frame may list a call whose record is already written: a thread
@@ -35,7 +36,7 @@ func streamOrder(t *testing.T, path string) orderStats {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := orderStats{marks: map[tracer.MarkKind]uint64{}, counts: map[tracer.MarkKind]uint64{}}
+	st := orderStats{marks: map[stream.MarkKind]uint64{}, counts: map[stream.MarkKind]uint64{}}
 	type thread struct {
 		events   uint64
 		lastEnd  uint64
@@ -56,11 +57,11 @@ func streamOrder(t *testing.T, path string) orderStats {
 			t.Errorf("%s: "+format, append([]any{filepath.Base(path)}, args...)...)
 		}
 	}
-	in := tracer.Input{R: bytes.NewReader(b), Size: int64(len(b)), Name: path}
-	_, err = tracer.ScanFrames(in, func(kind uint8, off int64, p []byte) error {
+	in := engine.Input{R: bytes.NewReader(b), Size: int64(len(b)), Name: path}
+	_, err = engine.ScanFrames(in, func(kind uint8, off int64, p []byte) error {
 		switch kind {
-		case tracer.FrameEvents:
-			tid, _, evs, err := tracer.DecodeEvents(p)
+		case stream.FrameEvents:
+			tid, _, evs, err := stream.DecodeEvents(p)
 			if err != nil {
 				return fmt.Errorf("events frame at %d: %v", off, err)
 			}
@@ -72,14 +73,14 @@ func streamOrder(t *testing.T, path string) orderStats {
 				}
 				th.lastEnd = e.End
 				th.events++
-				if e.Type == tracer.EventMark {
-					st.marks[tracer.MarkKind(e.ID)]++
-					st.counts[tracer.MarkKind(e.ID)] += e.Count
+				if e.Type == stream.EventMark {
+					st.marks[stream.MarkKind(e.ID)]++
+					st.counts[stream.MarkKind(e.ID)] += e.Count
 					continue
 				}
 				st.calls++
 			}
-		case tracer.FrameOpen:
+		case stream.FrameOpen:
 			if len(p) < 16 {
 				return fmt.Errorf("open frame at %d: %d bytes", off, len(p))
 			}
@@ -99,7 +100,7 @@ func streamOrder(t *testing.T, path string) orderStats {
 					v[i], q = x, q[n:]
 				}
 			}
-		case tracer.FrameEnd:
+		case stream.FrameEnd:
 			var c [6]uint64
 			q := p
 			for i := range c {
@@ -109,7 +110,7 @@ func streamOrder(t *testing.T, path string) orderStats {
 				}
 				c[i], q = v, q[n:]
 			}
-			st.end = &tracer.StreamCounters{Calls: c[0], Lost: c[1], Overflow: c[2], Waits: c[3], TicksWaited: c[4], Unwritten: c[5]}
+			st.end = &stream.StreamCounters{Calls: c[0], Lost: c[1], Overflow: c[2], Waits: c[3], TicksWaited: c[4], Unwritten: c[5]}
 		}
 		return nil
 	})
@@ -163,8 +164,8 @@ func testOrder(t *testing.T, b built) {
 					t.Fatalf("sent %d, the stream holds %d calls, end frame %+v", sent, st.calls, st.end)
 				}
 				// every wait is on its thread's timeline
-				if st.marks[tracer.MarkWait] != st.end.Waits {
-					t.Errorf("%d wait marks, the end frame counts %d waits", st.marks[tracer.MarkWait], st.end.Waits)
+				if st.marks[stream.MarkWait] != st.end.Waits {
+					t.Errorf("%d wait marks, the end frame counts %d waits", st.marks[stream.MarkWait], st.end.Waits)
 				}
 				waits += st.end.Waits
 			}

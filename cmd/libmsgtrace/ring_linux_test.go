@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"github.com/msgtrace/msgtrace/internal/testfiles"
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // testRingNoWait: in ring mode (the flight recorder) a thread that needs a chunk takes back a
@@ -54,15 +55,15 @@ func testRingNoWait(t *testing.T, b built) {
 				t.Fatalf("stress %v: %v\n%s", c.args, err, o)
 			}
 			st := streamOrder(t, out)
-			ow := st.counts[tracer.MarkOverwritten]
-			if st.end == nil || st.end.Waits != 0 || st.marks[tracer.MarkWait] != 0 || st.end.Lost != 0 {
-				t.Errorf("end frame %+v, %d wait marks: a thread waited in ring mode", st.end, st.marks[tracer.MarkWait])
+			ow := st.counts[stream.MarkOverwritten]
+			if st.end == nil || st.end.Waits != 0 || st.marks[stream.MarkWait] != 0 || st.end.Lost != 0 {
+				t.Errorf("end frame %+v, %d wait marks: a thread waited in ring mode", st.end, st.marks[stream.MarkWait])
 			}
 			if st.calls+ow != sent || (c.mb != "" && ow == 0) {
 				t.Errorf("sent %d, kept %d + overwritten %d = %d", sent, st.calls, ow, st.calls+ow)
 			}
-			if int(st.marks[tracer.MarkOverwritten]) > c.threads {
-				t.Errorf("%d overwritten marks for %d threads", st.marks[tracer.MarkOverwritten], c.threads)
+			if int(st.marks[stream.MarkOverwritten]) > c.threads {
+				t.Errorf("%d overwritten marks for %d threads", st.marks[stream.MarkOverwritten], c.threads)
 			}
 			s, tot := readStreams(t, out)
 			if c.args[0] == "soak" && s.calls["-[Worker run:]"] != c.threads {
@@ -79,9 +80,9 @@ func testRingNoWait(t *testing.T, b built) {
 // streamDump says whether a file is a whole stream (it has its end frame) and the tick of its
 // first clock frame (a new dump has a new one).
 func streamDump(b []byte) (whole bool, tick uint64) {
-	tracer.ScanFrames(tracer.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
-		whole = whole || kind == tracer.FrameEnd
-		if kind == tracer.FrameClock && tick == 0 && len(p) >= 8 {
+	engine.ScanFrames(engine.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
+		whole = whole || kind == stream.FrameEnd
+		if kind == stream.FrameClock && tick == 0 && len(p) >= 8 {
 			tick = binary.LittleEndian.Uint64(p)
 		}
 		return nil
@@ -99,9 +100,9 @@ func cycleThreads(t *testing.T, path string) map[uint64]*cycleThread {
 	}
 	sels := map[uint64]string{}
 	threads := map[uint64]*cycleThread{}
-	_, err = tracer.ScanFrames(tracer.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
+	_, err = engine.ScanFrames(engine.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
 		switch kind {
-		case tracer.FrameMethods:
+		case stream.FrameMethods:
 			for len(p) > 0 {
 				var v [2]uint64
 				var str [2]string
@@ -121,8 +122,8 @@ func cycleThreads(t *testing.T, path string) map[uint64]*cycleThread {
 				}
 				sels[v[0]] = str[1]
 			}
-		case tracer.FrameEvents:
-			tid, _, evs, err := tracer.DecodeEvents(p)
+		case stream.FrameEvents:
+			tid, _, evs, err := stream.DecodeEvents(p)
 			if err != nil {
 				return err
 			}
@@ -133,12 +134,12 @@ func cycleThreads(t *testing.T, path string) map[uint64]*cycleThread {
 			}
 			for _, e := range evs {
 				switch {
-				case e.Type == tracer.EventMark && tracer.MarkKind(e.ID) == tracer.MarkOverwritten:
+				case e.Type == stream.EventMark && stream.MarkKind(e.ID) == stream.MarkOverwritten:
 					if len(th.sels) > 0 || th.overwritten > 0 {
 						return fmt.Errorf("thread %d: an overwritten mark after its calls", tid)
 					}
 					th.overwritten = e.Count
-				case e.Type != tracer.EventMark:
+				case e.Type != stream.EventMark:
 					th.sels = append(th.sels, sels[e.ID])
 				}
 			}

@@ -16,34 +16,35 @@ import (
 	"testing"
 	"time"
 
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
-// tally is a tracer.Sink that counts what a trace holds: calls per process, thread and name,
+// tally is a engine.Sink that counts what a trace holds: calls per process, thread and name,
 // calls still running, and marks.
 type tally struct {
-	thread   *tracer.Thread
-	header   *tracer.Header
+	thread   *stream.Thread
+	header   *stream.Header
 	calls    map[string]int            // name -> calls, every thread and process
 	perPID   map[uint64]map[string]int // pid -> name -> calls
 	perTID   map[uint64]int            // tid -> calls
 	names    map[uint64]string         // tid -> thread name
 	open     []string                  // "name@depth" of calls still running at the end
 	unwound  int
-	marks    map[tracer.MarkKind]uint64 // kind -> total count (waits: how many)
+	marks    map[stream.MarkKind]uint64 // kind -> total count (waits: how many)
 	waitNs   uint64
 	programs map[uint64]string
-	instants map[uint64][]tracer.Instant // pid -> the process's instants
+	instants map[uint64][]stream.Instant // pid -> the process's instants
 	mains    map[uint64]bool             // tids of main threads
 }
 
 func newTally() *tally {
 	return &tally{calls: map[string]int{}, perPID: map[uint64]map[string]int{}, perTID: map[uint64]int{},
-		names: map[uint64]string{}, marks: map[tracer.MarkKind]uint64{}, programs: map[uint64]string{},
-		instants: map[uint64][]tracer.Instant{}, mains: map[uint64]bool{}}
+		names: map[uint64]string{}, marks: map[stream.MarkKind]uint64{}, programs: map[uint64]string{},
+		instants: map[uint64][]stream.Instant{}, mains: map[uint64]bool{}}
 }
 
-func (s *tally) BeginThread(h *tracer.Header, t *tracer.Thread) error {
+func (s *tally) BeginThread(h *stream.Header, t *stream.Thread) error {
 	s.thread, s.header = t, h
 	s.names[t.TID] = t.Name
 	s.programs[h.PID] = h.Program
@@ -53,25 +54,25 @@ func (s *tally) BeginThread(h *tracer.Header, t *tracer.Thread) error {
 	}
 	return nil
 }
-func (s *tally) Call(c *tracer.Call) error {
+func (s *tally) Call(c *engine.Call) error {
 	s.calls[c.Name]++
 	if s.perPID[s.header.PID] == nil {
 		s.perPID[s.header.PID] = map[string]int{}
 	}
 	s.perPID[s.header.PID][c.Name]++
 	s.perTID[s.thread.TID]++
-	if c.Flags&tracer.FlagOpen != 0 {
+	if c.Flags&stream.FlagOpen != 0 {
 		s.open = append(s.open, fmt.Sprintf("%s@%d", c.Name, c.Depth))
 	}
-	if c.Flags&tracer.FlagUnwound != 0 {
+	if c.Flags&stream.FlagUnwound != 0 {
 		s.unwound++
 	}
 	return nil
 }
-func (s *tally) Needs() tracer.Needs { return tracer.Needs{} }
+func (s *tally) Needs() engine.Needs { return engine.Needs{} }
 func (s *tally) Skip(int) error      { return nil }
-func (s *tally) Mark(m *tracer.Mark) error {
-	if m.Kind == tracer.MarkWait {
+func (s *tally) Mark(m *stream.Mark) error {
+	if m.Kind == stream.MarkWait {
 		s.marks[m.Kind]++
 		s.waitNs += m.DurNanos
 	} else {
@@ -80,12 +81,12 @@ func (s *tally) Mark(m *tracer.Mark) error {
 	return nil
 }
 func (s *tally) EndThread() error          { return nil }
-func (s *tally) Close(tracer.Totals) error { return nil }
+func (s *tally) Close(engine.Totals) error { return nil }
 
 // readStreams reads stream files into a tally.
-func readStreams(t *testing.T, paths ...string) (*tally, tracer.Totals) {
+func readStreams(t *testing.T, paths ...string) (*tally, engine.Totals) {
 	t.Helper()
-	var ins []tracer.Input
+	var ins []engine.Input
 	for _, p := range paths {
 		f, err := os.Open(p)
 		if err != nil {
@@ -93,10 +94,10 @@ func readStreams(t *testing.T, paths ...string) (*tally, tracer.Totals) {
 		}
 		defer f.Close()
 		st, _ := f.Stat()
-		ins = append(ins, tracer.Input{R: f, Size: st.Size(), Name: p})
+		ins = append(ins, engine.Input{R: f, Size: st.Size(), Name: p})
 	}
 	s := newTally()
-	tot, err := tracer.ProcessStreams(ins, tracer.Options{MaxDepth: -1}, s)
+	tot, err := engine.ProcessStreams(ins, engine.Options{MaxDepth: -1}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func peekStream(path string) (map[string]int, []string, bool) {
 		return nil, nil, false
 	}
 	s := newTally()
-	if _, err := tracer.ProcessStreams([]tracer.Input{{R: f, Size: st.Size(), Name: path}}, tracer.Options{MaxDepth: -1}, s); err != nil {
+	if _, err := engine.ProcessStreams([]engine.Input{{R: f, Size: st.Size(), Name: path}}, engine.Options{MaxDepth: -1}, s); err != nil {
 		return nil, nil, false
 	}
 	return s.calls, s.open, true
@@ -154,7 +155,7 @@ func testStream(t *testing.T, b built) {
 		if s.calls["-[Worker run:]"] != 4 || s.calls["-[Worker step:]"] != 4*(calls/2) || s.calls["-[Worker leaf]"] != 4*(calls/2) {
 			t.Errorf("per-method counts %v", s.calls)
 		}
-		if tot.Dropped != 0 || tot.Unended != 0 || tot.BadFrames != 0 || tot.TornBytes != 0 || len(s.open) != 0 || s.marks[tracer.MarkLost] != 0 {
+		if tot.Dropped != 0 || tot.Unended != 0 || tot.BadFrames != 0 || tot.TornBytes != 0 || len(s.open) != 0 || s.marks[stream.MarkLost] != 0 {
 			t.Errorf("totals %+v, open %v, marks %v", tot, s.open, s.marks)
 		}
 		for tid, n := range s.perTID {
@@ -170,7 +171,7 @@ func testStream(t *testing.T, b built) {
 			bound += 4 << 10
 		}
 		t.Logf("soak: %d calls, %.2f bytes/call, %d waits for a chunk (%.1f ms), peak RSS %d KiB (sending nothing: %d KiB, bound %d KiB)",
-			tot.Calls, float64(st.Size())/float64(tot.Calls), s.marks[tracer.MarkWait], float64(s.waitNs)/1e6, rss, rssQuiet, bound)
+			tot.Calls, float64(st.Size())/float64(tot.Calls), s.marks[stream.MarkWait], float64(s.waitNs)/1e6, rss, rssQuiet, bound)
 		if rss > bound {
 			t.Errorf("peak RSS %d KiB over the bound %d KiB", rss, bound)
 		}
@@ -190,10 +191,10 @@ func testStream(t *testing.T, b built) {
 		if int(tot.Calls+tot.Dropped) != sent {
 			t.Fatalf("recorded %d + dropped %d != sent %d", tot.Calls, tot.Dropped, sent)
 		}
-		if tot.Dropped == 0 || s.marks[tracer.MarkLost] == 0 || s.marks[tracer.MarkLost] > tot.Dropped {
-			t.Errorf("dropped %d, lost marks count %d", tot.Dropped, s.marks[tracer.MarkLost])
+		if tot.Dropped == 0 || s.marks[stream.MarkLost] == 0 || s.marks[stream.MarkLost] > tot.Dropped {
+			t.Errorf("dropped %d, lost marks count %d", tot.Dropped, s.marks[stream.MarkLost])
 		}
-		t.Logf("drop: %d sent, %d recorded, %d dropped, %d of them marked where they happened", sent, tot.Calls, tot.Dropped, s.marks[tracer.MarkLost])
+		t.Logf("drop: %d sent, %d recorded, %d dropped, %d of them marked where they happened", sent, tot.Calls, tot.Dropped, s.marks[stream.MarkLost])
 	})
 	t.Run("ring", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "ring.mtrace")
@@ -205,7 +206,7 @@ func testStream(t *testing.T, b built) {
 		streamOrder(t, out)
 		st, _ := os.Stat(out)
 		// the ring keeps at most 2 MiB of 32-byte records; what it overwrote is counted exactly
-		ow := s.marks[tracer.MarkOverwritten]
+		ow := s.marks[stream.MarkOverwritten]
 		if int(tot.Calls+ow) != sent || tot.Calls > 2<<20/32 || ow == 0 || tot.Dropped != 0 {
 			t.Fatalf("ring: sent %d, kept %d, overwritten %d (%+v)", sent, tot.Calls, ow, tot)
 		}
@@ -487,7 +488,7 @@ func rerun(t *testing.T, b built) {
 
 // soak runs "stress soak 4 calls" with the stream at out and env's variables, and returns how
 // many calls it sent, its peak RSS in KiB and what the stream holds.
-func soak(t *testing.T, b built, out string, env map[string]string, calls int) (sent, rss int, s *tally, tot tracer.Totals) {
+func soak(t *testing.T, b built, out string, env map[string]string, calls int) (sent, rss int, s *tally, tot engine.Totals) {
 	t.Helper()
 	e := map[string]string{"MSGTRACE_OUT": out}
 	for k, v := range env {
@@ -567,11 +568,11 @@ func crashLines(stderr string) []string {
 }
 
 // crashInstants are the crash instants of the stream's processes.
-func crashInstants(s *tally) []tracer.Instant {
-	var out []tracer.Instant
+func crashInstants(s *tally) []stream.Instant {
+	var out []stream.Instant
 	for _, ins := range s.instants {
 		for _, in := range ins {
-			if in.Kind == tracer.InstantCrash {
+			if in.Kind == stream.InstantCrash {
 				out = append(out, in)
 			}
 		}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/msgtrace/msgtrace/internal/testfiles"
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/report"
 )
 
 // gnustepKit builds real programs with gcc against Debian's gnustep-base (gcc's GNU runtime:
@@ -111,7 +111,7 @@ func testGNUstepReport(t *testing.T, k *gnustepKit) {
 		if code != 0 {
 			t.Fatalf("report: exit %d: %s", code, stderr)
 		}
-		var r tracer.Report
+		var r report.Report
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
@@ -131,7 +131,7 @@ func testGNUstepReport(t *testing.T, k *gnustepKit) {
 }
 
 // checkDemoReport lists what is wrong with the demo's report.
-func checkDemoReport(r *tracer.Report) []string {
+func checkDemoReport(r *report.Report) []string {
 	var p []string
 	if r.HitchCount != 1 || len(r.Hitches) != 1 {
 		var hs []string
@@ -146,13 +146,13 @@ func checkDemoReport(r *tracer.Report) []string {
 	}
 	// the calls around it, outermost first: the run loop under -[App run], the timer, the frame
 	if n := len(h.Stack); n < 3 || h.Stack[0] != "-[App run]" || h.Stack[n-1] != "-[App frame:]" || h.Stack[n-2] != "-[App tick:]" ||
-		!strings.Contains(tracer.StackString(h.Stack), "-[NSRunLoop runMode:beforeDate:]") {
+		!strings.Contains(report.StackString(h.Stack), "-[NSRunLoop runMode:beforeDate:]") {
 		p = append(p, fmt.Sprintf("hitch stack %q", h.Stack))
 	}
 	// the worker's long calls are listed apart, never as hitches
 	found := false
 	for _, c := range r.OffMain {
-		if c.Method == "-[Indexer compact]" && c.Thread == "indexer" && strings.HasSuffix(tracer.StackString(c.Stack), "-[Indexer run:]") {
+		if c.Method == "-[Indexer compact]" && c.Thread == "indexer" && strings.HasSuffix(report.StackString(c.Stack), "-[Indexer run:]") {
 			found = true
 		}
 		if c.Thread == "main" {
@@ -173,7 +173,7 @@ func checkDemoReport(r *tracer.Report) []string {
 		p = append(p, fmt.Sprintf("threads %q, %d dropped", names, r.Recorder.Dropped))
 	}
 	// the app's comparator, called back by Foundation's sort, counted per thread and overall
-	for _, l := range [][]tracer.MethodStat{r.Methods.ByCalls, r.Threads[0].Methods.ByCalls} {
+	for _, l := range [][]report.MethodStat{r.Methods.ByCalls, r.Threads[0].Methods.ByCalls} {
 		ok := false
 		for _, m := range l {
 			ok = ok || m.Method == "-[Photo compareByScore:]" && m.Calls > 100
@@ -235,7 +235,7 @@ func testGNUstepRun(t *testing.T, k *gnustepKit) {
 		}
 		if len(problems) == 0 {
 			code, out, stderr := runCLI("report", "--json", "--budget-ms", fmt.Sprint(demoBudgetMS), streams)
-			var r tracer.Report
+			var r report.Report
 			if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
 				t.Fatalf("report %s: exit %d %s", streams, code, stderr)
 			}
@@ -252,7 +252,7 @@ func testGNUstepRun(t *testing.T, k *gnustepKit) {
 // diffVerdict is what a test needs of diff --json.
 type diffVerdict struct {
 	code int
-	d    tracer.DiffResult
+	d    report.DiffResult
 	out  string
 }
 

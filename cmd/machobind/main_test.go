@@ -12,6 +12,7 @@ import (
 	"github.com/msgtrace/msgtrace/internal/testfiles"
 	"github.com/msgtrace/msgtrace/machobind"
 	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 func runCLI(args ...string) (int, string, string) {
@@ -107,9 +108,9 @@ func writeRaw(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := tracer.NewWriter(f, tracer.Header{PID: 7, TickNum: 1, TickDen: 1})
-	w.WriteNames([]tracer.NameEntry{{Key: 0x10, Kind: tracer.NameClass, Name: "View"}, {Key: 0x20, Kind: tracer.NameSelector, Name: "layout"}})
-	w.WriteThread(tracer.Thread{TID: 1, Main: true}, []tracer.Record{{Start: 10, End: 5010, Class: 0x10, Sel: 0x20}})
+	w := stream.NewWriter(f, stream.Header{PID: 7, TickNum: 1, TickDen: 1})
+	w.WriteNames([]stream.NameEntry{{Key: 0x10, Kind: stream.NameClass, Name: "View"}, {Key: 0x20, Kind: stream.NameSelector, Name: "layout"}})
+	w.WriteThread(stream.Thread{TID: 1, Main: true}, []stream.Record{{Start: 10, End: 5010, Class: 0x10, Sel: 0x20}})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -198,18 +199,18 @@ func TestDump32BitAndUnsupported(t *testing.T) {
 // its end frame when killed.
 func writeStream(t *testing.T, path string, pid uint64, program string, mono uint64, killed bool) {
 	var b bytes.Buffer
-	w := tracer.NewStreamWriter(&b)
-	w.Process(tracer.StreamProcess{PID: pid, Name: program})
-	w.Clock(tracer.ClockSample{Tick: 0, MonoNanos: mono, RateNum: 1, RateDen: 1})
-	w.Methods(tracer.StreamMethod{ID: 1, Class: "View", Selector: "layout"})
-	w.Thread(tracer.StreamThread{TID: pid + 1, Flags: tracer.ThreadMain})
-	w.Events(pid+1, 0, []tracer.StreamEvent{{ID: 1, Start: 10, End: 5010}})
+	w := stream.NewStreamWriter(&b)
+	w.Process(stream.StreamProcess{PID: pid, Name: program})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: mono, RateNum: 1, RateDen: 1})
+	w.Methods(stream.StreamMethod{ID: 1, Class: "View", Selector: "layout"})
+	w.Thread(stream.StreamThread{TID: pid + 1, Flags: stream.ThreadMain})
+	w.Events(pid+1, 0, []stream.StreamEvent{{ID: 1, Start: 10, End: 5010}})
 	if killed {
-		w.Open(pid+1, 6000, []tracer.OpenCall{{ID: 1, Start: 5500}})
-		w.Clock(tracer.ClockSample{Tick: 9000, MonoNanos: mono + 9000, RateNum: 1, RateDen: 1})
+		w.Open(pid+1, 6000, []stream.OpenCall{{ID: 1, Start: 5500}})
+		w.Clock(stream.ClockSample{Tick: 9000, MonoNanos: mono + 9000, RateNum: 1, RateDen: 1})
 		b.WriteString("MTSF\x05") // a frame cut short
 	} else {
-		w.End(tracer.StreamCounters{Calls: 1})
+		w.End(stream.StreamCounters{Calls: 1})
 	}
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
@@ -282,19 +283,19 @@ func TestTraceMaxCalls(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "loop.mtrace")
 	var b bytes.Buffer
-	w := tracer.NewStreamWriter(&b)
-	w.Process(tracer.StreamProcess{PID: 5, Name: "loop"})
-	w.Clock(tracer.ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
-	w.Methods(tracer.StreamMethod{ID: 1, Class: "App", Selector: "run"}, tracer.StreamMethod{ID: 2, Class: "App", Selector: "tick:"})
-	w.Thread(tracer.StreamThread{TID: 6, Flags: tracer.ThreadMain})
-	var evs []tracer.StreamEvent
+	w := stream.NewStreamWriter(&b)
+	w.Process(stream.StreamProcess{PID: 5, Name: "loop"})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
+	w.Methods(stream.StreamMethod{ID: 1, Class: "App", Selector: "run"}, stream.StreamMethod{ID: 2, Class: "App", Selector: "tick:"})
+	w.Thread(stream.StreamThread{TID: 6, Flags: stream.ThreadMain})
+	var evs []stream.StreamEvent
 	for i := uint64(0); i < 100; i++ { // tick i lasts i+1 ns
 		start := 10 + i*200
-		evs = append(evs, tracer.StreamEvent{ID: 2, Start: start, End: start + i + 1, Depth: 1})
+		evs = append(evs, stream.StreamEvent{ID: 2, Start: start, End: start + i + 1, Depth: 1})
 	}
-	evs = append(evs, tracer.StreamEvent{ID: 1, Start: 5, End: 30000})
+	evs = append(evs, stream.StreamEvent{ID: 1, Start: 5, End: 30000})
 	w.Events(6, 0, evs)
-	w.End(tracer.StreamCounters{Calls: 101})
+	w.End(stream.StreamCounters{Calls: 101})
 	if err := os.WriteFile(in, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/msgtrace/msgtrace/internal/testfiles"
 	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/report"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // built builds msgtrace and machobind, as `make build` does, into a temporary directory.
@@ -46,22 +48,22 @@ func runCmd(t *testing.T, bin string, args ...string) (int, string, string) {
 // the i-th lasting (i+1) µs, then -[App run]: 1 ms.
 func launchStream(t *testing.T, path string, n int) {
 	var b bytes.Buffer
-	w := tracer.NewStreamWriter(&b)
-	w.Process(tracer.StreamProcess{PID: 9, Name: "launcher"})
-	w.Clock(tracer.ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
-	w.Thread(tracer.StreamThread{TID: 10, Flags: tracer.ThreadMain})
-	var evs []tracer.StreamEvent
+	w := stream.NewStreamWriter(&b)
+	w.Process(stream.StreamProcess{PID: 9, Name: "launcher"})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
+	w.Thread(stream.StreamThread{TID: 10, Flags: stream.ThreadMain})
+	var evs []stream.StreamEvent
 	at := uint64(100)
 	for i := 0; i < n; i++ {
-		w.Methods(tracer.StreamMethod{ID: uint64(i + 1), Flags: tracer.MethodClass, Class: fmt.Sprintf("C%02d", i), Selector: "initialize"})
+		w.Methods(stream.StreamMethod{ID: uint64(i + 1), Flags: stream.MethodClass, Class: fmt.Sprintf("C%02d", i), Selector: "initialize"})
 		d := uint64(i+1) * 1000
-		evs = append(evs, tracer.StreamEvent{ID: uint64(i + 1), Start: at, End: at + d})
+		evs = append(evs, stream.StreamEvent{ID: uint64(i + 1), Start: at, End: at + d})
 		at += d + 100
 	}
-	w.Methods(tracer.StreamMethod{ID: uint64(n + 1), Class: "App", Selector: "run"})
-	evs = append(evs, tracer.StreamEvent{ID: uint64(n + 1), Start: at, End: at + 1e6})
+	w.Methods(stream.StreamMethod{ID: uint64(n + 1), Class: "App", Selector: "run"})
+	evs = append(evs, stream.StreamEvent{ID: uint64(n + 1), Start: at, End: at + 1e6})
 	w.Events(10, 0, evs)
-	w.End(tracer.StreamCounters{Calls: uint64(n + 1)})
+	w.End(stream.StreamCounters{Calls: uint64(n + 1)})
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +145,7 @@ func TestBuiltCommands(t *testing.T) {
 	}
 	// JSON: every call
 	code, stdout, _ = runCmd(t, mt, "report", "--top", "4", "--json", in)
-	var r tracer.Report
+	var r report.Report
 	if err := json.Unmarshal([]byte(stdout), &r); code != 0 || err != nil {
 		t.Fatalf("report --json: exit %d: %v", code, err)
 	}
@@ -232,20 +234,20 @@ func TestBuiltReportThreads(t *testing.T) {
 	mt, _ := built(t)
 	in := filepath.Join(t.TempDir(), "threads.mtrace")
 	var b bytes.Buffer
-	w := tracer.NewStreamWriter(&b)
-	w.Process(tracer.StreamProcess{PID: 3, Name: "workers"})
-	w.Clock(tracer.ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
-	w.Methods(tracer.StreamMethod{ID: 1, Class: "Worker", Selector: "work"})
+	w := stream.NewStreamWriter(&b)
+	w.Process(stream.StreamProcess{PID: 3, Name: "workers"})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 1e9, RateNum: 1, RateDen: 1})
+	w.Methods(stream.StreamMethod{ID: 1, Class: "Worker", Selector: "work"})
 	// thread 100 the main one, 1 ms; workers 101..106 busy 1..6 ms
 	for i := uint64(0); i < 7; i++ {
 		flags := uint64(0)
 		if i == 0 {
-			flags = tracer.ThreadMain
+			flags = stream.ThreadMain
 		}
-		w.Thread(tracer.StreamThread{TID: 100 + i, Flags: flags, Name: fmt.Sprintf("t%d", i)})
-		w.Events(100+i, 0, []tracer.StreamEvent{{ID: 1, Start: 10, End: 10 + max(i, 1)*1e6}})
+		w.Thread(stream.StreamThread{TID: 100 + i, Flags: flags, Name: fmt.Sprintf("t%d", i)})
+		w.Events(100+i, 0, []stream.StreamEvent{{ID: 1, Start: 10, End: 10 + max(i, 1)*1e6}})
 	}
-	w.End(tracer.StreamCounters{Calls: 7})
+	w.End(stream.StreamCounters{Calls: 7})
 	if err := os.WriteFile(in, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +265,7 @@ func TestBuiltReportThreads(t *testing.T) {
 		t.Errorf("threads shown %q:\n%s", shown, out)
 	}
 	code, out, _ = runCmd(t, mt, "report", "--top", "3", "--json", in)
-	var r tracer.Report
+	var r report.Report
 	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil || len(r.Threads) != 7 {
 		t.Errorf("report --json: exit %d, %v, %d threads", code, err, len(r.Threads))
 	}

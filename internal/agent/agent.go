@@ -13,6 +13,8 @@ import (
 	"github.com/msgtrace/msgtrace"
 	"github.com/msgtrace/msgtrace/machobind"
 	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
 )
 
 // Agent is the tracer inside the traced process. Its methods are safe for concurrent use.
@@ -188,7 +190,7 @@ func (a *Agent) Resume() { msgtrace.SetActive(true) }
 // SetFilters replaces the include and exclude patterns used by the next conversions.
 func (a *Agent) SetFilters(include, exclude []string) error {
 	for _, p := range append(append([]string(nil), include...), exclude...) {
-		if err := tracer.ValidatePattern(p); err != nil {
+		if err := engine.ValidatePattern(p); err != nil {
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			return a.fail(fmt.Errorf("msgtrace: %w", err))
@@ -215,7 +217,7 @@ func (a *Agent) SetLimits(minUS float64, maxDepth int) error {
 type Flushed struct {
 	Path    string
 	Records int // calls in the trace written
-	Totals  tracer.Totals
+	Totals  engine.Totals
 }
 
 // Flush makes everything recorded so far reach the stream, then writes the trace so far
@@ -273,10 +275,10 @@ func (a *Agent) flush(path string, final bool) (Flushed, error) {
 		if format == "stream" {
 			_, err = io.Copy(tmp, in)
 		} else {
-			var sink tracer.Sink
+			var out engine.Sink
 			exe, _ := os.Executable()
-			if sink, err = tracer.NewSink(format, tmp, tracer.Meta{Path: exe, Budget: a.cfg.Budget}); err == nil {
-				res.Totals, err = tracer.Process(in, a.cfg.options(), sink)
+			if out, err = tracer.NewSink(format, tmp, sink.Meta{Path: exe, Budget: a.cfg.Budget}); err == nil {
+				res.Totals, err = engine.Process(in, a.cfg.options(), out)
 				res.Records = int(res.Totals.Calls)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/msgtrace/msgtrace"
 	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
 )
 
 // Formats are the values MSGTRACE_FORMAT accepts.
@@ -133,7 +134,7 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 		return c, err
 	}
 	if v := getenv("MSGTRACE_THREADS"); v != "" {
-		if err := tracer.ValidateThreads(v); err != nil {
+		if err := engine.ValidateThreads(v); err != nil {
 			return c, &ConfigError{"MSGTRACE_THREADS", v, err.Error()}
 		}
 		c.Threads = v
@@ -224,7 +225,7 @@ func patternList(name, v string) ([]string, error) {
 		if p == "" {
 			continue
 		}
-		if err := tracer.ValidatePattern(p); err != nil {
+		if err := engine.ValidatePattern(p); err != nil {
 			return nil, &ConfigError{name, v, err.Error()}
 		}
 		out = append(out, p)
@@ -233,8 +234,8 @@ func patternList(name, v string) ([]string, error) {
 }
 
 // options are the tracer's output filters for a configuration.
-func (c Config) options() tracer.Options {
-	return tracer.Options{MinNanos: c.MinUS * 1000, MaxDepth: c.MaxDepth, Include: c.Include, Exclude: c.Exclude, Threads: c.Threads}
+func (c Config) options() engine.Options {
+	return engine.Options{MinNanos: c.MinUS * 1000, MaxDepth: c.MaxDepth, Include: c.Include, Exclude: c.Exclude, Threads: c.Threads}
 }
 
 // StreamPattern is the path pattern of the stream file: the output itself in the stream

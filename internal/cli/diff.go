@@ -13,6 +13,9 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/report"
+	"github.com/msgtrace/msgtrace/tracer/sink"
 )
 
 func (s *Session) diff(args []string) error {
@@ -55,11 +58,11 @@ func (s *Session) diff(args []string) error {
 			return usageError(err.Error())
 		}
 	}
-	if err := tracer.ValidateThreads(*threads); err != nil {
+	if err := engine.ValidateThreads(*threads); err != nil {
 		return usageError(err.Error())
 	}
-	opt := tracer.Options{MaxDepth: -1, Include: inc, Exclude: exc, Threads: *threads}
-	var sides [2][]*tracer.RunProfile
+	opt := engine.Options{MaxDepth: -1, Include: inc, Exclude: exc, Threads: *threads}
+	var sides [2][]*report.RunProfile
 	for i, p := range pos {
 		runs, err := runsOf(p)
 		if err != nil {
@@ -83,7 +86,7 @@ func (s *Session) diff(args []string) error {
 			}
 		}
 	}
-	d := tracer.Diff(sides[0], sides[1], tracer.DiffOptions{ThresholdPct: *threshold, MinSelfNanos: *minSelfMS * 1e6,
+	d := report.Diff(sides[0], sides[1], report.DiffOptions{ThresholdPct: *threshold, MinSelfNanos: *minSelfMS * 1e6,
 		MinCalls: *minCalls, Alpha: *alpha})
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	switch {
@@ -141,21 +144,21 @@ func runsOf(path string) ([][]string, error) {
 }
 
 // profileRun reads one run: its methods, and its pprof profile when asked.
-func profileRun(files []string, opt tracer.Options, withPprof bool, s *Session) (*tracer.RunProfile, *profile.Profile, error) {
+func profileRun(files []string, opt engine.Options, withPprof bool, s *Session) (*report.RunProfile, *profile.Profile, error) {
 	in, err := openTraces(files)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer in.close()
-	ps := tracer.NewProfileSink()
-	var sink tracer.Sink = ps
+	ps := report.NewProfileSink()
+	var out engine.Sink = ps
 	var buf bytes.Buffer
 	if withPprof {
-		pp := tracer.NewPprofSink(&buf)
-		pp.Meta = tracer.Meta{Program: filepath.Base(files[0])}
-		sink = tracer.Tee(ps, pp)
+		pp := sink.NewPprofSink(&buf)
+		pp.Meta = sink.Meta{Program: filepath.Base(files[0])}
+		out = engine.Tee(ps, pp)
 	}
-	tot, err := in.process(opt, sink, s)
+	tot, err := in.process(opt, out, s)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", strings.Join(files, ", "), err)
 	}
@@ -210,7 +213,7 @@ func number(metric string, v float64) string {
 	return fmt.Sprintf("%.3f ms", v/1e6)
 }
 
-func change(e tracer.DiffEntry) string {
+func change(e report.DiffEntry) string {
 	if e.ChangePct == nil {
 		return "new"
 	}
@@ -224,7 +227,7 @@ func pval(p float64) string {
 	return fmt.Sprintf("%.3f", p)
 }
 
-func diffRule(d *tracer.DiffResult) string {
+func diffRule(d *report.DiffResult) string {
 	s := fmt.Sprintf("a change counts when the median run and the fastest run both moved by %g%% and %s of self time (%g calls) per run", d.ThresholdPct, number("self", d.MinSelfNanos), d.MinCalls)
 	if d.Testable {
 		return s + fmt.Sprintf(", beyond noise: Mann-Whitney U over the runs, Holm-adjusted p <= %g", d.Alpha)
@@ -232,9 +235,9 @@ func diffRule(d *tracer.DiffResult) string {
 	return s + fmt.Sprintf("; too few runs for a noise test (%d and %d: the smallest p possible is %.3f): thresholds alone decide, record 4 or more runs a side", d.BaseRuns, d.HeadRuns, d.MinP)
 }
 
-func writeDiffText(w io.Writer, d *tracer.DiffResult, pos []string, top int) {
+func writeDiffText(w io.Writer, d *report.DiffResult, pos []string, top int) {
 	fmt.Fprintf(w, "base: %d runs (%s)   head: %d runs (%s)\n%s\n", d.BaseRuns, pos[0], d.HeadRuns, pos[1], diffRule(d))
-	section := func(title string, es []tracer.DiffEntry) {
+	section := func(title string, es []report.DiffEntry) {
 		fmt.Fprintf(w, "\n%s: ", title)
 		if len(es) == 0 {
 			fmt.Fprintln(w, "none")
@@ -248,11 +251,11 @@ func writeDiffText(w io.Writer, d *tracer.DiffResult, pos []string, top int) {
 			if len(e.Via) > 0 {
 				var vs []string
 				for _, v := range e.Via {
-					vs = append(vs, tracer.DisplayName(v))
+					vs = append(vs, engine.DisplayName(v))
 				}
 				via = "  (via " + strings.Join(vs, ", ") + ")"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s%s\n", e.Metric, number(e.Metric, e.Base), number(e.Metric, e.Head), change(e), pval(e.PAdjusted), tracer.DisplayName(e.Method), via)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s%s\n", e.Metric, number(e.Metric, e.Base), number(e.Metric, e.Head), change(e), pval(e.PAdjusted), engine.DisplayName(e.Method), via)
 		}
 		tw.Flush()
 		if len(es) > top {
@@ -262,7 +265,7 @@ func writeDiffText(w io.Writer, d *tracer.DiffResult, pos []string, top int) {
 	section("REGRESSIONS", d.Regressions)
 	section("IMPROVEMENTS", d.Improvements)
 	section("SLOWER ONLY THROUGH WHAT THEY CALL (own time unchanged; not regressions)", d.ThroughCallees)
-	presence := func(title string, ps []tracer.PresenceEntry, runs int) {
+	presence := func(title string, ps []report.PresenceEntry, runs int) {
 		fmt.Fprintf(w, "\n%s: ", title)
 		if len(ps) == 0 {
 			fmt.Fprintln(w, "none")
@@ -276,7 +279,7 @@ func writeDiffText(w io.Writer, d *tracer.DiffResult, pos []string, top int) {
 			if p.Regression {
 				mark = "  REGRESSION"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%s%s\n", number("self", p.SelfNanos), number("calls", p.Calls), p.Runs, runs, tracer.DisplayName(p.Method), mark)
+			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%s%s\n", number("self", p.SelfNanos), number("calls", p.Calls), p.Runs, runs, engine.DisplayName(p.Method), mark)
 		}
 		tw.Flush()
 		if len(ps) > top {
@@ -295,7 +298,7 @@ func writeDiffText(w io.Writer, d *tracer.DiffResult, pos []string, top int) {
 // mdCode quotes a method name for a Markdown table cell.
 func mdCode(s string) string { return "`" + strings.ReplaceAll(s, "|", `\|`) + "`" }
 
-func writeDiffMarkdown(w io.Writer, d *tracer.DiffResult, pos []string, top int) {
+func writeDiffMarkdown(w io.Writer, d *report.DiffResult, pos []string, top int) {
 	n := len(d.Regressions)
 	for _, p := range d.New {
 		if p.Regression {
@@ -312,17 +315,17 @@ func writeDiffMarkdown(w io.Writer, d *tracer.DiffResult, pos []string, top int)
 		fmt.Fprintln(w, "### msgtrace: nothing regressed")
 	}
 	fmt.Fprintf(w, "\nBase `%s` (%d runs) against head `%s` (%d runs): %s.\n", pos[0], d.BaseRuns, pos[1], d.HeadRuns, diffRule(d))
-	table := func(title string, es []tracer.DiffEntry) {
+	table := func(title string, es []report.DiffEntry) {
 		if len(es) == 0 {
 			return
 		}
 		fmt.Fprintf(w, "\n#### %s (%d)\n\n| method | metric | base / run | head / run | change | p (Holm) |\n|---|---|--:|--:|--:|--:|\n", title, len(es))
 		for _, e := range es[:min(top, len(es))] {
-			m := mdCode(tracer.DisplayName(e.Method))
+			m := mdCode(engine.DisplayName(e.Method))
 			if len(e.Via) > 0 {
 				var vs []string
 				for _, v := range e.Via {
-					vs = append(vs, mdCode(tracer.DisplayName(v)))
+					vs = append(vs, mdCode(engine.DisplayName(v)))
 				}
 				m += " via " + strings.Join(vs, ", ")
 			}
@@ -335,13 +338,13 @@ func writeDiffMarkdown(w io.Writer, d *tracer.DiffResult, pos []string, top int)
 	table("Regressions", d.Regressions)
 	table("Improvements", d.Improvements)
 	table("Slower only through what they call (own time unchanged)", d.ThroughCallees)
-	presence := func(title string, ps []tracer.PresenceEntry, runs int) {
+	presence := func(title string, ps []report.PresenceEntry, runs int) {
 		if len(ps) == 0 {
 			return
 		}
 		fmt.Fprintf(w, "\n#### %s (%d)\n\n| method | self / run | calls / run | runs |\n|---|--:|--:|--:|\n", title, len(ps))
 		for _, p := range ps[:min(top, len(ps))] {
-			m := mdCode(tracer.DisplayName(p.Method))
+			m := mdCode(engine.DisplayName(p.Method))
 			if p.Regression {
 				m += " **regression**"
 			}

@@ -7,21 +7,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // fuzzStreamFile writes a small stream of two threads (a call on each, one still open) at path.
 func fuzzStreamFile(t *testing.T, path string, pid uint64) {
 	var buf bytes.Buffer
-	w := tracer.NewStreamWriter(&buf)
-	w.Process(tracer.StreamProcess{PID: pid, Name: "app"})
-	w.Clock(tracer.ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1000, RateDen: 1})
-	w.Methods(tracer.StreamMethod{ID: 1, Class: "App", Selector: "run"}, tracer.StreamMethod{ID: 2, Class: "View", Selector: "draw:"})
-	w.Thread(tracer.StreamThread{TID: 1, Flags: tracer.ThreadMain})
-	w.Thread(tracer.StreamThread{TID: 2, Name: "worker"})
-	w.Events(1, 0, []tracer.StreamEvent{{Type: tracer.EventCall, ID: 2, Start: 10, End: 30000, Depth: 1}, {Type: tracer.EventCall, ID: 1, Start: 5, End: 40000}})
-	w.Events(2, 0, []tracer.StreamEvent{{Type: tracer.EventCall, ID: 2, Start: 100, End: 200}})
-	w.Open(2, 50000, []tracer.OpenCall{{ID: 1, Start: 300}})
+	w := stream.NewStreamWriter(&buf)
+	w.Process(stream.StreamProcess{PID: pid, Name: "app"})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1000, RateDen: 1})
+	w.Methods(stream.StreamMethod{ID: 1, Class: "App", Selector: "run"}, stream.StreamMethod{ID: 2, Class: "View", Selector: "draw:"})
+	w.Thread(stream.StreamThread{TID: 1, Flags: stream.ThreadMain})
+	w.Thread(stream.StreamThread{TID: 2, Name: "worker"})
+	w.Events(1, 0, []stream.StreamEvent{{Type: stream.EventCall, ID: 2, Start: 10, End: 30000, Depth: 1}, {Type: stream.EventCall, ID: 1, Start: 5, End: 40000}})
+	w.Events(2, 0, []stream.StreamEvent{{Type: stream.EventCall, ID: 2, Start: 100, End: 200}})
+	w.Open(2, 50000, []stream.OpenCall{{ID: 1, Start: 300}})
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/report"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 func (s *Session) report(args []string) error {
@@ -25,7 +27,7 @@ func (s *Session) report(args []string) error {
 	maxDepth := fs.Int("max-depth", -1, "drop calls deeper than this (0 = outermost only)")
 	threads := fs.String("threads", "all", "all, main, or a comma list of thread names and ids")
 	var idle, inc, exc patterns
-	fs.Var(&idle, "idle", "a method whose own time is a run loop waiting, not work (repeatable; added to: "+strings.Join(tracer.DefaultIdle, ", ")+")")
+	fs.Var(&idle, "idle", "a method whose own time is a run loop waiting, not work (repeatable; added to: "+strings.Join(report.DefaultIdle, ", ")+")")
 	fs.Var(&inc, "include", "keep only methods matching this pattern (repeatable)")
 	fs.Var(&exc, "exclude", "drop methods matching this pattern (repeatable)")
 	pos, err := ParseInterleaved(fs, args)
@@ -38,7 +40,7 @@ func (s *Session) report(args []string) error {
 	if *minUS < 0 || *maxDepth < -1 || *top < 1 || *budgetMS <= 0 {
 		return usageError("-min-us and -max-depth must not be negative, -top and -budget-ms must be positive")
 	}
-	if err := tracer.ValidateThreads(*threads); err != nil {
+	if err := engine.ValidateThreads(*threads); err != nil {
 		return usageError(err.Error())
 	}
 	files, err := expandTraces(pos)
@@ -50,15 +52,15 @@ func (s *Session) report(args []string) error {
 		return err
 	}
 	defer in.close()
-	ropt := tracer.ReportOptions{BudgetNanos: uint64(*budgetMS * 1e6), Top: *top}
+	ropt := report.ReportOptions{BudgetNanos: uint64(*budgetMS * 1e6), Top: *top}
 	switch {
 	case *noIdle:
 		ropt.Idle = append([]string{}, idle...)
 	case len(idle) > 0:
-		ropt.Idle = append(append([]string{}, tracer.DefaultIdle...), idle...)
+		ropt.Idle = append(append([]string{}, report.DefaultIdle...), idle...)
 	}
-	sink := tracer.NewReportSink(ropt)
-	opt := tracer.Options{MinNanos: *minUS * 1000, MaxDepth: *maxDepth, Include: inc, Exclude: exc, Threads: *threads}
+	sink := report.NewReportSink(ropt)
+	opt := engine.Options{MinNanos: *minUS * 1000, MaxDepth: *maxDepth, Include: inc, Exclude: exc, Threads: *threads}
 	tot, err := in.process(opt, sink, s)
 	if err != nil {
 		return err
@@ -133,9 +135,9 @@ func isTrace(path string) bool {
 		return false
 	}
 	defer f.Close()
-	var m [len(tracer.Magic)]byte
+	var m [len(stream.Magic)]byte
 	n, _ := io.ReadFull(f, m[:])
-	return strings.HasPrefix(string(m[:n]), tracer.StreamMagic) || string(m[:n]) == tracer.Magic
+	return strings.HasPrefix(string(m[:n]), stream.StreamMagic) || string(m[:n]) == stream.Magic
 }
 
 // ms formats nanoseconds as milliseconds.
@@ -149,7 +151,7 @@ func plural(n uint64, one, many string) string {
 }
 
 // writeReport writes the report for a person.
-func writeReport(w io.Writer, r *tracer.Report, top int) {
+func writeReport(w io.Writer, r *report.Report, top int) {
 	rt := r.Recorder
 	fmt.Fprintf(w, "%s (%d kept) on %s of %s; main-thread budget %s ms\n",
 		plural(rt.Calls, "call", "calls"), rt.Kept, plural(rt.Threads, "thread", "threads"), plural(rt.Processes, "process", "processes"), ms(r.BudgetNanos))
@@ -239,7 +241,7 @@ func writeReport(w io.Writer, r *tracer.Report, top int) {
 // boundThreads picks the threads the text shows, in the report's order: every one when there
 // are at most top, else the main threads and the busiest others, top in all (at least the
 // main threads); the others are rest.
-func boundThreads(ths []tracer.ThreadReport, top int) (shown, rest []tracer.ThreadReport) {
+func boundThreads(ths []report.ThreadReport, top int) (shown, rest []report.ThreadReport) {
 	if len(ths) <= top {
 		return ths, nil
 	}
@@ -269,7 +271,7 @@ func boundThreads(ths []tracer.ThreadReport, top int) (shown, rest []tracer.Thre
 }
 
 // writeCalls lists calls with their stacks (and children, for hitches).
-func writeCalls(w io.Writer, cs []tracer.ReportCall, children, pids bool) {
+func writeCalls(w io.Writer, cs []report.ReportCall, children, pids bool) {
 	for _, c := range cs {
 		where := c.Thread
 		if pids {
@@ -282,10 +284,10 @@ func writeCalls(w io.Writer, cs []tracer.ReportCall, children, pids bool) {
 		if c.Unwound {
 			flags += ", unwound"
 		}
-		fmt.Fprintf(w, "  %10s ms  %s  (self %s ms, %s, at %s s%s)\n", ms(c.DurNanos), tracer.DisplayName(c.Method), ms(c.SelfNanos), where,
+		fmt.Fprintf(w, "  %10s ms  %s  (self %s ms, %s, at %s s%s)\n", ms(c.DurNanos), engine.DisplayName(c.Method), ms(c.SelfNanos), where,
 			fmt.Sprintf("%.3f", float64(c.StartNanos)/1e9), flags)
 		if len(c.Stack) > 0 {
-			fmt.Fprintf(w, "                 in %s\n", tracer.StackString(c.Stack))
+			fmt.Fprintf(w, "                 in %s\n", report.StackString(c.Stack))
 		}
 		if c.WaitNanos > 0 {
 			fmt.Fprintf(w, "                 of which %s ms the recorder waited for buffer space\n", ms(c.WaitNanos))
@@ -293,7 +295,7 @@ func writeCalls(w io.Writer, cs []tracer.ReportCall, children, pids bool) {
 		if children && len(c.Children) > 0 {
 			var ks []string
 			for _, k := range c.Children {
-				ks = append(ks, fmt.Sprintf("%s x%d %s ms", tracer.DisplayName(k.Method), k.Calls, ms(k.DurNanos)))
+				ks = append(ks, fmt.Sprintf("%s x%d %s ms", engine.DisplayName(k.Method), k.Calls, ms(k.DurNanos)))
 			}
 			fmt.Fprintf(w, "                 calls %s\n", strings.Join(ks, ", "))
 		}
@@ -301,10 +303,10 @@ func writeCalls(w io.Writer, cs []tracer.ReportCall, children, pids bool) {
 }
 
 // writeMethodTops writes the three top lists as one table each.
-func writeMethodTops(w io.Writer, t tracer.MethodTops, indent string) {
+func writeMethodTops(w io.Writer, t report.MethodTops, indent string) {
 	for _, l := range []struct {
 		title string
-		ms    []tracer.MethodStat
+		ms    []report.MethodStat
 	}{{"by self time", t.BySelf}, {"by total time (recursion counted once)", t.ByTotal}, {"by calls", t.ByCalls}} {
 		if len(l.ms) == 0 {
 			continue
@@ -314,7 +316,7 @@ func writeMethodTops(w io.Writer, t tracer.MethodTops, indent string) {
 	}
 }
 
-func writeMethodTable(w io.Writer, ms_ []tracer.MethodStat, indent string) {
+func writeMethodTable(w io.Writer, ms_ []report.MethodStat, indent string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%sself ms\ttotal ms\tcalls\t\tmethod\n", indent)
 	for _, m := range ms_ {
@@ -322,14 +324,14 @@ func writeMethodTable(w io.Writer, ms_ []tracer.MethodStat, indent string) {
 		if m.Idle {
 			idle = "  (run-loop wait)"
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%d\t\t%s%s\n", indent, ms(m.SelfNanos), ms(m.TotalNanos), m.Calls, tracer.DisplayName(m.Method), idle)
+		fmt.Fprintf(tw, "%s%s\t%s\t%d\t\t%s%s\n", indent, ms(m.SelfNanos), ms(m.TotalNanos), m.Calls, engine.DisplayName(m.Method), idle)
 	}
 	tw.Flush()
 }
 
 // writeSummary is what run prints after the trace: the top methods by self time
 // over every thread, and the hitches.
-func writeSummary(w io.Writer, r *tracer.Report, n int) {
+func writeSummary(w io.Writer, r *report.Report, n int) {
 	if len(r.Methods.BySelf) == 0 {
 		return
 	}

@@ -7,13 +7,14 @@ import (
 	"slices"
 	"text/tabwriter"
 
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/report"
 )
 
 // writeLaunches writes the LAUNCH section: per process, its launch marks with the time from
 // the process's start and from the mark before, where the launch ended and why, and the top
 // longest +load and +initialize calls with the count and time of the others.
-func writeLaunches(w io.Writer, ls []tracer.Launch, top int) {
+func writeLaunches(w io.Writer, ls []report.Launch, top int) {
 	if len(ls) == 0 {
 		return
 	}
@@ -55,7 +56,7 @@ func writeLaunches(w io.Writer, ls []tracer.Launch, top int) {
 		tw.Flush()
 		for _, lc := range []struct {
 			sel string
-			c   tracer.LaunchCalls
+			c   report.LaunchCalls
 		}{{"+load", l.Load}, {"+initialize", l.Initialize}} {
 			writeLaunchCalls(w, lc.sel, &lc.c, top)
 		}
@@ -65,29 +66,29 @@ func writeLaunches(w io.Writer, ls []tracer.Launch, top int) {
 // writeLaunchCalls writes the calls of one selector: their count and time, the top longest
 // (then in the order they started), and how many others there are and their time (of those
 // outside every other call of the selector, as the count's time).
-func writeLaunchCalls(w io.Writer, sel string, lc *tracer.LaunchCalls, top int) {
+func writeLaunchCalls(w io.Writer, sel string, lc *report.LaunchCalls, top int) {
 	fmt.Fprintf(w, "  %s: %s, %s ms", sel, plural(lc.Calls, "call", "calls"), ms(lc.Nanos))
 	list := lc.List
 	if len(list) > top {
 		list = slices.Clone(list)
-		slices.SortStableFunc(list, func(a, b tracer.ReportCall) int { return cmp.Compare(b.DurNanos, a.DurNanos) })
+		slices.SortStableFunc(list, func(a, b report.ReportCall) int { return cmp.Compare(b.DurNanos, a.DurNanos) })
 		list = list[:top]
-		slices.SortStableFunc(list, func(a, b tracer.ReportCall) int { return cmp.Compare(a.StartNanos, b.StartNanos) })
+		slices.SortStableFunc(list, func(a, b report.ReportCall) int { return cmp.Compare(a.StartNanos, b.StartNanos) })
 		fmt.Fprintf(w, "; the %d longest:", top)
 	}
 	fmt.Fprintln(w)
 	for _, c := range list {
-		fmt.Fprintf(w, "  %10s ms  %s  (at %s ms, %s)\n", ms(c.DurNanos), tracer.DisplayName(c.Method), ms(c.StartNanos), c.Thread)
+		fmt.Fprintf(w, "  %10s ms  %s  (at %s ms, %s)\n", ms(c.DurNanos), engine.DisplayName(c.Method), ms(c.StartNanos), c.Thread)
 	}
 	if n := uint64(len(list)); n < lc.Calls {
 		var rest uint64
 		for _, c := range lc.List {
-			if tracer.LaunchOutermost(&c) {
+			if report.LaunchOutermost(&c) {
 				rest += c.DurNanos
 			}
 		}
 		for _, c := range list {
-			if tracer.LaunchOutermost(&c) {
+			if report.LaunchOutermost(&c) {
 				rest -= c.DurNanos
 			}
 		}

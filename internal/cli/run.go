@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/report"
+	"github.com/msgtrace/msgtrace/tracer/sink"
 )
 
 // libraryNames are the file names of the library to preload on this platform, preferred
@@ -227,21 +230,21 @@ func (s *Session) runTraced(args []string) error {
 			kept = append(kept, to)
 		}
 	}
-	meta := tracer.Meta{Program: filepath.Base(cmdline[0]), Path: app, TimeNanos: started.UnixNano(), Budget: int(filt.keep)}
+	meta := sink.Meta{Program: filepath.Base(cmdline[0]), Path: app, TimeNanos: started.UnixNano(), Budget: int(filt.keep)}
 	if abs, err := filepath.Abs(app); err == nil {
 		meta.Path = abs
 	}
-	made := map[string]tracer.Sink{} // by output, to say what their budgets folded
-	sinkFor := func(format, out string) func(io.Writer) tracer.Sink {
-		return func(w io.Writer) tracer.Sink {
+	made := map[string]engine.Sink{} // by output, to say what their budgets folded
+	sinkFor := func(format, out string) func(io.Writer) engine.Sink {
+		return func(w io.Writer) engine.Sink {
 			s, _ := tracer.NewSink(format, w, meta) // formats from tracer.FormatFor are all known
 			made[out] = s
 			return s
 		}
 	}
-	rep := tracer.NewReportSink(tracer.ReportOptions{BudgetNanos: uint64(*budgetMS * 1e6), Top: max(*top, 1)})
+	rep := report.NewReportSink(report.ReportOptions{BudgetNanos: uint64(*budgetMS * 1e6), Top: max(*top, 1)})
 	main := sinkFor(outFormat, *out)
-	tot, err := s.convertStreams(streams, *out, opt, func(w io.Writer) tracer.Sink { return tracer.Tee(main(w), rep) })
+	tot, err := s.convertStreams(streams, *out, opt, func(w io.Writer) engine.Sink { return engine.Tee(main(w), rep) })
 	if err != nil {
 		return err
 	}
@@ -290,20 +293,20 @@ func copyFile(from, to string) error {
 
 // convertStreams writes the streams (one per process, on one timeline) through a sink to
 // path, showing progress on a terminal; nothing is left at path on failure.
-func (s *Session) convertStreams(streams []string, path string, opt tracer.Options, sink func(io.Writer) tracer.Sink) (tracer.Totals, error) {
-	var ins []tracer.Input
+func (s *Session) convertStreams(streams []string, path string, opt engine.Options, sink func(io.Writer) engine.Sink) (engine.Totals, error) {
+	var ins []engine.Input
 	var total int64
 	for _, name := range streams {
 		f, err := os.Open(name)
 		if err != nil {
-			return tracer.Totals{}, err
+			return engine.Totals{}, err
 		}
 		defer f.Close()
 		st, err := f.Stat()
 		if err != nil {
-			return tracer.Totals{}, err
+			return engine.Totals{}, err
 		}
-		ins = append(ins, tracer.Input{R: f, Size: st.Size(), Name: name})
+		ins = append(ins, engine.Input{R: f, Size: st.Size(), Name: name})
 		total += st.Size()
 	}
 	p := newProgress(s, path, 2*total) // streams are read twice
@@ -313,9 +316,9 @@ func (s *Session) convertStreams(streams []string, path string, opt tracer.Optio
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return tracer.Totals{}, err
+		return engine.Totals{}, err
 	}
-	tot, err := tracer.ProcessStreams(ins, opt, sink(f))
+	tot, err := engine.ProcessStreams(ins, opt, sink(f))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -11,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/sink"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // patterns is a repeatable flag.
@@ -18,7 +21,7 @@ type patterns []string
 
 func (p *patterns) String() string { return strings.Join(*p, ",") }
 func (p *patterns) Set(v string) error {
-	if err := tracer.ValidatePattern(v); err != nil {
+	if err := engine.ValidatePattern(v); err != nil {
 		return err
 	}
 	*p = append(*p, v)
@@ -76,8 +79,8 @@ type Written struct {
 	Open      uint64        `json:"open"`     // still running at the end
 	Unended   uint64        `json:"unended"`  // processes that did not close their stream
 	Files     []WrittenFile `json:"files"`
-	Streams   tracer.Totals `json:"-"`
-	sinks     map[string]tracer.Sink
+	Streams   engine.Totals `json:"-"`
+	sinks     map[string]engine.Sink
 }
 
 // WrittenFile is one output of a conversion; a timeline's budget may have folded calls.
@@ -91,12 +94,12 @@ type WrittenFile struct {
 }
 
 // written gathers what a conversion wrote.
-func written(tot tracer.Totals, procs uint64, files []string, formats map[string]string, sinks map[string]tracer.Sink) Written {
+func written(tot engine.Totals, procs uint64, files []string, formats map[string]string, sinks map[string]engine.Sink) Written {
 	w := Written{Processes: procs, Threads: tot.Threads, Calls: tot.Calls, Kept: tot.Kept, Dropped: tot.Dropped,
 		Overflow: tot.Overflow, Open: tot.Open, Unended: tot.Unended, Files: []WrittenFile{}, sinks: sinks}
 	for _, f := range files {
 		wf := WrittenFile{Path: f, Format: formats[f]}
-		if r := tracer.Folded(sinks[f]); r != nil && r.FoldNanos != 0 {
+		if r := engine.Folded(sinks[f]); r != nil && r.FoldNanos != 0 {
 			wf.Calls, wf.Budget, wf.Folded, wf.FoldedNs = uint64(r.Kept), uint64(r.Budget), uint64(r.Folded), uint64(r.FoldNanos)
 		}
 		w.Files = append(w.Files, wf)
@@ -139,8 +142,8 @@ func writeJSONFile(path string, v any) error {
 }
 
 // reportFolded says what a timeline's budget left out, and how to see everything.
-func (s *Session) reportFolded(out string, sink tracer.Sink) {
-	r := tracer.Folded(sink)
+func (s *Session) reportFolded(out string, sink engine.Sink) {
+	r := engine.Folded(sink)
 	if r == nil || r.FoldNanos == 0 {
 		return
 	}
@@ -176,15 +179,15 @@ func (f *filterFlags) check() error {
 	if *f.minUS < 0 || *f.maxDepth < -1 {
 		return usageError("-min-us and -max-depth must not be negative")
 	}
-	if err := tracer.ValidateThreads(*f.threads); err != nil {
+	if err := engine.ValidateThreads(*f.threads); err != nil {
 		return usageError(err.Error())
 	}
 	return nil
 }
 
 // options are the filters as the tracer takes them.
-func (f *filterFlags) options() tracer.Options {
-	return tracer.Options{MinNanos: *f.minUS * 1000, MaxDepth: *f.maxDepth, Include: f.inc, Exclude: f.exc, Threads: *f.threads}
+func (f *filterFlags) options() engine.Options {
+	return engine.Options{MinNanos: *f.minUS * 1000, MaxDepth: *f.maxDepth, Include: f.inc, Exclude: f.exc, Threads: *f.threads}
 }
 
 func (s *Session) trace(args []string) error {
@@ -240,7 +243,7 @@ func (s *Session) trace(args []string) error {
 		}
 		w = f
 	}
-	sink, err := tracer.NewSink(*format, w, tracer.Meta{Program: *name, Path: *program, TimeNanos: rawTime(in), Budget: int(filt.keep)})
+	sink, err := tracer.NewSink(*format, w, sink.Meta{Program: *name, Path: *program, TimeNanos: rawTime(in), Budget: int(filt.keep)})
 	if err != nil {
 		if f != nil {
 			f.Close()
@@ -262,7 +265,7 @@ func (s *Session) trace(args []string) error {
 		return perr
 	}
 	s.reportStreams(tot)
-	wr := written(tot, max(tot.Processes, 1), []string{*out}, map[string]string{*out: *format}, map[string]tracer.Sink{*out: sink})
+	wr := written(tot, max(tot.Processes, 1), []string{*out}, map[string]string{*out: *format}, map[string]engine.Sink{*out: sink})
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -298,9 +301,9 @@ func openTraces(paths []string) (*traces, error) {
 			return nil, err
 		}
 		t.sizes = append(t.sizes, st.Size())
-		var m [len(tracer.StreamMagic)]byte
+		var m [len(stream.StreamMagic)]byte
 		n, _ := f.ReadAt(m[:], 0)
-		if string(m[:n]) != tracer.StreamMagic {
+		if string(m[:n]) != stream.StreamMagic {
 			t.raw = true
 		}
 	}
@@ -318,7 +321,7 @@ func (t *traces) close() {
 }
 
 // process converts, showing progress on a terminal.
-func (t *traces) process(opt tracer.Options, sink tracer.Sink, s *Session) (tracer.Totals, error) {
+func (t *traces) process(opt engine.Options, sink engine.Sink, s *Session) (engine.Totals, error) {
 	var total int64
 	for _, s := range t.sizes {
 		total += s
@@ -330,19 +333,19 @@ func (t *traces) process(opt tracer.Options, sink tracer.Sink, s *Session) (trac
 	if t.raw {
 		p := newProgress(s, label, total)
 		defer p.finish()
-		return tracer.Process(countingReader{t.files[0], p}, opt, sink)
+		return engine.Process(countingReader{t.files[0], p}, opt, sink)
 	}
 	p := newProgress(s, label, 2*total) // streams are read twice
 	defer p.finish()
-	ins := make([]tracer.Input, len(t.files))
+	ins := make([]engine.Input, len(t.files))
 	for i, f := range t.files {
-		ins[i] = tracer.Input{R: countingReaderAt{f, p}, Size: t.sizes[i], Name: f.Name()}
+		ins[i] = engine.Input{R: countingReaderAt{f, p}, Size: t.sizes[i], Name: f.Name()}
 	}
-	return tracer.ProcessStreams(ins, opt, sink)
+	return engine.ProcessStreams(ins, opt, sink)
 }
 
 // reportStreams says on stderr what a stream's reader skipped or completed.
-func (s *Session) reportStreams(t tracer.Totals) {
+func (s *Session) reportStreams(t engine.Totals) {
 	if t.BadFrames > 0 {
 		fmt.Fprintf(s.Stderr, "%s: %d damaged frames skipped (%d bytes)\n", s.Prog, t.BadFrames, t.BadBytes)
 	}

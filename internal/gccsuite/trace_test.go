@@ -6,19 +6,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
-// treeCheck is a tracer.Sink that checks a trace's shape: per thread, calls come in the order
+// treeCheck is a engine.Sink that checks a trace's shape: per thread, calls come in the order
 // they ended (no end before the previous one's), every call lies inside its parent (the next
 // call to end at a smaller depth; calls at depth d+1 that ended before it are its children),
 // calls that are not nested do not overlap, and every call but the outermost has its parent.
 type treeCheck struct {
 	calls, threads, open uint64
 	errs                 []string
-	thread               *tracer.Thread
+	thread               *stream.Thread
 	lastEnd              uint64
-	pend                 []tracer.Call // calls not yet claimed by a parent, in the order they ended
+	pend                 []engine.Call // calls not yet claimed by a parent, in the order they ended
 }
 
 func (s *treeCheck) fail(format string, args ...any) {
@@ -31,15 +32,15 @@ func (s *treeCheck) fail(format string, args ...any) {
 	}
 }
 
-func (s *treeCheck) BeginThread(_ *tracer.Header, t *tracer.Thread) error {
+func (s *treeCheck) BeginThread(_ *stream.Header, t *stream.Thread) error {
 	s.threads++
 	s.thread, s.lastEnd, s.pend = t, 0, s.pend[:0]
 	return nil
 }
 
-func (s *treeCheck) Call(c *tracer.Call) error {
+func (s *treeCheck) Call(c *engine.Call) error {
 	s.calls++
-	if c.Flags&tracer.FlagOpen != 0 {
+	if c.Flags&stream.FlagOpen != 0 {
 		s.open++
 	}
 	end := c.StartNanos + c.DurNanos
@@ -70,13 +71,13 @@ func (s *treeCheck) Call(c *tracer.Call) error {
 	return nil
 }
 
-func (s *treeCheck) Needs() tracer.Needs { return tracer.Needs{} }
+func (s *treeCheck) Needs() engine.Needs { return engine.Needs{} }
 func (s *treeCheck) Skip(depth int) error {
 	s.fail("a call at depth %d dropped by the reader, which was given no filter", depth)
 	return nil
 }
 
-func (s *treeCheck) Mark(*tracer.Mark) error { return nil }
+func (s *treeCheck) Mark(*stream.Mark) error { return nil }
 
 func (s *treeCheck) EndThread() error {
 	for _, c := range s.pend {
@@ -87,7 +88,7 @@ func (s *treeCheck) EndThread() error {
 	return nil
 }
 
-func (s *treeCheck) Close(tracer.Totals) error { return nil }
+func (s *treeCheck) Close(engine.Totals) error { return nil }
 
 // checkTrace reads a stream with the tracer and checks it (treeCheck); it returns the calls.
 func checkTrace(path string) (treeCheck, error) {
@@ -101,7 +102,7 @@ func checkTrace(path string) (treeCheck, error) {
 	if err != nil {
 		return s, err
 	}
-	tot, err := tracer.ProcessStreams([]tracer.Input{{R: f, Size: st.Size(), Name: path}}, tracer.Options{MaxDepth: -1}, &s)
+	tot, err := engine.ProcessStreams([]engine.Input{{R: f, Size: st.Size(), Name: path}}, engine.Options{MaxDepth: -1}, &s)
 	if err != nil {
 		return s, err
 	}
@@ -116,25 +117,25 @@ func checkTrace(path string) (treeCheck, error) {
 
 // TestTreeCheck feeds treeCheck well-formed and broken threads of calls (in the order they end).
 func TestTreeCheck(t *testing.T) {
-	c := func(name string, depth int, start, dur uint64) tracer.Call {
-		return tracer.Call{Name: name, Depth: depth, StartNanos: start, DurNanos: dur}
+	c := func(name string, depth int, start, dur uint64) engine.Call {
+		return engine.Call{Name: name, Depth: depth, StartNanos: start, DurNanos: dur}
 	}
 	for _, tc := range []struct {
 		name  string
-		calls []tracer.Call
+		calls []engine.Call
 		want  string // in the first complaint; "" none
 	}{
-		{"tree", []tracer.Call{c("a", 1, 10, 5), c("b", 2, 20, 1), c("c", 1, 18, 10), c("p", 0, 0, 40), c("q", 0, 40, 0)}, ""},
-		{"touching", []tracer.Call{c("a", 1, 0, 0), c("b", 1, 0, 0), c("p", 0, 0, 0)}, ""},
-		{"child outside", []tracer.Call{c("a", 1, 10, 50), c("p", 0, 0, 40)}, "ends at"},
-		{"child before parent", []tracer.Call{c("a", 1, 0, 5), c("p", 0, 1, 40)}, "not inside its parent"},
-		{"overlap", []tracer.Call{c("a", 0, 0, 10), c("b", 0, 5, 10)}, "overlaps"},
-		{"gap", []tracer.Call{c("a", 2, 1, 1), c("p", 0, 0, 40)}, "no call between"},
-		{"orphan", []tracer.Call{c("a", 1, 1, 1)}, "no caller"},
-		{"order", []tracer.Call{c("a", 0, 0, 10), c("b", 1, 0, 5)}, "ends at"},
+		{"tree", []engine.Call{c("a", 1, 10, 5), c("b", 2, 20, 1), c("c", 1, 18, 10), c("p", 0, 0, 40), c("q", 0, 40, 0)}, ""},
+		{"touching", []engine.Call{c("a", 1, 0, 0), c("b", 1, 0, 0), c("p", 0, 0, 0)}, ""},
+		{"child outside", []engine.Call{c("a", 1, 10, 50), c("p", 0, 0, 40)}, "ends at"},
+		{"child before parent", []engine.Call{c("a", 1, 0, 5), c("p", 0, 1, 40)}, "not inside its parent"},
+		{"overlap", []engine.Call{c("a", 0, 0, 10), c("b", 0, 5, 10)}, "overlaps"},
+		{"gap", []engine.Call{c("a", 2, 1, 1), c("p", 0, 0, 40)}, "no call between"},
+		{"orphan", []engine.Call{c("a", 1, 1, 1)}, "no caller"},
+		{"order", []engine.Call{c("a", 0, 0, 10), c("b", 1, 0, 5)}, "ends at"},
 	} {
 		var s treeCheck
-		s.BeginThread(nil, &tracer.Thread{TID: 1})
+		s.BeginThread(nil, &stream.Thread{TID: 1})
 		for _, call := range tc.calls {
 			s.Call(&call)
 		}

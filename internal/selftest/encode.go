@@ -12,12 +12,12 @@ import "C"
 import (
 	"unsafe"
 
-	"github.com/msgtrace/msgtrace/tracer"
+	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
 // The recorder's stream encoder (drain_encode.c in the msgtrace package, linked into its
 // tests), called with the values given: each function returns the frame the C encoder makes,
-// to compare byte for byte with tracer.StreamWriter's.
+// to compare byte for byte with stream.StreamWriter's.
 
 func bytesOf(b *C.struct_mt_buf) []byte {
 	defer C.enc_free(b)
@@ -31,7 +31,7 @@ func cstr(s string) (*C.char, func()) {
 }
 
 // EncodeProcess is the C encoder's process frame.
-func EncodeProcess(p tracer.StreamProcess) []byte {
+func EncodeProcess(p stream.StreamProcess) []byte {
 	var out, pl C.struct_mt_buf
 	defer C.enc_free(&pl)
 	path, f1 := cstr(p.Path)
@@ -48,7 +48,7 @@ func EncodeProcess(p tracer.StreamProcess) []byte {
 }
 
 // EncodeClock is the C encoder's clock frame.
-func EncodeClock(c tracer.ClockSample) []byte {
+func EncodeClock(c stream.ClockSample) []byte {
 	var out, pl C.struct_mt_buf
 	defer C.enc_free(&pl)
 	f := C.struct_mt_clock_frame{tick: C.uint64_t(c.Tick), mono_ns: C.uint64_t(c.MonoNanos), wall_ns: C.uint64_t(c.WallNanos), rate_num: C.uint64_t(c.RateNum), rate_den: C.uint64_t(c.RateDen)}
@@ -57,7 +57,7 @@ func EncodeClock(c tracer.ClockSample) []byte {
 }
 
 // EncodeMethods is the C encoder's methods frame.
-func EncodeMethods(ms ...tracer.StreamMethod) []byte {
+func EncodeMethods(ms ...stream.StreamMethod) []byte {
 	var out, pl C.struct_mt_buf
 	defer C.enc_free(&pl)
 	for _, m := range ms {
@@ -72,7 +72,7 @@ func EncodeMethods(ms ...tracer.StreamMethod) []byte {
 }
 
 // EncodeThread is the C encoder's thread frame.
-func EncodeThread(t tracer.StreamThread) []byte {
+func EncodeThread(t stream.StreamThread) []byte {
 	var out, pl C.struct_mt_buf
 	defer C.enc_free(&pl)
 	name, f := cstr(t.Name)
@@ -82,7 +82,7 @@ func EncodeThread(t tracer.StreamThread) []byte {
 }
 
 // EncodeEvents is the C encoder's events frame (one frame: the events must fit).
-func EncodeEvents(tid, prevEnd uint64, evs []tracer.StreamEvent) []byte {
+func EncodeEvents(tid, prevEnd uint64, evs []stream.StreamEvent) []byte {
 	var out, pl C.struct_mt_buf
 	defer C.enc_free(&pl)
 	C.mt_enc_events_begin(&pl, C.uint64_t(tid), C.uint64_t(prevEnd))
@@ -90,11 +90,11 @@ func EncodeEvents(tid, prevEnd uint64, evs []tracer.StreamEvent) []byte {
 	for _, e := range evs {
 		end, dur := C.uint64_t(e.End), C.uint64_t(e.End-e.Start)
 		switch e.Type {
-		case tracer.EventMark:
+		case stream.EventMark:
 			C.mt_enc_mark(&pl, &prev, C.uint64_t(e.ID), end, dur, C.uint64_t(e.Count))
 		default:
 			unwound := C.int(0)
-			if e.Type == tracer.EventUnwound {
+			if e.Type == stream.EventUnwound {
 				unwound = 1
 			}
 			C.mt_enc_call(&pl, &prev, C.uint64_t(e.ID), unwound, end, dur, C.uint64_t(e.Depth))
@@ -105,7 +105,7 @@ func EncodeEvents(tid, prevEnd uint64, evs []tracer.StreamEvent) []byte {
 }
 
 // EncodeOpen is the C encoder's open frame.
-func EncodeOpen(tid, tick uint64, calls []tracer.OpenCall) []byte {
+func EncodeOpen(tid, tick uint64, calls []stream.OpenCall) []byte {
 	var out, pl C.struct_mt_buf
 	defer C.enc_free(&pl)
 	C.mt_enc_open_begin(&pl, C.uint64_t(tid), C.uint64_t(tick))
@@ -117,7 +117,7 @@ func EncodeOpen(tid, tick uint64, calls []tracer.OpenCall) []byte {
 }
 
 // EncodeEnd is the C encoder's end frame.
-func EncodeEnd(c tracer.StreamCounters) []byte {
+func EncodeEnd(c stream.StreamCounters) []byte {
 	var out, pl C.struct_mt_buf
 	defer C.enc_free(&pl)
 	f := C.struct_mt_end_frame{calls: C.uint64_t(c.Calls), lost: C.uint64_t(c.Lost), overflow: C.uint64_t(c.Overflow), waits: C.uint64_t(c.Waits), wait_ticks: C.uint64_t(c.TicksWaited), unwritten: C.uint64_t(c.Unwritten)}
@@ -126,7 +126,7 @@ func EncodeEnd(c tracer.StreamCounters) []byte {
 }
 
 // EncodeInstant is the C encoder's instant frame.
-func EncodeInstant(in tracer.StreamInstant) []byte {
+func EncodeInstant(in stream.StreamInstant) []byte {
 	var out, pl C.struct_mt_buf
 	defer C.enc_free(&pl)
 	name, free := cstr(in.Name)

@@ -7,23 +7,23 @@ import (
 	"testing"
 )
 
-// TestGeneratedFilesCurrent fails when tracer/stream_format.go or stream_format.h is not what
-// the tables generate: run `go generate ./tracer`.
+// TestGeneratedFilesCurrent fails when tracer/stream/stream_format.go or stream_format.h is not what
+// the tables generate: run `go generate ./tracer/stream`.
 func TestGeneratedFilesCurrent(t *testing.T) {
 	goFile, err := GoFile()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string][]byte{
-		"tracer/stream_format.go": goFile,
-		"stream_format.h":         CHeader(),
+		"tracer/stream/stream_format.go": goFile,
+		"stream_format.h":                CHeader(),
 	} {
 		got, err := os.ReadFile(filepath.Join("..", "..", name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s is stale: run go generate ./tracer", name)
+			t.Errorf("%s is stale: run go generate ./tracer/stream", name)
 		}
 	}
 }

@@ -1,5 +1,5 @@
 // Command gen writes the stream format's generated files from internal/streamspec:
-// tracer/stream_format.go and stream_format.h (run by `go generate ./tracer`).
+// tracer/stream/stream_format.go and stream_format.h (run by `go generate ./tracer/stream`).
 package main
 
 import (
@@ -20,7 +20,7 @@ func main() {
 		os.Exit(1)
 	}
 	for name, b := range map[string][]byte{
-		filepath.Join("tracer", "stream_format.go"): goFile,
+		filepath.Join("tracer", "stream", "stream_format.go"): goFile,
 		"stream_format.h": streamspec.CHeader(),
 	} {
 		if err := os.WriteFile(filepath.Join(*root, name), b, 0o644); err != nil {

@@ -1,0 +1,752 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"sort"
+
+	"github.com/msgtrace/msgtrace/tracer/stream"
+)
+
+// Pre-order from a post-order stream, in memory bounded by stack depth.
+//
+// A thread's events come in the order its calls ended (a call after every call nested in it).
+// Timelines want pre-order (a call before its children), and in a GUI app one call (the run
+// loop) encloses the whole run: rebuilding each outermost call's tree before writing it would
+// hold every call of the run. Instead, a thread's events are cut into segments (an events
+// frame, or segEvents, 16 Ki, events of a bigger one) and pre-order is produced segment by
+// segment: all that a segment lacks is which calls that end in a later segment must be entered
+// in it, and where. Pass 1 finds them with a stack of pending groups (below); pass 2 replays each
+// segment's own little tree plus those calls, keeping an output stack of the calls entered and
+// not yet exited.
+//
+// The pending stack: a call's record adopts, as its children, the subtrees that are not yet
+// claimed and are deeper than it (as PreOrder does), but only those that started at or after
+// it: a deeper subtree that started before it lost its parent's record (lost calls) and is
+// made its preceding sibling instead, so that nothing is ever nested under a call that starts
+// after it. Adjacent groups at one depth merge, so depths strictly increase up the stack and it
+// never holds more than the deepest stack. Each group remembers the earliest segment among its
+// subtrees: a record that adopts a group from an earlier segment spans segments, and is entered
+// in that earlier segment (a spanCall). Pass 2 runs the identical stack, so it tells which
+// records close calls it already entered.
+
+// segEvents is the number of events of a segment (the working set of pass 2): the calls that
+// span segments are what pass 1 keeps, so segments are made large (several frames), but their
+// nodes (56 bytes each: 0.9 MiB) are kept within a core's 2 MiB L2 with room for the rest of
+// the reader's work: at 32 Ki events (1.8 MiB) a cache simulation of a 2 MiB L2 counted 2.2
+// misses a call replaying oneloop to speedscope, at 16 Ki 0.28.
+// (A variable for the tests, which cut segments of a few events.)
+var SegEvents uint32 = 1 << 14
+
+// segCounter numbers a thread's events' segments.
+type segCounter struct {
+	seg  int32
+	fill uint32 // events in segment seg
+}
+
+// next returns the next event's segment, and whether that is a new segment after an earlier.
+func (s *segCounter) next() (seg int32, started bool) {
+	if s.fill == SegEvents {
+		s.seg, s.fill, started = s.seg+1, 0, true
+	}
+	s.fill++
+	return s.seg, started
+}
+
+// count is the number of segments so far.
+func (s *segCounter) count() int32 {
+	if s.fill > 0 {
+		return s.seg + 1
+	}
+	return s.seg
+}
+
+// pendGroupShape is a run of sibling subtrees not yet claimed by a parent.
+type pendGroupShape struct {
+	depth uint32
+	seg   int32  // earliest segment of any call in the group
+	start uint64 // start tick of its first call
+	epoch uint32 // losses before its last call: when calls were lost since (its epoch is not
+	// the stack's), a later call at its depth starts a new group
+}
+
+// maxPend bounds the pending stack: past it, sealed groups take later calls again.
+const maxPend = 1 << 16
+
+// shape is the pending stack of one thread, identical in both passes.
+type shape struct {
+	pend  []pendGroupShape
+	epoch uint32 // losses so far
+}
+
+// call takes a call's record at depth, starting at start, in segment seg. It returns the index
+// in pend from which the groups are its children (len(pend) before the call: none), the index
+// from which they are orphans merged before it (i <= j), and the earliest segment of its
+// subtree (seg when it has no pending children). The caller must call commit afterwards.
+func (s *shape) claim(depth uint32, start uint64, seg int32) (i, j int, minSeg int32) {
+	i = len(s.pend)
+	for i > 0 && s.pend[i-1].depth > depth {
+		i--
+	}
+	j = i
+	for j < len(s.pend) && s.pend[j].start < start {
+		j++
+	}
+	minSeg = seg
+	if j < len(s.pend) {
+		minSeg = s.pend[j].seg
+	}
+	return i, j, minSeg
+}
+
+// commit replaces pend[i:] by the orphans from i to j as one sealed group at the call's
+// depth (when there are any), then the call, in a group of its own or joining the group below
+// at its depth (merged) unless that one is sealed.
+func (s *shape) commit(depth uint32, start uint64, i, j int, minSeg int32) (orphans, merged bool) {
+	og := pendGroupShape{depth: depth}
+	if i < j {
+		og = pendGroupShape{depth, s.pend[i].seg, s.pend[i].start, s.epoch - 1} // sealed
+	}
+	s.pend = s.pend[:i]
+	if i < j {
+		s.pend = append(s.pend, og)
+		orphans = true
+	}
+	if k := len(s.pend) - 1; k >= 0 && s.pend[k].depth == depth && (s.pend[k].epoch == s.epoch || len(s.pend) >= maxPend) {
+		s.pend[k].epoch = s.epoch
+		return orphans, true
+	}
+	var g *pendGroupShape
+	s.pend, g = AppendSlot(s.pend)
+	g.depth, g.seg, g.start, g.epoch = depth, minSeg, start, s.epoch
+	return orphans, false
+}
+
+// seal is a loss: calls whose records were lost may be the parents of the pending groups, so
+// calls that come later at their depths are not their siblings.
+func (s *shape) seal() { s.epoch++ }
+
+// spanCall is a call whose record comes in a later segment than the one it is entered in, or
+// a call still open at the end of the thread.
+type spanCall struct {
+	seg        int32
+	depth      uint32
+	flags      int32 // FlagUnwound, FlagOpen
+	id         uint64
+	start, end uint64 // ticks; end unknown (0) for open calls until the trace's end is known
+}
+
+// sortSpans orders a thread's spans for pass 2: by segment, outermost first.
+func sortSpans(sp []spanCall) {
+	sort.Slice(sp, func(a, b int) bool {
+		if sp[a].seg != sp[b].seg {
+			return sp[a].seg < sp[b].seg
+		}
+		return sp[a].depth < sp[b].depth
+	})
+}
+
+// segNode is one call of the segment being replayed.
+type segNode struct {
+	id                uint64
+	start, end        uint64 // ticks
+	depth             uint32
+	flags             int32
+	kind              uint8 // nodeCall, nodeExit (entered earlier), nodeEnter (exits later)
+	post              int32 // its record's place among the segment's records (spans: after all)
+	first, last, next int32
+}
+
+const (
+	nodeCall  = 0
+	nodeExit  = 1
+	nodeEnter = 2
+)
+
+// segGroup is a pending group of pass 2: the shape and the segment's nodes in it.
+type segGroup struct {
+	head, tail int32
+}
+
+// replayer is pass 2 for one thread at a time: segments in, Enter/Exit/Mark out.
+type replayer struct {
+	sf     *streamFile
+	em     *emitter
+	tot    *Totals
+	thread *stream.Thread
+
+	sh     shape
+	groups []segGroup // parallel to sh.pend
+	nodes  []segNode
+	recs   int32 // records of the segment so far
+	exits  int32 // records of the segment exited so far
+	marks  []stream.Mark
+	mprev  []int32 // per mark: the records of the segment before it
+	mi     int
+	walk   []int32
+	spans  []spanCall
+	si     int
+	seg    int32
+	call   Call
+}
+
+func (r *replayer) begin(sf *streamFile, st *streamThread) {
+	if r.nodes == nil {
+		r.nodes = make([]segNode, 0, SegEvents+1024)
+	}
+	r.sf, r.thread = sf, &st.t
+	r.sh.pend, r.sh.epoch = r.sh.pend[:0], 0
+	r.groups = r.groups[:0]
+	r.spans, r.si, r.seg = st.spans, 0, 0
+	r.resetSeg()
+}
+
+func (r *replayer) resetSeg() {
+	r.nodes, r.marks, r.mprev, r.mi, r.recs, r.exits = r.nodes[:0], r.marks[:0], r.mprev[:0], 0, 0, 0
+	for k := range r.groups {
+		r.groups[k] = segGroup{-1, -1}
+	}
+}
+
+// link appends list (h..t) after list (head..tail).
+func (r *replayer) link(head, tail, h, t int32) (int32, int32) {
+	if h < 0 {
+		return head, tail
+	}
+	if head < 0 {
+		return h, t
+	}
+	r.nodes[tail].next = h
+	return head, t
+}
+
+// record takes one call record of the current segment.
+func (r *replayer) record(id, start, end uint64, depth uint32, flags int32) {
+	i, j, minSeg := r.sh.claim(depth, start, r.seg)
+	kind := uint8(nodeCall)
+	if minSeg < r.seg {
+		kind = nodeExit
+	}
+	// children: the nodes of groups j..; orphans: groups i..j, then the node
+	var ch, ct int32 = -1, -1
+	for k := j; k < len(r.groups); k++ {
+		ch, ct = r.link(ch, ct, r.groups[k].head, r.groups[k].tail)
+	}
+	var oh, ot int32 = -1, -1
+	for k := i; k < j; k++ {
+		oh, ot = r.link(oh, ot, r.groups[k].head, r.groups[k].tail)
+	}
+	n := int32(len(r.nodes))
+	if int(n) == cap(r.nodes) {
+		r.nodes = append(r.nodes, segNode{})
+	} else {
+		r.nodes = r.nodes[:n+1]
+	}
+	nd := &r.nodes[n] // in place: every field set
+	nd.id, nd.start, nd.end, nd.depth, nd.flags, nd.kind = id, start, end, depth, flags, kind
+	nd.post, nd.first, nd.last, nd.next = r.recs, ch, ct, -1
+	r.recs++
+	orphans, merged := r.sh.commit(depth, start, i, j, minSeg)
+	r.groups = r.groups[:i]
+	if orphans {
+		r.groups = append(r.groups, segGroup{oh, ot})
+	}
+	if merged {
+		g := &r.groups[len(r.groups)-1]
+		g.head, g.tail = r.link(g.head, g.tail, n, n)
+	} else {
+		r.groups = append(r.groups, segGroup{n, n})
+	}
+}
+
+// finish replays the current segment: its nodes, then the spans entered in it (they stay open).
+func (r *replayer) finish() error {
+	// the spans of this segment, innermost first, adopt the deeper groups that started after
+	// them; the rest of the groups precede them
+	hi := r.si
+	for hi < len(r.spans) && r.spans[hi].seg <= r.seg {
+		hi++
+	}
+	lo := r.si
+	r.si = hi
+	var inner int32 = -1
+	cut := len(r.groups)
+	for k := hi - 1; k >= lo; k-- {
+		sp := &r.spans[k]
+		c := cut
+		for c > 0 && r.sh.pend[c-1].depth > sp.depth && r.sh.pend[c-1].start >= sp.start {
+			c--
+		}
+		var ch, ct int32 = -1, -1
+		for g := c; g < cut; g++ {
+			ch, ct = r.link(ch, ct, r.groups[g].head, r.groups[g].tail)
+		}
+		if inner >= 0 {
+			ch, ct = r.link(ch, ct, inner, inner)
+		}
+		cut = c
+		inner = int32(len(r.nodes))
+		r.nodes = append(r.nodes, segNode{id: sp.id, start: sp.start, end: sp.end, depth: sp.depth, flags: sp.flags, kind: nodeEnter, post: 1 << 30, first: ch, last: ct, next: -1})
+	}
+	for g := 0; g < cut; g++ {
+		for n := r.groups[g].head; n >= 0; {
+			next := r.nodes[n].next
+			if err := r.replay(n); err != nil {
+				return err
+			}
+			if n == r.groups[g].tail {
+				break
+			}
+			n = next
+		}
+	}
+	if inner >= 0 {
+		if err := r.replay(inner); err != nil {
+			return err
+		}
+	}
+	if err := r.marksUntil(1<<30, ^uint64(0)); err != nil {
+		return err
+	}
+	r.resetSeg()
+	r.seg++
+	return nil
+}
+
+// replay walks one subtree depth-first without recursion.
+func (r *replayer) replay(root int32) error {
+	st := append(r.walk[:0], root)
+	entered := false
+	em, sf := r.em, r.sf
+	for len(st) > 0 {
+		n := st[len(st)-1]
+		nd := &r.nodes[n]
+		if !entered {
+			if nd.kind != nodeExit {
+				// the call's start, converted here rather than on the applier's side, which
+				// has more to do per call (it converts the end)
+				start := sf.ns(nd.start)
+				if r.mi < len(r.marks) && r.mprev[r.mi] <= r.exits {
+					if err := r.marksUntil(r.exits, start); err != nil {
+						return err
+					}
+				}
+				if len(em.cur.ops) == pipeBatchOps { // em.op, in line
+					if err := em.flush(); err != nil {
+						return err
+					}
+				}
+				o := em.cur.next()
+				o.kind, o.flags, o.depth, o.id, o.start, o.startNanos, o.end = opEnter, uint8(nd.flags), nd.depth, nd.id, nd.start, start, nd.end
+			}
+			if k := nd.first; k >= 0 {
+				st = append(st, k)
+				continue
+			}
+		}
+		if nd.kind != nodeEnter {
+			if r.mi < len(r.marks) && r.mprev[r.mi] <= nd.post {
+				if err := r.marksUntil(nd.post, ^uint64(0)); err != nil {
+					return err
+				}
+			}
+			if len(em.cur.ops) == pipeBatchOps {
+				if err := em.flush(); err != nil {
+					return err
+				}
+			}
+			o := em.cur.next()
+			o.kind, o.flags, o.depth, o.id, o.start, o.startNanos, o.end = opExit, 0, nd.depth, 0, nd.start, 0, 0
+			r.exits++
+		}
+		st = st[:len(st)-1]
+		entered = true
+		if s := nd.next; s >= 0 && n != root && len(st) > 0 && n != r.nodes[st[len(st)-1]].last {
+			st = append(st, s)
+			entered = false
+		}
+	}
+	r.walk = st
+	return nil
+}
+
+// marksUntil replays the segment's marks that were recorded after at most recs of its records
+// and start at or before ns: a mark is placed by the records around it, and among the calls
+// entered between those by time (one at a call's start tick comes before the call).
+func (r *replayer) marksUntil(recs int32, ns uint64) error {
+	for r.mi < len(r.marks) && r.mprev[r.mi] <= recs && r.marks[r.mi].StartNanos <= ns {
+		if err := r.em.mark(&r.marks[r.mi]); err != nil {
+			return err
+		}
+		r.mi++
+	}
+	return nil
+}
+
+// treeFilter applies Options to calls as they are entered.
+type treeFilter struct {
+	opt      Options
+	inc, exc []Pattern
+	minNanos float64
+	byName   map[*streamFile][]int8 // per stream and method id: 0 unknown, 1 kept, -1 dropped by name
+	all      bool                   // no filter: every call kept
+}
+
+func newTreeFilter(opt Options) *treeFilter {
+	f := &treeFilter{opt: opt, inc: CompilePatterns(opt.Include), exc: CompilePatterns(opt.Exclude),
+		minNanos: opt.MinNanos, byName: map[*streamFile][]int8{}}
+	f.all = !(opt.MinNanos > 0) && opt.MaxDepth < 0 && len(f.inc) == 0 && len(f.exc) == 0
+	return f
+}
+
+func (f *treeFilter) keep(sf *streamFile, id uint64, name string, dur uint64, depth int) bool {
+	if f.all {
+		return true
+	}
+	if float64(dur) < f.minNanos || (f.opt.MaxDepth >= 0 && depth > f.opt.MaxDepth) {
+		return false
+	}
+	if len(f.inc) == 0 && len(f.exc) == 0 {
+		return true
+	}
+	v := f.byName[sf]
+	if id < 1<<20 {
+		if id >= uint64(len(v)) {
+			v = append(v, make([]int8, int(id)+1-len(v))...)
+			f.byName[sf] = v
+		}
+		if v[id] != 0 {
+			return v[id] > 0
+		}
+	}
+	ok := !((len(f.inc) > 0 && !MatchAny(f.inc, name)) || MatchAny(f.exc, name))
+	if id < 1<<20 {
+		v[id] = -1
+		if ok {
+			v[id] = 1
+		}
+	}
+	return ok
+}
+
+// postOrder drives a plain Sink from tree events: each kept call when it exits (the order
+// calls ended), marks where they happened.
+type postOrder struct{ s Sink }
+
+func (p postOrder) BeginThread(h *stream.Header, t *stream.Thread) error {
+	return p.s.BeginThread(h, t)
+}
+func (p postOrder) Enter(*Call, int) error           { return nil }
+func (p postOrder) Exit(c *Call, _ int) error        { return p.s.Call(c) }
+func (p postOrder) Mark(m *stream.Mark, _ int) error { return p.s.Mark(m) }
+func (p postOrder) EndThread() error                 { return p.s.EndThread() }
+func (p postOrder) Close(t Totals) error             { return p.s.Close(t) }
+
+// asTree returns the TreeSink the stream reader drives for a sink: its own (Needs.Tree), or
+// its Sink methods called in the order calls ended.
+func asTree(s Sink) TreeSink {
+	if t := s.Needs().Tree; t != nil {
+		return t
+	}
+	return postOrder{s}
+}
+
+// Tee sends one trace to several sinks (every one sees every thread, call and mark). The
+// engine drives each sink as its own Needs say (each its tree, each timeline its budget),
+// on the generic path: a tee does not take the aggregates' path.
+func Tee(sinks ...Sink) Sink { return tee(sinks) }
+
+// Needs combines the sinks' needs: the engine reads each sink's own (asTreeWith, hasBudget),
+// and a failed conversion aborts them all.
+func (t tee) Needs() Needs { return Needs{Abort: t.abort} }
+
+type tee []Sink
+
+func (t tee) each(f func(Sink) error) error {
+	for _, s := range t {
+		if err := f(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t tee) BeginThread(h *stream.Header, th *stream.Thread) error {
+	return t.each(func(s Sink) error { return s.BeginThread(h, th) })
+}
+func (t tee) Call(c *Call) error        { return t.each(func(s Sink) error { return s.Call(c) }) }
+func (t tee) Skip(d int) error          { return t.each(func(s Sink) error { return s.Skip(d) }) }
+func (t tee) Mark(m *stream.Mark) error { return t.each(func(s Sink) error { return s.Mark(m) }) }
+func (t tee) EndThread() error          { return t.each(func(s Sink) error { return s.EndThread() }) }
+func (t tee) Close(tt Totals) error     { return t.each(func(s Sink) error { return s.Close(tt) }) }
+
+// abort aborts every sink that holds something only its Close ends (Needs.Abort): a failed
+// conversion, or a Close that failed before it reached them all.
+func (t tee) abort() {
+	for _, s := range t {
+		if a := s.Needs().Abort; a != nil {
+			a()
+		}
+	}
+}
+
+type teeTree []TreeSink
+
+func (t teeTree) BeginThread(h *stream.Header, th *stream.Thread) error {
+	for _, s := range t {
+		if err := s.BeginThread(h, th); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (t teeTree) Enter(c *Call, d int) error {
+	for _, s := range t {
+		if err := s.Enter(c, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (t teeTree) Exit(c *Call, d int) error {
+	for _, s := range t {
+		if err := s.Exit(c, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (t teeTree) Mark(m *stream.Mark, d int) error {
+	for _, s := range t {
+		if err := s.Mark(m, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (t teeTree) EndThread() error {
+	for _, s := range t {
+		if err := s.EndThread(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (t teeTree) Close(tt Totals) error {
+	for _, s := range t {
+		if err := s.Close(tt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shapeCall is pass 1's step for one call record in segment seg.
+func (st *streamThread) shapeCall(e *stream.StreamEvent, seg int32) {
+	depth := uint32(e.Depth)
+	i, j, minSeg := st.sh.claim(depth, e.Start, seg)
+	st.sh.commit(depth, e.Start, i, j, minSeg)
+	if minSeg < seg {
+		fl := int32(0)
+		if e.Type == stream.EventUnwound {
+			fl = stream.FlagUnwound
+		}
+		st.spans = append(st.spans, spanCall{seg: minSeg, depth: depth, flags: fl, id: e.ID, start: e.Start, end: e.End})
+	}
+}
+
+// finishThreads ends pass 1: threads whose frames came out of order are sorted and analysed
+// again; calls still open at the end become spans; spans are sorted for pass 2.
+func (sf *streamFile) finishThreads() error {
+	for _, st := range sf.threads {
+		if st.unordered {
+			if err := sf.reanalyse(st); err != nil {
+				return err
+			}
+		}
+		if st.openOff >= 0 {
+			if err := sf.openSpans(st); err != nil {
+				return err
+			}
+		}
+		sortSpans(st.spans)
+	}
+	return nil
+}
+
+// reanalyse puts a thread's frames in the order its calls ended (by their first and last end
+// ticks) and runs the pass-1 analysis again over them.
+func (sf *streamFile) reanalyse(st *streamThread) error {
+	sort.SliceStable(st.frames, func(a, b int) bool {
+		fa, fb := &st.frames[a], &st.frames[b]
+		if fa.first != fb.first {
+			return fa.first < fb.first
+		}
+		return fa.last < fb.last
+	})
+	st.sh.pend, st.sh.epoch, st.spans, st.segs = st.sh.pend[:0], 0, st.spans[:0], segCounter{}
+	var e stream.StreamEvent
+	for _, fr := range st.frames {
+		it, err := sf.events(fr.off)
+		if err != nil {
+			return err
+		}
+		for {
+			if ok, err := it.Next(&e); err != nil {
+				return errChanged
+			} else if !ok {
+				break
+			}
+			seg, _ := st.segs.next()
+			if e.Type != stream.EventMark {
+				st.shapeCall(&e, seg)
+			} else if stream.MarkKind(e.ID) == stream.MarkLost {
+				st.sh.seal()
+			}
+		}
+	}
+	return nil
+}
+
+var errChanged = errors.New("stream changed while being read")
+
+// events returns an iterator over the events of the events frame at off.
+func (sf *streamFile) events(off int64) (stream.EventIter, error) { return eventsWith(&sf.w, off) }
+
+// eventsWith is events reading through w.
+func eventsWith(w *window, off int64) (stream.EventIter, error) {
+	p, err := frameAtWith(w, off)
+	if err != nil {
+		return stream.EventIter{}, err
+	}
+	if len(p) < 16 {
+		return stream.EventIter{}, errChanged
+	}
+	return stream.EventIter{Buf: p[16:], Prev: binary.LittleEndian.Uint64(p[8:])}, nil
+}
+
+// openSpans finds which calls of the thread's latest open frame no later record closed (a
+// call at depth d that ended after the frame was taken closes every open call at depth d or
+// deeper; so does the record of an open call itself) and makes them spans, innermost first,
+// as if their records came after every event of the thread.
+func (sf *streamFile) openSpans(st *streamThread) error {
+	open, err := sf.openCalls(st, &sf.w, st.frames)
+	if err != nil {
+		return err
+	}
+	for i := len(open) - 1; i >= 0; i-- {
+		c := open[i]
+		depth := uint32(c.depth)
+		a, b, minSeg := st.sh.claim(depth, c.start, st.segs.count())
+		st.sh.commit(depth, c.start, a, b, minSeg)
+		st.spans = append(st.spans, spanCall{seg: minSeg, depth: depth, flags: stream.FlagOpen, id: c.id, start: c.start})
+	}
+	return nil
+}
+
+// openCalls returns the calls of the thread's latest open frame that no later record closed,
+// outermost first, reading through w, the thread's events frames being frames.
+func (sf *streamFile) openCalls(st *streamThread, w *window, frames []frameRef) ([]openEntry, error) {
+	p, err := frameAtWith(w, st.openOff)
+	if err != nil {
+		return nil, err
+	}
+	d := stream.Decoder{Buf: p}
+	d.U64()
+	tick := d.U64()
+	var open []openEntry
+	for len(d.Buf) > 0 && !d.Bad {
+		id, age, depth := d.Uvarint(), d.Uvarint(), d.Uvarint()
+		open = append(open, openEntry{id, tick - age, depth})
+	}
+	if d.Bad {
+		return nil, errChanged
+	}
+	k := len(open)
+	closeAt := func(depth uint64) {
+		k = min(k, sort.Search(k, func(x int) bool { return open[x].depth >= depth }))
+	}
+	var e stream.StreamEvent
+	for _, fr := range frames {
+		if fr.last < tick {
+			continue
+		}
+		if fr.first > tick {
+			if fr.minDepth <= stream.MaxStreamDepth {
+				closeAt(uint64(fr.minDepth))
+			}
+			continue
+		}
+		it, err := eventsWith(w, fr.off)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			if ok, err := it.Next(&e); err != nil {
+				return nil, errChanged
+			} else if !ok {
+				break
+			}
+			if e.Type == stream.EventMark || e.End < tick {
+				continue
+			}
+			j := sort.Search(k, func(x int) bool { return open[x].depth >= e.Depth })
+			if e.End > tick || (j < k && open[j].depth == e.Depth && open[j].start == e.Start) {
+				k = j
+			}
+		}
+	}
+	return open[:k], nil
+}
+
+// replayThread is pass 2 for one thread: its segments in order, then what is still open.
+func (sf *streamFile) replayThread(r *replayer, st *streamThread) error {
+	for k := range st.spans {
+		if st.spans[k].flags&stream.FlagOpen != 0 {
+			st.spans[k].end = max(sf.maxTick, st.spans[k].start)
+		}
+	}
+	r.begin(sf, st)
+	var e stream.StreamEvent
+	var segs segCounter
+	for _, fr := range st.frames {
+		it, err := sf.events(fr.off)
+		if err != nil {
+			return err
+		}
+		for {
+			if ok, err := it.Next(&e); err != nil {
+				return errChanged
+			} else if !ok {
+				break
+			}
+			if _, started := segs.next(); started {
+				if err := r.finish(); err != nil {
+					return err
+				}
+			}
+			if e.Type == stream.EventMark {
+				r.tot.Marks++
+				start := sf.ns(e.Start)
+				r.marks = append(r.marks, stream.Mark{Kind: stream.MarkKind(e.ID), StartNanos: start, DurNanos: sf.ns(e.End) - start, Count: e.Count, Thread: r.thread})
+				r.mprev = append(r.mprev, r.recs)
+				if stream.MarkKind(e.ID) == stream.MarkLost {
+					r.sh.seal()
+				}
+				continue
+			}
+			fl := int32(0)
+			if e.Type == stream.EventUnwound {
+				fl = stream.FlagUnwound
+			}
+			r.record(e.ID, e.Start, e.End, uint32(e.Depth), fl)
+		}
+	}
+	if segs.fill > 0 {
+		if err := r.finish(); err != nil {
+			return err
+		}
+	}
+	// the open calls with nothing after their start; the applier closes what is open at the end
+	return r.finish()
+}

@@ -1,0 +1,636 @@
+package sink
+
+import (
+	"io"
+	"strconv"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/stream"
+)
+
+// ChromeSink writes Chrome trace event JSON as a stream, built to read the same in Perfetto,
+// chrome://tracing and speedscope:
+//
+//   - each thread in pre-order (PreOrder), times in microseconds written exactly to the
+//     nanosecond (three decimals of integer nanoseconds; Perfetto rounds them back exactly);
+//   - a call that lasted is a begin ("B") and an end ("E") event. Nothing varies per call on the
+//     "B" (speedscope keys frames by name + JSON(args), so a method stays one frame). An "E"
+//     followed at its time by a "B" of the same name (a touching sibling, or any later call of
+//     that method starting at that tick) carries the call's self and total time as args: that
+//     makes it differ from the "B", which is what makes speedscope end the call before it begins
+//     the other (at equal times it takes a "B" first only when the two look the same). Other ends
+//     carry nothing, as speedscope warns on every end that differs from its begin. Perfetto
+//     takes every "E" first at equal times. No viewer adds ts and dur, so no float sum can move
+//     an end past the next begin;
+//   - a call that took no time (under one tick: common with Apple silicon's 24 MHz counter) is
+//     a thread-scoped instant ("i"): a zero-length begin/end pair cannot be ordered right by
+//     both viewers at the tick where its parent ends. Instants do not nest, so a zero-length
+//     call inside another keeps its nesting only in args.depth (speedscope ignores instants,
+//     so per-call args there split nothing);
+//   - a call still open at the end of the trace has a "B" and no "E" (Perfetto: "did not end");
+//     a call an exception unwound has "unwound": true on its "E"; a mark (calls lost, a wait for
+//     buffer space) is a thread-scoped instant named "[lost N]", "[wait]", ... in category
+//     "msgtrace", and every loss also steps a "lost calls" counter;
+//   - an instant of the trace (Header.Instants: the launch marks, a mark the app set) is an
+//     instant in category "msgtrace" named as it was, args kind ("process start", "library
+//     loaded", "first call", "main", "mark") and precision_ns: process-wide ("s":"p", thread 0)
+//     or on its thread, in time order with the thread's events;
+//   - the program's name as the process name, thread names, displayTimeUnit "ns".
+//
+// Memory is what PreOrder holds: one outermost call tree at a time.
+type ChromeSink struct {
+	w       *outWriter
+	buf     []byte
+	pid     uint64
+	tid     uint64
+	first   bool
+	started bool
+	lost    uint64 // losses so far on this thread, for the counter
+	label   string
+	Meta    Meta // program name (the process name) and path
+	pre     engine.Sink
+	grouped bool // events at groupTs are being written (the group: see at)
+	groupTs uint64
+	gEnds   []chromeEnd // the group's ends, whose args wait for the group's begins
+	gBegins []string    // the names of the group's begins
+	insAt   []int       // addEndTimes' insertions: where each goes, where it ends in buf
+	insEnd  []int
+	pids    map[uint64]bool // processes named so far (a merged trace has several)
+	fold    engine.FoldReport
+	inst    instantQueue // the thread's instants not written yet
+	names   *jsonNames   // events' names as JSON strings
+	pt      []byte       // `,"pid":P,"tid":T` for ptPid and ptTid
+	ptB     []byte       // pt, then the rest of a begin: `,"cat":"objc"}`
+	ptPid   uint64
+	ptTid   uint64
+	ptOK    bool
+	times   decCache
+}
+
+// chromeEnd is an end written in the current group, without its self and total time: at
+// (an offset in the output's current block) is where they go when a begin of name at that time
+// follows (see ChromeSink.endGroup); how says in which form.
+type chromeEnd struct {
+	at        int
+	how       uint8 // endArgsNew, endArgsFirst, endArgsAfter
+	name      string
+	self, dur uint64
+}
+
+const (
+	endArgsNew   = iota // the end has no args: they are added whole
+	endArgsFirst        // its args are {"unwound":true}: the times go first in them
+	endArgsAfter        // its args start with folded_calls: the times follow it
+)
+
+// NewChromeSink writes to w.
+func NewChromeSink(w io.Writer) *ChromeSink {
+	s := &ChromeSink{w: NewOutWriter(w), first: true, names: new(jsonNames)}
+	s.pre = engine.PreOrder(chromeTree{s})
+	return s
+}
+
+func (s *ChromeSink) start() error {
+	if s.started {
+		return nil
+	}
+	s.started = true
+	_, err := s.w.WriteString(`{"displayTimeUnit":"ns","traceEvents":[` + "\n")
+	return err
+}
+
+// evBegin starts an event in place, at the end of the output: its separator, and the file's
+// head before the first. evEnd ends it.
+func (s *ChromeSink) evBegin() []byte {
+	s.start() // (an error stays in s.w)
+	b := s.w.Tail()
+	if !s.first {
+		b = append(b, ",\n"...)
+	}
+	s.first = false
+	return b
+}
+
+func (s *ChromeSink) evEnd(b []byte) error {
+	if len(s.gEnds) > 0 {
+		s.w.b = b // kept until the group ends
+		return s.w.err
+	}
+	s.w.Commit(b)
+	return s.w.err
+}
+
+func (s *ChromeSink) event(b []byte) error {
+	if err := s.start(); err != nil {
+		return err
+	}
+	o := s.w.Tail()
+	if !s.first {
+		o = append(o, ",\n"...)
+	}
+	s.first = false
+	s.w.Commit(append(o, b...))
+	return s.w.err
+}
+
+func (s *ChromeSink) meta(name string, tid uint64, key string, value []byte) error {
+	b := s.buf[:0]
+	b = append(b, `{"ph":"M","name":"`...)
+	b = append(b, name...)
+	b = append(b, `","pid":`...)
+	b = appendDec(b, s.pid)
+	b = append(b, `,"tid":`...)
+	b = appendDec(b, tid)
+	b = append(b, `,"args":{"`...)
+	b = append(b, key...)
+	b = append(b, `":`...)
+	b = append(b, value...)
+	b = append(b, `}}`...)
+	s.buf = b
+	return s.event(b)
+}
+
+// head appends the fields every event has: phase, name, time, pid and tid.
+func (s *ChromeSink) head(b []byte, ph byte, name string, ns uint64) []byte {
+	b = append(b, `{"ph":"`...)
+	b = append(b, ph)
+	b = append(b, `","name":`...)
+	b = s.names.append(b, name)
+	b = append(b, `,"ts":`...)
+	b = appendMicros(b, ns)
+	if !s.ptOK || s.ptPid != s.pid || s.ptTid != s.tid {
+		s.setPT()
+	}
+	return append(b, s.pt...)
+}
+
+// setPT makes pt (and ptB) for the current pid and tid.
+func (s *ChromeSink) setPT() {
+	s.pt = append(s.pt[:0], `,"pid":`...)
+	s.pt = appendDec(s.pt, s.pid)
+	s.pt = append(s.pt, `,"tid":`...)
+	s.pt = appendDec(s.pt, s.tid)
+	s.ptB = append(append(s.ptB[:0], s.pt...), `,"cat":"objc"}`...)
+	s.ptPid, s.ptTid, s.ptOK = s.pid, s.tid, true
+}
+
+// callHead starts a call's begin (ph 'B') or end ('E') in place, up to its time: the
+// separator, then `{"ph":"B","name":NAME,"ts":` made once per name (jsonNames), then the
+// time. The rest is pt (or ptB), made once per thread: what head writes, without building it
+// field by field for each of the two events of every call.
+func (s *ChromeSink) callHead(end bool, name string, ns uint64) []byte {
+	if !s.started {
+		s.start() // (an error stays in s.w)
+	}
+	if !s.ptOK || s.ptPid != s.pid || s.ptTid != s.tid {
+		s.setPT()
+	}
+	e := s.names.entry(name)
+	q := e.b
+	if end {
+		q = e.e
+	}
+	if s.first {
+		q, s.first = q[2:], false
+	}
+	return s.times.micros(append(s.w.b, q...), ns)
+}
+
+// jsonNames caches names as JSON strings, direct-mapped by where a name's bytes are (the
+// stream reader hands out one string per method); an entry holds its string, so that memory
+// is never another string's.
+type jsonNames [1 << 10]jsonName
+
+// append appends name as a JSON string (appendJSONString).
+func (c *jsonNames) append(b []byte, name string) []byte {
+	if len(name) == 0 {
+		return append(b, `""`...)
+	}
+	return append(b, c.entry(name).q...)
+}
+
+// jsonName is a jsonNames entry: the name, as a JSON string (q), and the head of a begin (b)
+// and of an end (e) of a call of it up to its time, after the separator between events.
+type jsonName struct {
+	s       string
+	q, b, e []byte
+}
+
+// entry returns name's entry, made if it is not there.
+func (c *jsonNames) entry(name string) *jsonName {
+	if len(name) == 0 {
+		return &emptyName
+	}
+	e := &c[uintptr(unsafe.Pointer(unsafe.StringData(name)))>>3%uintptr(len(c))]
+	if len(e.s) != len(name) || unsafe.StringData(e.s) != unsafe.StringData(name) {
+		d := engine.DisplayName(name)
+		e.s, e.q = name, AppendJSONString(e.q[:0], d)
+		e.b = callHeadOf(e.b[:0], 'B', e.q)
+		if d != name {
+			// a Swift class's method: named as people write it, its runtime name (what
+			// identifies it, and what the Objective-C runtime calls it) kept in the begin's
+			// args, the same for every call of it (speedscope keys frames by name and args)
+			e.b = e.b[:len(e.b)-len(`,"ts":`)]
+			e.b = append(e.b, `,"args":{"objc":`...)
+			e.b = AppendJSONString(e.b, name)
+			e.b = append(e.b, `},"ts":`...)
+		}
+		e.e = callHeadOf(e.e[:0], 'E', e.q)
+	}
+	return e
+}
+
+var emptyName = func() jsonName {
+	q := []byte(`""`)
+	return jsonName{q: q, b: callHeadOf(nil, 'B', q), e: callHeadOf(nil, 'E', q)}
+}()
+
+func callHeadOf(b []byte, ph byte, q []byte) []byte {
+	b = append(b, ",\n"+`{"ph":"`...)
+	b = append(b, ph)
+	b = append(b, `","name":`...)
+	b = append(b, q...)
+	return append(b, `,"ts":`...)
+}
+
+// BeginThread writes the thread's (and, the first time, the process's) name.
+func (s *ChromeSink) BeginThread(h *stream.Header, t *stream.Thread) error {
+	return s.pre.BeginThread(h, t)
+}
+
+// Call takes one call in the order calls ended.
+func (s *ChromeSink) Call(c *engine.Call) error { return s.pre.Call(c) }
+
+// Skip takes a dropped call.
+func (s *ChromeSink) Skip(d int) error { return s.pre.Skip(d) }
+
+// Mark takes a mark.
+func (s *ChromeSink) Mark(m *stream.Mark) error { return s.pre.Mark(m) }
+
+// EndThread writes what is left of the thread.
+func (s *ChromeSink) EndThread() error { return s.pre.EndThread() }
+
+// Close ends the JSON with the counters and flushes.
+func (s *ChromeSink) Close(t engine.Totals) error {
+	if err := s.start(); err != nil {
+		return err
+	}
+	b := s.buf[:0]
+	b = append(b, "\n],\"otherData\":{\"calls\":"...)
+	b = appendDec(b, t.Calls)
+	b = append(b, `,"kept":`...)
+	b = appendDec(b, t.Kept)
+	b = append(b, `,"dropped_buffer_full":`...)
+	b = appendDec(b, t.Dropped)
+	b = append(b, `,"untraced_stack_full":`...)
+	b = appendDec(b, t.Overflow)
+	if s.fold.FoldNanos > 0 {
+		b = append(b, `,"timeline_budget":`...)
+		b = appendDec(b, s.fold.Budget)
+		b = append(b, `,"timeline_kept":`...)
+		b = appendDec(b, s.fold.Kept)
+		b = append(b, `,"folded_calls":`...)
+		b = appendDec(b, s.fold.Folded)
+		b = append(b, `,"folded_under_ns":`...)
+		b = appendDec(b, s.fold.FoldNanos)
+	}
+	b = append(b, "}}\n"...)
+	if _, err := s.w.Write(b); err != nil {
+		return err
+	}
+	return s.w.Flush()
+}
+
+// Needs: a timeline, in pre-order, within its budget; its writer goroutine ended on a failure.
+func (s *ChromeSink) Needs() engine.Needs {
+	return engine.Needs{Tree: chromeTree{s}, Fold: &s.fold, Budget: s.Meta.budget(ChromeBudget), Abort: s.abort}
+}
+
+// chromeTree is the ChromeSink's pre-order side.
+type chromeTree struct{ s *ChromeSink }
+
+func (c chromeTree) BeginThread(h *stream.Header, t *stream.Thread) error {
+	s := c.s
+	if err := s.endGroup(); err != nil {
+		return err
+	}
+	s.pid = h.PID
+	if !s.pids[h.PID] {
+		if s.pids == nil {
+			s.pids = map[uint64]bool{}
+		}
+		s.pids[h.PID] = true
+		if err := s.meta("process_name", 0, "name", AppendJSONString(nil, s.Meta.ProcessName(h))); err != nil {
+			return err
+		}
+		for _, in := range processInstants(h) {
+			s.tid = 0
+			if err := s.writeTimeInstant(&in); err != nil {
+				return err
+			}
+		}
+	}
+	s.inst.reset(h, t.TID)
+	s.tid, s.lost, s.label = t.TID, 0, engine.ThreadLabel(t)
+	if err := s.meta("thread_name", t.TID, "name", AppendJSONString(nil, s.label)); err != nil {
+		return err
+	}
+	if t.Main {
+		return s.meta("thread_sort_index", t.TID, "sort_index", []byte("-1"))
+	}
+	return nil
+}
+
+// at starts an event at time ts. Events are written at once, in pre-order; those at one
+// time are a group: an end gets args (self_ns, dur_ns) when a begin of the same name is in its
+// group, which is what keeps speedscope from nesting the touching sibling in it (see
+// ChromeSink). Other ends carry nothing (but unwound: true), so that speedscope has nothing to
+// warn about. So an end is written without them, where they go is remembered, and the
+// output's current block is kept (not handed to its writer) until the group ends: the next
+// event at a later time, or the thread's end (endGroup).
+func (s *ChromeSink) at(ts uint64) error {
+	if s.grouped && ts == s.groupTs {
+		return nil
+	}
+	return s.newGroup(ts)
+}
+
+func (s *ChromeSink) newGroup(ts uint64) error {
+	if len(s.gEnds) > 0 { // endGroup, in line
+		if len(s.gBegins) > 0 {
+			s.addEndTimes()
+		}
+		s.gEnds = s.gEnds[:0]
+		s.w.Commit(s.w.b)
+	}
+	s.gBegins = s.gBegins[:0]
+	if q := &s.inst; q.next < len(q.list) && q.list[q.next].Nanos < ts {
+		for in, ok := s.inst.before(ts); ok; in, ok = s.inst.before(ts) {
+			if err := s.writeTimeInstant(in); err != nil {
+				return err
+			}
+		}
+	}
+	s.grouped, s.groupTs = true, ts
+	return s.w.err
+}
+
+// endGroup ends the group: the times go into its ends that a begin of the same name follows
+// (inserted in one pass over the group's bytes), and the current block is handed on.
+func (s *ChromeSink) endGroup() error {
+	s.grouped = false
+	if len(s.gEnds) == 0 {
+		s.gBegins = s.gBegins[:0]
+		return nil
+	}
+	if len(s.gBegins) > 0 {
+		s.addEndTimes()
+	}
+	s.gEnds, s.gBegins = s.gEnds[:0], s.gBegins[:0]
+	s.w.Commit(s.w.b)
+	return s.w.err
+}
+
+// addEndTimes inserts self_ns and dur_ns into the group's ends whose name a begin of the group
+// has.
+func (s *ChromeSink) addEndTimes() {
+	// the begins of the group, by name: a scan for the small groups of every day, a map for
+	// large ones
+	var begins map[string]bool
+	if len(s.gBegins) > 16 {
+		begins = make(map[string]bool, len(s.gBegins))
+		for _, n := range s.gBegins {
+			begins[n] = true
+		}
+	}
+	begun := func(name string) bool {
+		if begins != nil {
+			return begins[name]
+		}
+		for _, n := range s.gBegins {
+			if n == name {
+				return true
+			}
+		}
+		return false
+	}
+	// the insertions, in order, into one scratch buffer: ins[k] ends at insEnd[k]
+	ins := s.buf[:0]
+	at, ends := s.insAt[:0], s.insEnd[:0]
+	for i := range s.gEnds {
+		e := &s.gEnds[i]
+		if !begun(e.name) {
+			continue
+		}
+		switch e.how {
+		case endArgsNew:
+			ins = append(ins, `,"args":{"self_ns":`...)
+		case endArgsFirst:
+			ins = append(ins, `"self_ns":`...)
+		default:
+			ins = append(ins, `,"self_ns":`...)
+		}
+		ins = appendDec(ins, e.self)
+		ins = append(ins, `,"dur_ns":`...)
+		ins = appendDec(ins, e.dur)
+		switch e.how {
+		case endArgsNew:
+			ins = append(ins, '}')
+		case endArgsFirst:
+			ins = append(ins, ',')
+		}
+		at, ends = append(at, e.at), append(ends, len(ins))
+	}
+	s.buf, s.insAt, s.insEnd = ins, at, ends
+	if len(at) == 0 {
+		return
+	}
+	// grow the block, then move each stretch after an insertion to its place, last first
+	b := s.w.b
+	n := len(b)
+	b = append(b, ins...) // (the bytes are placeholders)
+	to := len(b)
+	for k := len(at) - 1; k >= 0; k-- {
+		from := 0
+		if k > 0 {
+			from = ends[k-1]
+		}
+		seg := b[at[k]:n]
+		to -= len(seg)
+		copy(b[to:], seg)
+		to -= ends[k] - from
+		copy(b[to:], ins[from:ends[k]])
+		n = at[k]
+	}
+	s.w.b = b
+}
+
+func (s *ChromeSink) writeInstant(call *engine.Call, depth int) error {
+	b := s.head(s.evBegin(), 'i', call.Name, call.StartNanos)
+	b = append(b, `,"s":"t","cat":"objc","args":{"dur_ns":0,"depth":`...)
+	b = strconv.AppendInt(b, int64(depth), 10)
+	if call.Flags&stream.FlagUnwound != 0 {
+		b = append(b, `,"unwound":true`...)
+	}
+	b = append(b, `}}`...)
+	return s.evEnd(b)
+}
+
+func (s *ChromeSink) writeBegin(call *engine.Call) error {
+	b := append(s.callHead(false, call.Name, call.StartNanos), s.ptB...)
+	s.gBegins = append(s.gBegins, call.Name)
+	return s.evEnd(b)
+}
+
+// writeEnd writes an end without its times (see at), and remembers where they go.
+func (s *ChromeSink) writeEnd(call *engine.Call) error {
+	b := append(s.callHead(true, call.Name, call.StartNanos+call.DurNanos), s.pt...)
+	e := chromeEnd{name: call.Name, self: call.SelfNanos, dur: call.DurNanos}
+	unwound := call.Flags&stream.FlagUnwound != 0
+	switch {
+	case call.Folded > 0:
+		b = append(b, `,"args":{"folded_calls":`...)
+		b = appendDec(b, call.Folded)
+		e.at, e.how = len(b), endArgsAfter
+		if unwound {
+			b = append(b, `,"unwound":true`...)
+		}
+		b = append(b, '}')
+	case unwound:
+		b = append(b, `,"args":{`...)
+		e.at, e.how = len(b), endArgsFirst
+		b = append(b, `"unwound":true}`...)
+	default:
+		e.at, e.how = len(b), endArgsNew
+	}
+	b = append(b, '}')
+	var g *chromeEnd
+	s.gEnds, g = engine.AppendSlot(s.gEnds)
+	g.at, g.how, g.name, g.self, g.dur = e.at, e.how, e.name, e.self, e.dur
+	return s.evEnd(b)
+}
+
+func (s *ChromeSink) writeMark(m *stream.Mark) error {
+	b := s.head(s.evBegin(), 'i', engine.MarkLabel(m), m.StartNanos)
+	b = append(b, `,"s":"t","cat":"msgtrace","args":{"kind":"`...)
+	b = append(b, m.Kind.String()...)
+	b = append(b, `","count":`...)
+	b = appendDec(b, m.Count)
+	b = append(b, `,"dur_ns":`...)
+	b = appendDec(b, m.DurNanos)
+	b = append(b, `}}`...)
+	if err := s.evEnd(b); err != nil {
+		return err
+	}
+	if m.Count == 0 {
+		return nil
+	}
+	s.lost += m.Count
+	b = s.head(s.evBegin(), 'C', "lost calls", m.StartNanos)
+	b = append(b, `,"args":{`...)
+	b = AppendJSONString(b, s.label)
+	b = append(b, ':')
+	b = appendDec(b, s.lost)
+	b = append(b, `}}`...)
+	return s.evEnd(b)
+}
+
+func (c chromeTree) Enter(call *engine.Call, d int) error {
+	if err := c.s.at(call.StartNanos); err != nil {
+		return err
+	}
+	if call.DurNanos == 0 && call.Flags&stream.FlagOpen == 0 {
+		return c.s.writeInstant(call, d)
+	}
+	return c.s.writeBegin(call)
+}
+
+func (c chromeTree) Exit(call *engine.Call, _ int) error {
+	if call.Flags&stream.FlagOpen != 0 || call.DurNanos == 0 {
+		return nil // open: no end, a slice that did not end; no time: an instant
+	}
+	if err := c.s.at(call.StartNanos + call.DurNanos); err != nil {
+		return err
+	}
+	return c.s.writeEnd(call)
+}
+
+func (c chromeTree) Mark(m *stream.Mark, _ int) error {
+	if err := c.s.at(m.StartNanos); err != nil {
+		return err
+	}
+	return c.s.writeMark(m)
+}
+
+func (c chromeTree) EndThread() error {
+	s := c.s
+	if err := s.endGroup(); err != nil {
+		return err
+	}
+	for in, ok := s.inst.rest(); ok; in, ok = s.inst.rest() {
+		if err := s.writeTimeInstant(in); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeTimeInstant writes an instant of the trace (a launch mark, a mark the app set): on the
+// current thread, or process-wide ("s":"p", thread 0) when it is not a thread's, in category
+// msgtrace with its kind and precision.
+func (s *ChromeSink) writeTimeInstant(in *stream.Instant) error {
+	b := s.head(s.evBegin(), 'i', in.Name, in.Nanos)
+	if in.TID == 0 {
+		b = append(b, `,"s":"p"`...)
+	} else {
+		b = append(b, `,"s":"t"`...)
+	}
+	b = append(b, `,"cat":"msgtrace","args":{"kind":`...)
+	b = AppendJSONString(b, in.Kind.String())
+	b = append(b, `,"precision_ns":`...)
+	b = appendDec(b, in.PrecisionNanos)
+	b = append(b, `}}`...)
+	return s.evEnd(b)
+}
+func (c chromeTree) Close(t engine.Totals) error { return nil }
+
+// appendJSONString appends s as a JSON string (strconv.AppendQuote's \x escapes are not JSON).
+// Runs of plain bytes are copied at once; control characters are escaped and invalid UTF-8
+// becomes U+FFFD.
+func AppendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+			i++
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+			i++
+		default:
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && n == 1 {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, s[i:i+n]...)
+			}
+			i += n
+		}
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// abort ends the output's writer goroutine: the conversion failed before Close.
+func (s *ChromeSink) abort() { s.w.abort() }

@@ -1,0 +1,762 @@
+package sink
+
+import (
+	"compress/zlib"
+	"encoding/binary"
+	"io"
+	"runtime"
+	"strconv"
+	"sync"
+	"unsafe"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/stream"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Perfetto's trace format (protos/perfetto/trace in google/perfetto): a Trace is a sequence of
+// TracePacket messages, field 1, length-delimited. These are the fields written here, with
+// Perfetto's numbers; nothing else of the schema is needed.
+const (
+	PfTracePacket = 1 // Trace.packet
+
+	pfPacketClockSnapshot = 6  // TracePacket.clock_snapshot
+	pfPacketTimestamp     = 8  // TracePacket.timestamp, uint64, in the packet's clock
+	pfPacketSequenceID    = 10 // TracePacket.trusted_packet_sequence_id, uint32
+	pfPacketTrackEvent    = 11 // TracePacket.track_event
+	pfPacketInterned      = 12 // TracePacket.interned_data
+	pfPacketSeqFlags      = 13 // TracePacket.sequence_flags
+	PfPacketCompressed    = 50 // TracePacket.compressed_packets: a zlib stream of a Trace
+	pfPacketClockID       = 58 // TracePacket.timestamp_clock_id
+	pfPacketDefaults      = 59 // TracePacket.trace_packet_defaults
+	pfPacketDescriptor    = 60 // TracePacket.track_descriptor
+	PfSeqCleared          = 1  // SEQ_INCREMENTAL_STATE_CLEARED
+	PfSeqNeedsIncrement   = 2  // SEQ_NEEDS_INCREMENTAL_STATE
+
+	pfDefaultsClockID    = 58 // TracePacketDefaults.timestamp_clock_id
+	pfDefaultsTrackEvent = 11 // TracePacketDefaults.track_event_defaults
+	pfEventDefaultsTrack = 11 // TrackEventDefaults.track_uuid
+
+	pfSnapshotClock    = 1  // ClockSnapshot.clocks
+	pfClockID          = 1  // ClockSnapshot.Clock.clock_id
+	pfClockTimestamp   = 2  // ClockSnapshot.Clock.timestamp
+	pfClockIncremental = 3  // ClockSnapshot.Clock.is_incremental
+	PfClockBoottime    = 6  // BUILTIN_CLOCK_BOOTTIME: trace time of a proto trace
+	pfClockSequence    = 64 // a sequence-scoped clock (64-127): each thread's, delta-encoded
+
+	pfTrackUUID    = 1 // TrackDescriptor.uuid
+	pfTrackName    = 2 // TrackDescriptor.name
+	pfTrackProcess = 3 // TrackDescriptor.process
+	pfTrackThread  = 4 // TrackDescriptor.thread
+	pfTrackParent  = 5 // TrackDescriptor.parent_uuid
+	pfTrackCounter = 8 // TrackDescriptor.counter
+
+	pfProcessPID  = 1 // ProcessDescriptor.pid
+	pfProcessName = 6 // ProcessDescriptor.process_name
+	pfThreadPID   = 1 // ThreadDescriptor.pid
+	pfThreadTID   = 2 // ThreadDescriptor.tid
+	pfThreadName  = 5 // ThreadDescriptor.thread_name
+
+	pfCounterUnit = 3 // CounterDescriptor.unit
+	pfUnitCount   = 2 // CounterDescriptor.UNIT_COUNT
+
+	pfEventDebug      = 4  // TrackEvent.debug_annotations
+	pfEventType       = 9  // TrackEvent.type
+	pfEventNameIID    = 10 // TrackEvent.name_iid
+	pfEventTrack      = 11 // TrackEvent.track_uuid
+	pfEventCounterVal = 30 // TrackEvent.counter_value, int64
+	pfSliceBegin      = 1  // TYPE_SLICE_BEGIN
+	pfSliceEnd        = 2  // TYPE_SLICE_END
+	PfInstant         = 3  // TYPE_INSTANT
+	pfCounter         = 4  // TYPE_COUNTER
+
+	pfInternedNames = 2 // InternedData.event_names
+	pfNameIID       = 1 // EventName.iid
+	pfNameName      = 2 // EventName.name
+
+	pfDebugBool = 2  // DebugAnnotation.bool_value
+	pfDebugUint = 3  // DebugAnnotation.uint_value
+	pfDebugStr  = 6  // DebugAnnotation.string_value
+	pfDebugName = 10 // DebugAnnotation.name
+)
+
+// pfBatchBytes is how many bytes of packets go into one compressed_packets: Perfetto wants
+// each such packet under 512 KB (trace_packet.proto), and neither pfDeflater nor
+// compress/zlib grows its input by more than a few bytes per 64 KiB (both fall back to
+// stored blocks), so a batch cut past this (by one packet) stays under it compressed.
+const pfBatchBytes = 448 << 10
+
+// PerfettoSink writes Perfetto's native protobuf trace (NAME.pftrace; ui.perfetto.dev opens
+// it, and reads it faster than JSON, from a file a fraction of the size): a process track per
+// process named after the program, a thread track per thread, each call a begin and an end
+// TrackEvent on its thread's track in pre-order (PreOrder). A call still open at the end of
+// the trace has no end (Perfetto shows it as a slice that did not end); a call an exception
+// unwound has the debug annotation unwound=true on its end; a mark is an instant on the
+// thread's track with the count, and each loss steps the thread's "lost calls" counter track.
+// An instant of the trace (Header.Instants: the launch marks, a mark the app set) is a
+// TYPE_INSTANT event named as it was, with debug annotations kind and precision_ns: on the
+// process's track (a packet sequence of its own) when it is process-wide, on the thread's
+// track in time order with its events when it was set on a thread.
+//
+// It is written as compactly as the format allows (6-12 bytes a call on realistic traces,
+// against about 50 for one track_uuid'd, absolutely timed packet sequence): each thread is a
+// packet sequence of its own whose defaults name the thread's track and a clock of the
+// sequence's own, delta-encoded (so an event carries neither a track nor more than the
+// nanoseconds since the previous event); names are interned per sequence (each written once,
+// then referred to by number); an end has no name; and the packets go, 448 KiB at a time,
+// into compressed_packets (zlib, by pfDeflater), compressed on another core while the next
+// batch is encoded. Inflated, the file is exactly what Uncompressed writes.
+type PerfettoSink struct {
+	engine.Sink
+
+	// Uncompressed, set before the first call, writes the packets as they are instead of in
+	// compressed_packets: a file 3-4 times bigger, for readers that do not inflate.
+	Uncompressed bool
+
+	w     io.Writer
+	meta  Meta
+	Level int     // 0: pfDeflater; else compress/zlib's level (to compare)
+	buf   []byte  // packets not yet written
+	pkts  []PfPkt // and where they are
+	err   error
+
+	names   map[string]uint64 // name -> iid (the same on every sequence)
+	nameSeq []uint32          // iid -> the last sequence it was interned on
+	nameStr []string          // iid -> name
+
+	seq     uint32 // current sequence (one per thread, from 1)
+	seqTag  []byte // its trusted_packet_sequence_id field, encoded
+	head    uint64 // a packet's first bytes on it: tagPacket, a length of 0, seqTag (LE)
+	headN   int    // how many (at most 8: seqTag is at most 6)
+	last    uint64 // the sequence clock's value (ns): timestamps are deltas from it
+	pid     uint64
+	pids    map[uint64]bool // processes with a track (a merged trace has several)
+	thread  uint64          // current thread's track uuid
+	counter uint64          // current thread's loss counter track uuid, 0 until needed
+	tid     uint64
+	label   string
+	lost    uint64
+
+	scratch []byte
+	fold    engine.FoldReport
+	cache   [1 << pfCacheBits]pfNameSlot
+
+	zp *pfCompressor // nil until a batch is full
+
+	inst instantQueue // the thread's instants not written yet
+}
+
+// NewPerfettoSink writes to w.
+func NewPerfettoSink(w io.Writer, m Meta) *PerfettoSink {
+	s := &PerfettoSink{w: w, meta: m, names: map[string]uint64{}, nameSeq: []uint32{0}, nameStr: []string{""}}
+	s.Sink = engine.PreOrder(perfettoTree{s})
+	return s
+}
+
+// treeSink is the sink as a TreeSink, for engines that produce pre-order themselves.
+// Needs: a timeline, in pre-order, within its budget.
+func (s *PerfettoSink) Needs() engine.Needs {
+	return engine.Needs{Tree: perfettoTree{s}, Fold: &s.fold, Budget: s.meta.budget(PerfettoBudget)}
+}
+
+// Track uuids: a process's pid<<1|1 (odd), a thread's (pid<<32 ^ tid)<<2 (a multiple of 4),
+// its loss counter that plus 2.
+func ProcessUUID(pid uint64) uint64      { return pid<<1 | 1 }
+func ThreadUUID(pid, tid uint64) uint64  { return (pid<<32 ^ tid) << 2 }
+func counterUUID(pid, tid uint64) uint64 { return ThreadUUID(pid, tid) + 2 }
+
+func appendMsg(b []byte, num protowire.Number, msg []byte) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, msg)
+}
+
+func appendUint(b []byte, num protowire.Number, v uint64) []byte {
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+func appendStr(b []byte, num protowire.Number, v string) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, v)
+}
+
+// appendVarint is protowire.AppendVarint, inlined for the one-byte values of the hot path.
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
+}
+
+// Tags of the hot path, encoded.
+const (
+	TagPacket    = PfTracePacket<<3 | 2
+	tagTimestamp = pfPacketTimestamp<<3 | 0
+	tagEvent     = pfPacketTrackEvent<<3 | 2
+	tagFlags     = pfPacketSeqFlags<<3 | 0
+	tagInterned  = pfPacketInterned<<3 | 2
+	tagType      = pfEventType<<3 | 0
+	tagNameIID   = pfEventNameIID<<3 | 0
+)
+
+// begin starts a packet on the current sequence: its tag, a one-byte length end fixes, and
+// the sequence id.
+func (s *PerfettoSink) begin() int {
+	start := len(s.buf)
+	s.pkts = append(s.pkts, PfPkt{Pos: uint32(start), Shape: pfShapeOther})
+	s.buf = append(s.buf, TagPacket, 0)
+	s.buf = append(s.buf, s.seqTag...)
+	return start
+}
+
+// appendHead returns s.buf with a packet's first bytes on the current sequence (tagPacket, a
+// length of 0 for the caller to set, the sequence id) appended in one 8-byte store, and where
+// the packet starts.
+func (s *PerfettoSink) appendHead() ([]byte, int) {
+	b := s.buf
+	start := len(b)
+	if cap(b)-start < 8 {
+		b = append(b, 0, 0, 0, 0, 0, 0, 0, 0)[:start]
+	}
+	b = b[:start+8]
+	binary.LittleEndian.PutUint64(b[start:], s.head)
+	return b[:start+s.headN], start
+}
+
+// end sets the length of the packet begun at start, and hands a full batch over.
+func (s *PerfettoSink) end(start int) {
+	b := s.buf
+	n := len(b) - start - 2
+	if n < 0x80 {
+		b[start+1] = byte(n)
+	} else { // rare (an interned name, a descriptor): make room for a longer length
+		k := protowire.SizeVarint(uint64(n))
+		var room [8]byte
+		b = append(b, room[:k-1]...)
+		copy(b[start+1+k:], b[start+2:start+2+n])
+		protowire.AppendVarint(b[:start+1], uint64(n))
+	}
+	s.buf = b
+	s.pkts[len(s.pkts)-1].Shape |= uint32(min(len(b)-start, 255))
+	if len(b) >= pfBatchBytes {
+		s.flush()
+	}
+}
+
+// packet writes one TracePacket on the current sequence whose other fields are body.
+func (s *PerfettoSink) packet(body []byte) {
+	start := s.begin()
+	s.buf = append(s.buf, body...)
+	s.end(start)
+}
+
+// time appends the packet's timestamp: the nanoseconds since the previous one, on the
+// sequence's incremental clock; a time before it (which pre-order never makes, but a broken
+// recording might) absolute, on the trace's clock, as Perfetto's own SDK does.
+func (s *PerfettoSink) time(b []byte, ts uint64) []byte {
+	if ts >= s.last {
+		b = append(b, tagTimestamp)
+		b = appendVarint(b, ts-s.last)
+		s.last = ts
+		return b
+	}
+	b = appendUint(b, pfPacketTimestamp, ts)
+	return appendUint(b, pfPacketClockID, PfClockBoottime)
+}
+
+// iid returns name's interned id, and whether the current sequence has yet to be told it.
+// The readers hand out one string per method: a cache keyed by where the string is spares
+// most calls hashing the name (a slot holds its string, so the memory is never another's).
+func (s *PerfettoSink) iid(name string) (uint64, bool) {
+	if len(name) == 0 { // not cached: an empty slot is an empty name
+		iid, ok := s.names[name]
+		if !ok {
+			iid = s.newName(name)
+		}
+		return iid, s.tell(iid)
+	}
+	p := unsafe.StringData(name)
+	slot := &s.cache[uint64(uintptr(unsafe.Pointer(p)))*0x9e3779b97f4a7c15>>(64-pfCacheBits)]
+	if len(slot.name) != len(name) || unsafe.StringData(slot.name) != p {
+		iid, ok := s.names[name]
+		if !ok {
+			iid = s.newName(name)
+		}
+		slot.name, slot.iid = name, iid
+	}
+	return slot.iid, s.tell(slot.iid)
+}
+
+const pfCacheBits = 12
+
+type pfNameSlot struct {
+	name string
+	iid  uint64
+}
+
+// iidBytes is iid for a name in bytes (allocating only for a new name).
+func (s *PerfettoSink) iidBytes(name []byte) (uint64, bool) {
+	iid, ok := s.names[string(name)]
+	if !ok {
+		iid = s.newName(string(name))
+	}
+	return iid, s.tell(iid)
+}
+
+func (s *PerfettoSink) newName(name string) uint64 {
+	iid := uint64(len(s.nameStr))
+	s.names[name] = iid
+	s.nameStr = append(s.nameStr, name)
+	s.nameSeq = append(s.nameSeq, 0)
+	return iid
+}
+
+// tell says whether the current sequence has yet to be told iid's name, and notes it will be.
+func (s *PerfettoSink) tell(iid uint64) bool {
+	if s.nameSeq[iid] == s.seq {
+		return false
+	}
+	s.nameSeq[iid] = s.seq
+	return true
+}
+
+// appendInterned appends the InternedData telling iid's name.
+func (s *PerfettoSink) appendInterned(b []byte, iid uint64) []byte {
+	name := engine.DisplayName(s.nameStr[iid])
+	en := 1 + protowire.SizeVarint(iid) + 1 + protowire.SizeBytes(len(name))
+	b = append(b, tagInterned)
+	b = protowire.AppendVarint(b, uint64(1+protowire.SizeBytes(en)))
+	b = protowire.AppendTag(b, pfInternedNames, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(en))
+	b = appendUint(b, pfNameIID, iid)
+	return appendStr(b, pfNameName, name)
+}
+
+// event writes a TrackEvent packet at ts on the thread's track (or, if track is not 0, on
+// that track) of type typ, named iid (if not 0; tell: with the name), with extra fields.
+func (s *PerfettoSink) event(ts uint64, typ byte, iid uint64, tell bool, track uint64, extra []byte) {
+	start := s.begin()
+	b := append(s.buf, tagFlags, PfSeqNeedsIncrement)
+	n := 2 + len(extra)
+	if iid != 0 {
+		n += 1 + protowire.SizeVarint(iid)
+	}
+	if track != 0 {
+		n += 1 + protowire.SizeVarint(track)
+	}
+	b = append(b, tagEvent)
+	b = protowire.AppendVarint(b, uint64(n))
+	b = append(b, tagType, typ)
+	if iid != 0 {
+		b = append(b, tagNameIID)
+		b = protowire.AppendVarint(b, iid)
+	}
+	if track != 0 {
+		b = appendUint(b, pfEventTrack, track)
+	}
+	b = append(b, extra...)
+	b = s.time(b, ts)
+	if tell {
+		b = s.appendInterned(b, iid)
+	}
+	s.buf = b
+	s.end(start)
+}
+
+type perfettoTree struct{ s *PerfettoSink }
+
+// sequence starts a packet sequence whose events go on track by default.
+func (s *PerfettoSink) sequence(track uint64) {
+	s.seq++
+	s.seqTag = appendUint(s.seqTag[:0], pfPacketSequenceID, uint64(s.seq))
+	var h [8]byte
+	s.headN = len(append(append(h[:0], TagPacket, 0), s.seqTag...))
+	s.head = binary.LittleEndian.Uint64(h[:])
+	s.last = 0
+	// The sequence's first packet clears its state, sets its defaults (the track, the
+	// sequence's clock) and says that clock is delta-encoded nanoseconds starting at trace
+	// time 0.
+	ted := appendUint(nil, pfEventDefaultsTrack, track)
+	def := appendUint(nil, pfDefaultsClockID, pfClockSequence)
+	def = appendMsg(def, pfDefaultsTrackEvent, ted)
+	boot := appendUint(nil, pfClockID, PfClockBoottime)
+	boot = appendUint(boot, pfClockTimestamp, 0)
+	seqc := appendUint(nil, pfClockID, pfClockSequence)
+	seqc = appendUint(seqc, pfClockTimestamp, 0)
+	seqc = appendUint(seqc, pfClockIncremental, 1)
+	snap := appendMsg(appendMsg(nil, pfSnapshotClock, boot), pfSnapshotClock, seqc)
+	body := appendUint(nil, pfPacketSeqFlags, PfSeqCleared)
+	body = appendMsg(body, pfPacketDefaults, def)
+	body = appendMsg(body, pfPacketClockSnapshot, snap)
+	s.packet(body)
+}
+
+// instant writes an instant of the trace (Header.Instants) on the sequence's track: an
+// instant event named as it was, with debug annotations kind and precision_ns.
+func (s *PerfettoSink) instant(in *stream.Instant) {
+	iid, tell := s.iid(in.Name)
+	e := protowire.AppendTag(nil, pfEventDebug, protowire.BytesType)
+	kind := in.Kind.String()
+	e = protowire.AppendVarint(e, uint64(1+protowire.SizeBytes(len("kind"))+1+protowire.SizeBytes(len(kind))))
+	e = appendStr(appendStr(e, pfDebugName, "kind"), pfDebugStr, kind)
+	e = appendDebugUint(e, "precision_ns", in.PrecisionNanos)
+	s.event(in.Nanos, PfInstant, iid, tell, 0, e)
+}
+
+// instantsBefore writes the thread's instants before ts.
+func (s *PerfettoSink) instantsBefore(ts uint64) {
+	for in, ok := s.inst.before(ts); ok; in, ok = s.inst.before(ts) {
+		s.instant(in)
+	}
+}
+
+func (t perfettoTree) BeginThread(h *stream.Header, th *stream.Thread) error {
+	s := t.s
+	s.pid = h.PID
+	describe := func() { // the process's track, before anything refers to it
+		p := appendUint(nil, pfProcessPID, h.PID)
+		p = appendStr(p, pfProcessName, s.meta.ProcessName(h))
+		d := appendUint(nil, pfTrackUUID, ProcessUUID(h.PID))
+		d = appendMsg(d, pfTrackProcess, p)
+		s.packet(appendMsg(nil, pfPacketDescriptor, d))
+		if s.pids == nil {
+			s.pids = map[uint64]bool{}
+		}
+		s.pids[h.PID] = true
+	}
+	if ins := processInstants(h); len(ins) > 0 && !s.pids[h.PID] {
+		// the process-wide instants: a sequence of their own, on the process's track
+		s.sequence(ProcessUUID(h.PID))
+		describe()
+		for i := range ins {
+			s.instant(&ins[i])
+		}
+	}
+	s.tid, s.label, s.counter, s.lost = th.TID, engine.ThreadLabel(th), 0, 0
+	s.thread = ThreadUUID(s.pid, th.TID)
+	s.inst.reset(h, th.TID)
+	s.sequence(s.thread)
+	if !s.pids[h.PID] {
+		describe()
+	}
+	td := appendUint(nil, pfThreadPID, s.pid)
+	td = appendUint(td, pfThreadTID, th.TID)
+	td = appendStr(td, pfThreadName, s.label)
+	d := appendUint(nil, pfTrackUUID, s.thread)
+	d = appendUint(d, pfTrackParent, ProcessUUID(s.pid))
+	d = appendMsg(d, pfTrackThread, td)
+	s.packet(appendMsg(nil, pfPacketDescriptor, d))
+	return s.err
+}
+
+// Enter writes a begin: its time delta, and the name's iid (after the name itself the first
+// time on the thread). Call.SelfNanos is not read: it is not known yet.
+func (t perfettoTree) Enter(c *engine.Call, _ int) error {
+	s := t.s
+	if s.inst.next < len(s.inst.list) {
+		s.instantsBefore(c.StartNanos)
+	}
+	iid, tell := s.iid(c.Name)
+	b, start := s.appendHead()
+	// the parts that vary last, so that the packet repeats an earlier one as far as can be
+	if iid < 0x4000 { // the varint by hand: most are 2 bytes
+		if iid < 0x80 {
+			b = append(b, tagFlags, PfSeqNeedsIncrement, tagEvent, 4, tagType, pfSliceBegin, tagNameIID, byte(iid))
+		} else {
+			b = append(b, tagFlags, PfSeqNeedsIncrement, tagEvent, 5, tagType, pfSliceBegin, tagNameIID, byte(iid)|0x80, byte(iid>>7))
+		}
+	} else {
+		b = append(b, tagFlags, PfSeqNeedsIncrement, tagEvent, byte(3+protowire.SizeVarint(iid)), tagType, pfSliceBegin, tagNameIID)
+		b = protowire.AppendVarint(b, iid)
+	}
+	b = s.time(b, c.StartNanos)
+	if tell {
+		b = s.appendInterned(b, iid)
+	}
+	s.pkts = append(s.pkts, PfPkt{Pos: uint32(start), Shape: pfShapeBegin, IID: uint32(iid)})
+	if n := len(b) - start - 2; n < 0x80 && len(b) < pfBatchBytes {
+		b[start+1] = byte(n)
+		s.buf = b
+		s.pkts[len(s.pkts)-1].Shape |= uint32(n + 2)
+		return s.err
+	}
+	s.buf = b
+	s.end(start)
+	return s.err
+}
+
+// pfUnwound is the debug annotation unwound=true, as a TrackEvent field.
+var pfUnwound = appendMsg(nil, pfEventDebug, appendUint(appendStr(nil, pfDebugName, "unwound"), pfDebugBool, 1))
+
+func (t perfettoTree) Exit(c *engine.Call, _ int) error {
+	s := t.s
+	if c.Flags&stream.FlagOpen != 0 {
+		return s.err // a slice that did not end
+	}
+	ts := c.StartNanos + c.DurNanos
+	if s.inst.next < len(s.inst.list) {
+		s.instantsBefore(ts)
+	}
+	if c.Flags&stream.FlagUnwound != 0 || ts < s.last || c.Folded > 0 {
+		var extra []byte
+		if c.Flags&stream.FlagUnwound != 0 {
+			extra = pfUnwound
+		}
+		if c.Folded > 0 { // the calls the budget folded into it: folded_calls=N
+			extra = append(append([]byte(nil), extra...), appendMsg(nil, pfEventDebug, appendUint(appendStr(nil, pfDebugName, "folded_calls"), pfDebugUint, c.Folded))...)
+		}
+		s.event(ts, pfSliceEnd, 0, false, 0, extra)
+		return s.err
+	}
+	b, start := s.appendHead()
+	b = append(b, tagFlags, PfSeqNeedsIncrement, tagEvent, 2, tagType, pfSliceEnd, tagTimestamp)
+	if d := ts - s.last; d < 0x4000 { // the varint by hand: most are 1 or 2 bytes
+		if d < 0x80 {
+			b = append(b, byte(d))
+		} else {
+			b = append(b, byte(d)|0x80, byte(d>>7))
+		}
+	} else {
+		b = protowire.AppendVarint(b, d)
+	}
+	s.last = ts
+	b[start+1] = byte(len(b) - start - 2)
+	s.buf = b
+	s.pkts = append(s.pkts, PfPkt{Pos: uint32(start), Shape: pfShapeEnd | uint32(len(b)-start)})
+	if len(b) >= pfBatchBytes {
+		s.flush()
+	}
+	return s.err
+}
+
+// Mark writes an instant named after the mark (as markLabel) with its count and duration,
+// and for a loss the thread's lost calls so far on its counter track; without allocating
+// but for a name not seen before.
+func (t perfettoTree) Mark(m *stream.Mark, _ int) error {
+	s := t.s
+	s.instantsBefore(m.StartNanos)
+	label := append(s.scratch[:0], '[')
+	if m.Kind == stream.MarkWait {
+		label = append(label, "wait"...)
+	} else {
+		label = append(label, m.Kind.String()...)
+		label = append(label, ' ')
+		label = strconv.AppendUint(label, m.Count, 10)
+	}
+	label = append(label, ']')
+	iid, tell := s.iidBytes(label)
+	e := label[len(label):]
+	e = appendDebugUint(e, "count", m.Count)
+	e = appendDebugUint(e, "dur_ns", m.DurNanos)
+	s.scratch = e
+	s.event(m.StartNanos, PfInstant, iid, tell, 0, e)
+	if m.Count == 0 {
+		return s.err
+	}
+	if s.counter == 0 {
+		s.counter = counterUUID(s.pid, s.tid)
+		d := appendUint(nil, pfTrackUUID, s.counter)
+		d = appendUint(d, pfTrackParent, s.thread)
+		d = appendStr(d, pfTrackName, "lost calls")
+		d = appendMsg(d, pfTrackCounter, appendUint(nil, pfCounterUnit, pfUnitCount))
+		s.packet(appendMsg(nil, pfPacketDescriptor, d))
+	}
+	s.lost += m.Count
+	s.scratch = appendUint(s.scratch[:0], pfEventCounterVal, s.lost)
+	s.event(m.StartNanos, pfCounter, 0, false, s.counter, s.scratch)
+	return s.err
+}
+
+// appendDebugUint appends the TrackEvent field debug_annotations {name, uint_value}.
+func appendDebugUint(b []byte, name string, v uint64) []byte {
+	b = protowire.AppendTag(b, pfEventDebug, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(1+protowire.SizeBytes(len(name))+1+protowire.SizeVarint(v)))
+	b = appendStr(b, pfDebugName, name)
+	return appendUint(b, pfDebugUint, v)
+}
+
+func (t perfettoTree) EndThread() error {
+	s := t.s
+	for in, ok := s.inst.rest(); ok; in, ok = s.inst.rest() {
+		s.instant(in)
+	}
+	return s.err
+}
+
+func (t perfettoTree) Close(engine.Totals) error {
+	s := t.s
+	s.flush()
+	if s.zp != nil {
+		if err := s.zp.close(); s.err == nil {
+			s.err = err
+		}
+		s.zp = nil
+	}
+	return s.err
+}
+
+// flush writes the packets held: as they are, or compressed as one compressed_packets.
+func (s *PerfettoSink) flush() {
+	if len(s.buf) == 0 || s.err != nil {
+		s.buf = s.buf[:0]
+		return
+	}
+	if s.Uncompressed {
+		_, s.err = s.w.Write(s.buf)
+		s.buf, s.pkts = s.buf[:0], s.pkts[:0]
+		return
+	}
+	if s.zp == nil {
+		s.zp = newPfCompressor(s.w, s.Level)
+	}
+	if err := s.zp.err(); err != nil {
+		s.err = err
+		return
+	}
+	s.buf, s.pkts = s.zp.submit(s.buf, s.pkts)
+}
+
+// pfCompressor compresses batches of packets on worker goroutines (as many as there are
+// cores but one, at least one: the caller encodes the next batch meanwhile) and writes them
+// in order, each a TracePacket of compressed_packets.
+type pfCompressor struct {
+	w     io.Writer
+	level int
+	jobs  chan *pfBatch // to the workers
+	order chan *pfBatch // to the writer, in order
+	free  chan *pfBatch // batches written, to reuse
+	done  chan struct{} // the writer has finished
+	mu    sync.Mutex
+	werr  error
+}
+
+type pfBatch struct {
+	raw   []byte
+	pkts  []PfPkt
+	obuf  []byte // the compressed packet, with room in front
+	out   []byte // the compressed packet, in obuf
+	ready chan struct{}
+}
+
+// A worker compresses several times faster than the encoder fills batches: two are plenty.
+const pfMaxWorkers = 2
+
+func newPfCompressor(w io.Writer, level int) *pfCompressor {
+	n := min(pfMaxWorkers, max(1, runtime.GOMAXPROCS(0)-1))
+	// n+1 batches: n compressing (or being written), one to swap with the batch just filled;
+	// made now, so that what is allocated does not depend on the pace of the workers
+	z := &pfCompressor{w: w, level: level, jobs: make(chan *pfBatch, n+1), order: make(chan *pfBatch, n+1),
+		free: make(chan *pfBatch, n+1), done: make(chan struct{})}
+	for i := 0; i <= n; i++ {
+		// a packet is at least 12 bytes; compressed, a batch is rarely half its size
+		z.free <- &pfBatch{raw: make([]byte, 0, pfBatchBytes+4096), pkts: make([]PfPkt, 0, pfBatchBytes/12+512),
+			obuf: make([]byte, 0, pfBatchBytes/2)}
+	}
+	for i := 0; i < n; i++ {
+		go z.work()
+	}
+	go z.write()
+	return z
+}
+
+func (z *pfCompressor) err() error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.werr
+}
+
+func (z *pfCompressor) setErr(err error) {
+	z.mu.Lock()
+	if z.werr == nil {
+		z.werr = err
+	}
+	z.mu.Unlock()
+}
+
+// submit queues a batch (blocking while the workers are behind) and returns empty buffers
+// for the next.
+func (z *pfCompressor) submit(raw []byte, pkts []PfPkt) ([]byte, []PfPkt) {
+	b := <-z.free
+	nextRaw, nextPkts := b.raw[:0], b.pkts[:0]
+	b.raw, b.pkts, b.ready = raw, pkts, make(chan struct{})
+	z.order <- b
+	z.jobs <- b
+	return nextRaw, nextPkts
+}
+
+// pfSliceWriter appends what is written to it.
+type pfSliceWriter struct{ b []byte }
+
+func (w *pfSliceWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+
+func (z *pfCompressor) work() {
+	var zw *zlib.Writer
+	var df PfDeflater
+	out := &pfSliceWriter{}
+	// room for the packet's header in front: Trace.packet's tag and length, then
+	// compressed_packets' tag and length; lengths of at most 3 bytes (under 2 MiB)
+	const head = 1 + 3 + 2 + 3
+	var zeros [head]byte
+	for b := range z.jobs {
+		buf := append(b.obuf[:0], zeros[:]...)
+		switch {
+		case z.level == 0:
+			buf = df.Compress(buf, b.raw, b.pkts)
+		case zw == nil:
+			var err error
+			out.b = buf
+			if zw, err = zlib.NewWriterLevel(out, z.level); err != nil {
+				z.setErr(err)
+				close(b.ready)
+				continue
+			}
+			fallthrough
+		default:
+			out.b = buf
+			zw.Reset(out)
+			_, err := zw.Write(b.raw)
+			if err == nil {
+				err = zw.Close()
+			}
+			if err != nil {
+				z.setErr(err)
+			}
+			buf = out.b
+		}
+		b.obuf = buf
+		n := uint64(len(buf) - head)
+		var h [head + 8]byte
+		hp := protowire.AppendVarint(protowire.AppendTag(h[8:8], PfPacketCompressed, protowire.BytesType), n)
+		inner := len(hp)
+		hp = append(protowire.AppendVarint(append(h[:0], TagPacket), uint64(inner)+n), hp...)
+		if len(hp) > head { // never, for batches of pfBatchBytes
+			b.out = append(hp, buf[head:]...)
+		} else {
+			b.out = buf[head-len(hp):]
+			copy(b.out, hp)
+		}
+		close(b.ready)
+	}
+}
+
+func (z *pfCompressor) write() {
+	defer close(z.done)
+	for b := range z.order {
+		<-b.ready
+		if z.err() == nil {
+			if _, err := z.w.Write(b.out); err != nil {
+				z.setErr(err)
+			}
+		}
+		b.out = nil
+		z.free <- b // never blocks: there are no more batches than room
+	}
+}
+
+// close waits for every batch to be written.
+func (z *pfCompressor) close() error {
+	close(z.jobs)
+	close(z.order)
+	<-z.done
+	return z.err()
+}
