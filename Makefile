@@ -79,7 +79,7 @@ test: fixtures corpus lint
 # run the recorder in the test process (cgo threads and goroutines marking at once); -short, the
 # fast tier's sizes. Not cmd/libmsgtrace: its tests drive the library in other processes.
 RACE_TIMEOUT ?= 20m
-RACE_PKGS := ./tracer ./internal/agent ./internal/cli ./cmd/machobind ./cmd/msgtrace
+RACE_PKGS := ./tracer/... ./internal/agent ./internal/cli ./cmd/machobind ./cmd/msgtrace
 test-race:
 	$(GO) test -race -short -count=1 -timeout $(RACE_TIMEOUT) $(RACE_PKGS)
 	$(GO) test -race -short -count=1 -timeout $(RACE_TIMEOUT) -run 'Rebind|Protection|Mappings' ./machobind

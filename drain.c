@@ -1,6 +1,6 @@
 /*
  * The drain: one thread that takes the chunks the recording threads hand over, encodes them
- * into the stream file (format: tracer/stream.go) as the program runs, and gives them back to
+ * into the stream file (format: tracer/stream/stream.go) as the program runs, and gives them back to
  * the pool. Every period (or when forced: a flush, the exit, a crash) it also collects the
  * partly filled chunks of quiet threads and what each thread has open, writes threads that
  * are gone off, keeps faulted-in chunks ahead of the threads, and writes clock frames. In ring

@@ -1,6 +1,6 @@
 /*
  * The stream encoder (drain_encode.c): byte buffers, varints, CRC-32C, frames, and each frame
- * kind's payload (format: tracer/stream.go; numbers: stream_format.h, generated). Pure: no
+ * kind's payload (format: tracer/stream/stream.go; numbers: stream_format.h, generated). Pure: no
  * threads, no state but the buffers it is given, so a test calls it with fixed inputs and
  * compares its bytes with tracer.StreamWriter's (internal/selftest/encode.go). The small
  * writers are inline: the events loop calls them for every call.

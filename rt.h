@@ -51,7 +51,7 @@
 	(((f) & ((1ull << TAG_FOLD_SHIFT) - 1)) | \
 	 (((f) >> TAG_FOLD_SHIFT & ((1ull << (64 - CLS_BITS)) - 1)) << CLS_BITS))
 
-/* mark kinds (as in the stream format, tracer/stream.go) */
+/* mark kinds (as in the stream format, tracer/stream/stream.go) */
 #define MARK_LOST 1
 #define MARK_WAIT 2
 #define MARK_OVERFLOW 3

@@ -3,7 +3,7 @@
  * start as the kernel recorded it, the library loaded, main entered) and the app's own
  * (msgtrace_mark) go through one bounded queue that any thread fills without a lock, a signal
  * handler included, at any time (before the stream started too: they wait in the queue); the
- * drain empties it into instant frames (tracer/stream.go, kind 8) once per pass. A full queue
+ * drain empties it into instant frames (tracer/stream/stream.go, kind 8) once per pass. A full queue
  * drops the mark and counts it (msgtrace_instants_lost). The drain keeps the last ones it took
  * so that every ring-mode dump holds them.
  * Depends on: rt_thread.c (thread ids), rt.c (ticks); encoding is the drain's (drain_encode.c,

@@ -1,5 +1,5 @@
 /* Instants (rt_launch.c): marks on the timeline that are not calls, written as instant frames
- * (tracer/stream.go, kind 8). */
+ * (tracer/stream/stream.go, kind 8). */
 #ifndef MSGTRACE_RT_LAUNCH_H
 #define MSGTRACE_RT_LAUNCH_H
 

@@ -13,7 +13,7 @@ import (
 	"unsafe"
 )
 
-// StreamConfig says where and how the drain writes the stream (format: tracer/stream.go).
+// StreamConfig says where and how the drain writes the stream (format: tracer/stream/stream.go).
 type StreamConfig struct {
 	// Path of the stream file: %p is the process id, %h the host name, %t the temporary
 	// directory, %% a percent sign. The file is created when there is something to write:

@@ -2,14 +2,21 @@
 // judges: Perfetto protobuf, Chrome trace event JSON, speedscope, pprof, folded stacks, SVG
 // flame graphs, reports (hitches, hot methods) and diffs between runs.
 //
-// Input is a stream (stream.go: the append-only frames the library's drain writes while the
-// program runs; several streams, one per process, merge onto one timeline) or a raw dump of
-// the earlier format (raw.go: one buffer per thread, how traces came off an iPhone). A thread's
-// records arrive in the order its calls ended (children before their parent): what a recorder
-// can write without holding anything. Streams are read in two passes in memory bounded by
-// stack depth (stream_read.go, stream_tree.go), and sinks are told each thread's calls in
-// pre-order (TreeSink); timelines keep a budget of the longest calls (budget.go). The
-// aggregates (pprof, folded, SVG: one node per distinct stack) need no time order: with no
-// filter on calls, each thread is read backwards into a trie instead (aggregate.go), with the
-// same output.
+// This package is the entry: the one list of output formats (Registry: name, extensions,
+// kind, run's flag, help line, default budget, constructor) that the command line, run's
+// flags, MSGTRACE_FORMAT and the help text read, and the output names (FormatFor, WithPID).
+// The work is done along the pipeline by the packages under it:
+//
+//	tracer/stream   the formats on disk: the stream's frames and their decoding, the reference
+//	                StreamWriter, the raw dump (Record, Header, Thread, Names, Reader, Writer),
+//	                marks and instants
+//	tracer/engine   reading them in order: Options, Call, Totals, the sink contract (Sink,
+//	                TreeSink, Needs), pass 1, pre-order replay, the pipe, budgets, the
+//	                aggregates' path (its doc draws the pipeline)
+//	tracer/sink     the outputs, one file each: chrome.go, perfetto.go, speedscope.go,
+//	                pprof.go, stacks.go (folded), flame.go
+//	tracer/report   what a trace says rather than draws: the report, launches, diffs of runs
+//
+// The integration tests (every format on the same streams, the two paths of the aggregates
+// against each other, the fuzz targets) are this package's.
 package tracer

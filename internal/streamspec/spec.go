@@ -1,11 +1,11 @@
 // Package streamspec is the one definition of the stream format's numbers: frame kinds, event
 // types, mark kinds, method and thread flags, the process frame's modes, the bit layout of an
 // event's code and the frame header's fields. The format's prose (payload layouts) is the
-// comment of tracer/stream.go; the numbers are the tables below, and nowhere else.
+// comment of tracer/stream/stream.go; the numbers are the tables below, and nowhere else.
 //
 // `go generate ./tracer` (gen/main.go) writes them out twice:
 //
-//	tracer/stream_format.go  Go constants for the reader and the reference writer
+//	tracer/stream/stream_format.go  Go constants for the reader and the reference writer
 //	                         (FrameProcess, EventCall, MarkLost, MethodClass, ...)
 //	stream_format.h          C macros for the recorder's encoder (MT_FRAME_PROCESS,
 //	                         MT_EVENT_CALL, MT_MARK_LOST, MT_METHOD_CLASS, ...)

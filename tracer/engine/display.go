@@ -9,7 +9,7 @@ import "github.com/msgtrace/msgtrace/swiftname"
 // stays the runtime name.
 func DisplayName(name string) string { return swiftname.Method(name) }
 
-// displayIfOther is DisplayName(name) when it differs from name, else "" (the JSON "display"
+// DisplayIfOther is DisplayName(name) when it differs from name, else "" (the JSON "display"
 // fields, left out for names shown as they are).
 func DisplayIfOther(name string) string {
 	if d := DisplayName(name); d != name {

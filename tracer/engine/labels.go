@@ -9,7 +9,7 @@ import (
 	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
-// threadLabel is how a thread is named in every output: "main" for the main thread, else its
+// ThreadLabel is how a thread is named in every output: "main" for the main thread, else its
 // own name (a GCD queue label or pthread name) if it has one, else "thread TID".
 func ThreadLabel(t *stream.Thread) string {
 	switch {
@@ -21,7 +21,7 @@ func ThreadLabel(t *stream.Thread) string {
 	return "thread " + strconv.FormatUint(t.TID, 10)
 }
 
-// markLabel names a mark as a frame: "[lost 12]", "[overflow 3]", "[overwritten 40]", "[wait]".
+// MarkLabel names a mark as a frame: "[lost 12]", "[overflow 3]", "[overwritten 40]", "[wait]".
 func MarkLabel(m *stream.Mark) string {
 	if m.Kind == stream.MarkWait {
 		return "[wait]"

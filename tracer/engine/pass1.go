@@ -17,7 +17,7 @@ import (
 // analysers add up (durations, tick span, bad frames) is merged at the end, and which threads
 // the stream has, in the order the file made them threads, is settled then.
 
-// parallelPass1Min is the stream size from which pass 1 uses analyser goroutines (a variable
+// ParallelPass1Min is the stream size from which pass 1 uses analyser goroutines (a variable
 // for the tests).
 var ParallelPass1Min int64 = 1 << 20
 

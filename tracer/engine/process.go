@@ -65,7 +65,7 @@ type Needs struct {
 	Fold   *FoldReport
 	Budget uint64
 	// Stacks marks an aggregate (one node per distinct stack): it needs each call's stack,
-	// count and self time, not time order, and with no filter on calls the engine fills this
+	// Count and self time, not time order, and with no filter on calls the engine fills this
 	// trie directly (the aggregates' path, aggregate.go) before Close; otherwise Tree is fed.
 	Stacks *StackTrie
 	// Abort ends what only Close ends (a writer goroutine) when a conversion fails before
@@ -147,13 +147,13 @@ func NewCallFilter(opt Options, sink Sink, tot *Totals) *callFilter {
 	return &callFilter{opt: opt, inc: CompilePatterns(opt.Include), exc: CompilePatterns(opt.Exclude), Sink: sink, tot: tot}
 }
 
-// begin starts a thread.
+// Begin starts a thread.
 func (f *callFilter) Begin(t *stream.Thread) {
 	f.p.pending = f.p.pending[:0]
 	f.c = Call{Thread: t}
 }
 
-// call takes the thread's next call in post-order.
+// Call takes the thread's next call in post-order.
 func (f *callFilter) Call(name string, start, dur uint64, depth, flags int) error {
 	f.tot.Calls++
 	if float64(dur) < f.opt.MinNanos || (f.opt.MaxDepth >= 0 && depth > f.opt.MaxDepth) ||
@@ -236,7 +236,7 @@ func processRaw(r io.Reader, opt Options, sink Sink) (t Totals, err error) {
 }
 
 // selfTimer computes self time in post-order: pending holds kept subtrees not yet claimed by a
-// parent, as (depth, total duration).
+// Parent, as (depth, total duration).
 type selfTimer struct {
 	pending []pendingDur
 }
@@ -246,7 +246,7 @@ type pendingDur struct {
 	dur   uint64
 }
 
-// call claims the pending subtrees deeper than depth as children and returns their total.
+// Call claims the pending subtrees deeper than depth as children and returns their total.
 func (p *selfTimer) call(depth int, dur uint64) uint64 {
 	var children uint64
 	i := len(p.pending)
@@ -295,7 +295,7 @@ func ValidateThreads(sel string) error {
 	return nil
 }
 
-// pattern is a glob over method names where only '*' is special ('[' and ']' are literal).
+// Pattern is a glob over method names where only '*' is special ('[' and ']' are literal).
 type Pattern []string
 
 func CompilePatterns(ps []string) []Pattern {
@@ -324,7 +324,7 @@ func (p Pattern) match(s string) bool {
 	return strings.HasSuffix(s, p[len(p)-1])
 }
 
-// matchAny reports whether a pattern matches the method name s or, for a Swift class's method,
+// MatchAny reports whether a pattern matches the method name s or, for a Swift class's method,
 // its demangled name ("-[ApertureCLI.* *]" and "-[_TtC11ApertureCLI* *]" both match
 // "-[_TtC11ApertureCLI4Once run]").
 func MatchAny(ps []Pattern, s string) bool {

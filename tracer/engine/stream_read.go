@@ -23,7 +23,7 @@ type Input struct {
 }
 
 // ProcessStreams reads one or more streams and feeds every kept call and every mark to the
-// sink, process by process (ordered by their first event) and thread by thread, each thread's
+// Sink, process by process (ordered by their first event) and thread by thread, each thread's
 // events in post-order. Times of every process are on one timeline: CLOCK_MONOTONIC from the
 // clock frames, in ns since the earliest event of all the streams.
 //
@@ -664,7 +664,7 @@ func frameAtWith(w *window, off int64) ([]byte, error) {
 	return b, err
 }
 
-// clockMap converts a process's ticks to monotonic ns, piecewise-linearly between its clock
+// ClockMap converts a process's ticks to monotonic ns, piecewise-linearly between its clock
 // frames and with the nearest pair's slope outside them; with one clock frame, with its rate;
 // with none, ticks are taken as ns.
 type ClockMap struct {
@@ -679,7 +679,7 @@ type ClockMap struct {
 
 type clockPoint struct{ Tick, mono uint64 }
 
-// add takes a clock frame; one that goes back in time is ignored.
+// Add takes a clock frame; one that goes back in time is ignored.
 func (c *ClockMap) Add(tick, mono, num, den uint64) {
 	c.FHi = 0
 	if num != 0 && den != 0 {

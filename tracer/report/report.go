@@ -209,7 +209,7 @@ func (s *ReportSink) Needs() engine.Needs { return engine.Needs{Tree: s.t} }
 // Report returns the report; complete after Close.
 func (s *ReportSink) Report() *Report { return s.t.rep }
 
-// maxKids bounds the distinct child methods counted per open call; the rest are "(other)".
+// MaxKids bounds the distinct child methods counted per open call; the rest are "(other)".
 const MaxKids = 64
 
 // OtherChildren names the children of a call past the first maxKids distinct methods.

@@ -88,7 +88,7 @@ func LaunchOutermost(c *ReportCall) bool {
 	return true
 }
 
-// launchSelector tells a +load (0) or +initialize (1) call by its name; -1 for others.
+// LaunchSelector tells a +load (0) or +initialize (1) call by its name; -1 for others.
 func LaunchSelector(name string) int {
 	if !strings.HasPrefix(name, "+[") {
 		return -1

@@ -596,7 +596,7 @@ func (s *ChromeSink) writeTimeInstant(in *stream.Instant) error {
 }
 func (c chromeTree) Close(t engine.Totals) error { return nil }
 
-// appendJSONString appends s as a JSON string (strconv.AppendQuote's \x escapes are not JSON).
+// AppendJSONString appends s as a JSON string (strconv.AppendQuote's \x escapes are not JSON).
 // Runs of plain bytes are copied at once; control characters are escaped and invalid UTF-8
 // becomes U+FFFD.
 func AppendJSONString(b []byte, s string) []byte {

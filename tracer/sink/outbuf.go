@@ -6,7 +6,7 @@ import (
 )
 
 // outWriter is the buffered output of the text timelines (Chrome JSON, speedscope): blocks of
-// outBlock bytes, each written by a goroutine of its own once full, so that the copy into the
+// OutBlock bytes, each written by a goroutine of its own once full, so that the copy into the
 // kernel (a JSON of every call of a 12 M-call run is 2 GB) is not on the goroutine that
 // formats, which is the conversion's busiest. Two blocks are in flight at most: memory is a
 // few hundred KiB whatever the output. A sink appends to the current block in place (tail,
@@ -31,10 +31,10 @@ func NewOutWriter(w io.Writer) *outWriter {
 	return &outWriter{w: w, b: make([]byte, 0, OutBlock+OutBlock/4)}
 }
 
-// tail is the current block, to append to; commit takes it back.
+// Tail is the current block, to append to; commit takes it back.
 func (o *outWriter) Tail() []byte { return o.b }
 
-// commit takes back the block tail returned with what was appended to it, and hands it to
+// Commit takes back the block tail returned with what was appended to it, and hands it to
 // the writer once it is full.
 func (o *outWriter) Commit(b []byte) {
 	o.b = b

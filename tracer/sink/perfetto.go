@@ -82,20 +82,20 @@ const (
 
 // pfBatchBytes is how many bytes of packets go into one compressed_packets: Perfetto wants
 // each such packet under 512 KB (trace_packet.proto), and neither pfDeflater nor
-// compress/zlib grows its input by more than a few bytes per 64 KiB (both fall back to
+// Compress/zlib grows its input by more than a few bytes per 64 KiB (both fall back to
 // stored blocks), so a batch cut past this (by one packet) stays under it compressed.
 const pfBatchBytes = 448 << 10
 
 // PerfettoSink writes Perfetto's native protobuf trace (NAME.pftrace; ui.perfetto.dev opens
 // it, and reads it faster than JSON, from a file a fraction of the size): a process track per
-// process named after the program, a thread track per thread, each call a begin and an end
+// ProcessName named after the program, a thread track per thread, each call a begin and an end
 // TrackEvent on its thread's track in pre-order (PreOrder). A call still open at the end of
 // the trace has no end (Perfetto shows it as a slice that did not end); a call an exception
 // unwound has the debug annotation unwound=true on its end; a mark is an instant on the
 // thread's track with the count, and each loss steps the thread's "lost calls" counter track.
 // An instant of the trace (Header.Instants: the launch marks, a mark the app set) is a
 // TYPE_INSTANT event named as it was, with debug annotations kind and precision_ns: on the
-// process's track (a packet sequence of its own) when it is process-wide, on the thread's
+// ProcessName's track (a packet sequence of its own) when it is process-wide, on the thread's
 // track in time order with its events when it was set on a thread.
 //
 // It is written as compactly as the format allows (6-12 bytes a call on realistic traces,
@@ -264,7 +264,7 @@ func (s *PerfettoSink) time(b []byte, ts uint64) []byte {
 	return appendUint(b, pfPacketClockID, PfClockBoottime)
 }
 
-// iid returns name's interned id, and whether the current sequence has yet to be told it.
+// IID returns name's interned id, and whether the current sequence has yet to be told it.
 // The readers hand out one string per method: a cache keyed by where the string is spares
 // most calls hashing the name (a slot holds its string, so the memory is never another's).
 func (s *PerfettoSink) iid(name string) (uint64, bool) {

@@ -9,7 +9,7 @@ import (
 // where packets are and which earlier packet each is likely to repeat. A general compressor
 // (compress/flate, level 1) spends most of its time hashing every position to find repeats;
 // here the encoder says, per packet, what it is (its shape: kind and length; for a begin, its
-// name), and the packet is matched against the bytes following the previous packet's match (a
+// Name), and the packet is matched against the bytes following the previous packet's match (a
 // repeated run of calls), the last packet of the same name (a begin), or else the last of the
 // same shape; longest common prefix wins, the rest is literal. (A begin is not matched against
 // the last of its shape when the last of its name is in reach: that is rarely longer, and
@@ -22,7 +22,7 @@ import (
 // call (compress/flate at BestSpeed: about the same; HuffmanOnly: 15-20), several times
 // faster than flate.
 
-// pfPkt is what the encoder says about a packet of a batch: where it starts, its shape
+// PfPkt is what the encoder says about a packet of a batch: where it starts, its shape
 // (kind<<8 | length, length 255 for any longer), and for a begin its name's iid (else 0).
 type PfPkt struct {
 	Pos   uint32
@@ -115,7 +115,7 @@ func pfCopyBits(length int, dv uint64, dn uint) (uint64, uint) {
 	return uint64(pfLenV[length]) | dv<<n, n + dn
 }
 
-// pfDeflater compresses batches; it keeps its tables from one to the next.
+// PfDeflater compresses batches; it keeps its tables from one to the next.
 type PfDeflater struct {
 	shape [4 << 8]int32 // shape -> position of the last packet of that shape, -1 for none
 	iid   []int32       // iid -> position of the last begin of that name, -1 for none
@@ -148,7 +148,7 @@ func commonPrefix(raw []byte, a, b, n int) int {
 	return k
 }
 
-// compress appends to dst raw as a zlib stream, raw's packets being pkts.
+// Compress appends to dst raw as a zlib stream, raw's packets being pkts.
 func (z *PfDeflater) Compress(dst, raw []byte, pkts []PfPkt) []byte {
 	for i := range z.shape {
 		z.shape[i] = -1
@@ -281,7 +281,7 @@ func prefix16(ext []byte, a, b, n int) int {
 	return min(k, n)
 }
 
-// pfAdler32 is hash/adler32.Checksum, 8 bytes a step: with b0..b7 the next 8 bytes,
+// PfAdler32 is hash/adler32.Checksum, 8 bytes a step: with b0..b7 the next 8 bytes,
 // s2 += 8*s1 + 8*b0 + 7*b1 + ... + 1*b7 and s1 += b0 + ... + b7, the sums of bytes taken
 // by multiplying the word's even and odd bytes, as 16-bit lanes, by the weights (no lane of
 // the product exceeds 255*20, so none carries into the next).

@@ -9,12 +9,12 @@ import (
 	"errors"
 )
 
-// maxStreamDepth bounds a call's depth in a stream (the shadow stack is far smaller).
+// MaxStreamDepth bounds a call's depth in a stream (the shadow stack is far smaller).
 const MaxStreamDepth = 1 << 16
 
 var ErrMalformed = errors.New("malformed frame payload")
 
-// dec decodes a payload; any overrun sets bad.
+// Decoder decodes a payload; any overrun sets bad.
 type Decoder struct {
 	Buf []byte
 	Bad bool
@@ -63,14 +63,14 @@ func (d *Decoder) Str() string {
 	return s
 }
 
-// eventIter decodes an events frame's events.
+// EventIter decodes an events frame's events.
 type EventIter struct {
 	Buf  []byte
 	i    int // next byte of b
 	Prev uint64
 }
 
-// next decodes one event into e; false at the end of the payload. Varints of one and two
+// Next decodes one event into e; false at the end of the payload. Varints of one and two
 // bytes, the common case, are decoded in line, by index (no reslicing: this is the hottest
 // loop of a conversion, run twice a call).
 func (it *EventIter) Next(e *StreamEvent) (bool, error) {
@@ -153,7 +153,7 @@ func uvarintSlow(b []byte, i int) (uint64, int) {
 	return v, i + n
 }
 
-// eventsHeader splits an events frame's payload into its header (the thread, the end tick of
+// EventsHeader splits an events frame's payload into its header (the thread, the end tick of
 // the event before the frame's first) and its events, which an eventIter starting at prevEnd
 // decodes.
 func EventsHeader(payload []byte) (tid, prevEnd uint64, events []byte, err error) {

@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// castagnoli returns the CRC-32C table frames are checked with, made at the first use: made
+// Castagnoli returns the CRC-32C table frames are checked with, made at the first use: made
 // at init it cost every traced process ~0.2 ms at start (the SSE4.2 tables), for a table the
 // library uses only when converting.
 var Castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
