@@ -283,16 +283,3 @@ func FuzzProcess(f *testing.F) {
 		}
 	})
 }
-
-func TestJSONStringEscapes(t *testing.T) {
-	for _, s := range []string{`plain`, `q"uote`, `back\slash`, "ctl\x01\n", "bad\xffutf8", "ünïcødé", ""} {
-		b := sink.AppendJSONString(nil, s)
-		var got string
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Fatalf("%q -> %s: %v", s, b, err)
-		}
-		if want := strings.ToValidUTF8(s, "\ufffd"); got != want {
-			t.Errorf("%q -> %q, want %q", s, got, want)
-		}
-	}
-}

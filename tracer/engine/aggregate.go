@@ -356,7 +356,7 @@ type aggEntry struct {
 // aggReader reads threads backwards, one at a time, on one goroutine.
 type aggReader struct {
 	w      window
-	clk    ClockMap
+	clk    clockMap
 	clkOf  *streamFile
 	evs    []stream.StreamEvent
 	checks []stream.EventIter
@@ -611,7 +611,7 @@ func (r *aggReader) read(sf *streamFile, st *streamThread, t *aggThread, frames 
 func (r *aggReader) ns(tick uint64) uint64 {
 	m, ok := r.clk.monoFast(tick)
 	if !ok {
-		m = r.clk.Slow(tick)
+		m = r.clk.slow(tick)
 	}
 	if m < r.sf.base {
 		return 0
@@ -647,11 +647,11 @@ func (r *aggReader) call(id, start, end uint64, depth uint32, flags int32, rec u
 	parent := int32(0)
 	sm, ok := r.clk.monoFast(start) // r.ns, in line
 	if !ok {
-		sm = r.clk.Slow(start)
+		sm = r.clk.slow(start)
 	}
 	em, ok := r.clk.monoFast(end)
 	if !ok {
-		em = r.clk.Slow(end)
+		em = r.clk.slow(end)
 	}
 	base := r.sf.base
 	sNs, eNs := sm-min(sm, base), em-min(em, base)

@@ -91,7 +91,7 @@ func (sf *streamFile) durKey(ticks uint64) uint64 {
 func (sf *streamFile) setDurRate() {
 	num, den := uint64(1), uint64(1)
 	if sf.haveTicks && sf.maxTick > sf.minTick {
-		a, b := sf.clock.Mono(sf.minTick), sf.clock.Mono(sf.maxTick)
+		a, b := sf.clock.mono(sf.minTick), sf.clock.mono(sf.maxTick)
 		if b > a {
 			num, den = b-a, sf.maxTick-sf.minTick
 		}

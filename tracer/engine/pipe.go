@@ -45,7 +45,7 @@ type rawBegin struct {
 	sf    *streamFile
 	h     *stream.Header
 	t     *stream.Thread
-	clock ClockMap
+	clock clockMap
 }
 
 type opBatch struct {
@@ -210,7 +210,7 @@ type applier struct {
 	flt    *treeFilter
 	sf     *streamFile
 	thread *stream.Thread
-	clock  ClockMap // the stream's clock, this goroutine's copy (conversions cache a segment)
+	clock  clockMap // the stream's clock, this goroutine's copy (conversions cache a segment)
 	out    []outEntry
 	call   Call   // what the sink is given (rebuilt for each Enter and Exit)
 	calls  uint64 // counted here: added to the trace's Totals at the end
@@ -267,7 +267,7 @@ func (a *applier) apply(b *opBatch) error {
 
 // ns converts a tick of the current stream to ns on the trace's timeline.
 func (a *applier) ns(tick uint64) uint64 {
-	m := a.clock.Mono(tick)
+	m := a.clock.mono(tick)
 	if m < a.sf.base {
 		return 0
 	}

@@ -109,7 +109,7 @@ func settleStreams(files []*streamFile, opt Options) []*streamFile {
 	base := uint64(math.MaxUint64)
 	for _, sf := range files {
 		if sf.haveTicks {
-			sf.first = sf.clock.Mono(sf.minTick)
+			sf.first = sf.clock.mono(sf.minTick)
 			base = min(base, sf.first)
 		}
 		for _, in := range sf.instants { // the process's start comes before its first call
@@ -243,7 +243,7 @@ type streamFile struct {
 	hdr  stream.Header
 	seen bool // process frame read
 
-	clock            ClockMap
+	clock            clockMap
 	methods          map[uint64]streamMethod
 	dense            []streamMethod // methods by id, when ids are dense
 	threads          []*streamThread
@@ -524,7 +524,7 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 		if d.Bad {
 			return stream.ErrMalformed
 		}
-		sf.clock.Add(tick, mono, num, den)
+		sf.clock.add(tick, mono, num, den)
 		if sf.clock.num != 0 {
 			sf.hdr.TickNum, sf.hdr.TickDen = sf.clock.num, sf.clock.den
 		}
@@ -622,7 +622,7 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 
 // ns converts a tick to ns on the trace's timeline.
 func (sf *streamFile) ns(tick uint64) uint64 {
-	m := sf.clock.Mono(tick)
+	m := sf.clock.mono(tick)
 	if m < sf.base {
 		return 0
 	}
@@ -664,31 +664,31 @@ func frameAtWith(w *window, off int64) ([]byte, error) {
 	return b, err
 }
 
-// ClockMap converts a process's ticks to monotonic ns, piecewise-linearly between its clock
+// clockMap converts a process's ticks to monotonic ns, piecewise-linearly between its clock
 // frames and with the nearest pair's slope outside them; with one clock frame, with its rate;
 // with none, ticks are taken as ns.
-type ClockMap struct {
-	Pts      []clockPoint
+type clockMap struct {
+	pts      []clockPoint
 	num, den uint64
 	i        int // segment of the last conversion
 
 	// the line of the last conversion, for ticks in [fLo, fHi): ns = fMono + (t-fLo)*fMul/fDiv,
 	// divided through fInv = (2^64-1)/fDiv (a multiplication and at most two corrections)
-	fLo, FHi, fMono, fMul, fDiv, fInv uint64
+	fLo, fHi, fMono, fMul, fDiv, fInv uint64
 }
 
-type clockPoint struct{ Tick, mono uint64 }
+type clockPoint struct{ tick, mono uint64 }
 
-// Add takes a clock frame; one that goes back in time is ignored.
-func (c *ClockMap) Add(tick, mono, num, den uint64) {
-	c.FHi = 0
+// add takes a clock frame; one that goes back in time is ignored.
+func (c *clockMap) add(tick, mono, num, den uint64) {
+	c.fHi = 0
 	if num != 0 && den != 0 {
 		c.num, c.den = num, den
 	}
-	if n := len(c.Pts); n > 0 && (tick <= c.Pts[n-1].Tick || mono < c.Pts[n-1].mono) {
+	if n := len(c.pts); n > 0 && (tick <= c.pts[n-1].tick || mono < c.pts[n-1].mono) {
 		return
 	}
-	c.Pts = append(c.Pts, clockPoint{tick, mono})
+	c.pts = append(c.pts, clockPoint{tick, mono})
 }
 
 // scale is x*m/d, saturated.
@@ -702,8 +702,8 @@ func scale(x, m, d uint64) uint64 {
 }
 
 // monoFast is mono for a tick on the line of the last conversion (false: another, see slow).
-func (c *ClockMap) monoFast(t uint64) (uint64, bool) {
-	if t < c.fLo || t >= c.FHi {
+func (c *clockMap) monoFast(t uint64) (uint64, bool) {
+	if t < c.fLo || t >= c.fHi {
 		return 0, false
 	}
 	n := (t - c.fLo) * c.fMul
@@ -714,8 +714,8 @@ func (c *ClockMap) monoFast(t uint64) (uint64, bool) {
 	return c.fMono + q, true
 }
 
-func (c *ClockMap) Mono(t uint64) uint64 {
-	if t >= c.fLo && t < c.FHi {
+func (c *clockMap) mono(t uint64) uint64 {
+	if t >= c.fLo && t < c.fHi {
 		n := (t - c.fLo) * c.fMul
 		q, _ := bits.Mul64(n, c.fInv)
 		for n-q*c.fDiv >= c.fDiv {
@@ -723,15 +723,15 @@ func (c *ClockMap) Mono(t uint64) uint64 {
 		}
 		return c.fMono + q
 	}
-	return c.Slow(t)
+	return c.slow(t)
 }
 
-func (c *ClockMap) Slow(t uint64) uint64 {
-	n := len(c.Pts)
+func (c *clockMap) slow(t uint64) uint64 {
+	n := len(c.pts)
 	if n == 0 {
 		return t
 	}
-	a := c.Pts[0]
+	a := c.pts[0]
 	dm, dt := uint64(1), uint64(1)
 	if n == 1 {
 		if c.num != 0 && c.den != 0 {
@@ -739,35 +739,35 @@ func (c *ClockMap) Slow(t uint64) uint64 {
 		}
 	} else {
 		i := c.i
-		if t < c.Pts[i].Tick || (i < n-2 && t >= c.Pts[i+1].Tick) {
-			i = sort.Search(n, func(k int) bool { return c.Pts[k].Tick > t }) - 1
+		if t < c.pts[i].tick || (i < n-2 && t >= c.pts[i+1].tick) {
+			i = sort.Search(n, func(k int) bool { return c.pts[k].tick > t }) - 1
 			i = max(0, min(i, n-2))
 			c.i = i
 		}
-		a = c.Pts[i]
-		dm, dt = c.Pts[i+1].mono-a.mono, c.Pts[i+1].Tick-a.Tick
+		a = c.pts[i]
+		dm, dt = c.pts[i+1].mono-a.mono, c.pts[i+1].tick-a.tick
 	}
-	if t >= a.Tick && dt > 0 {
-		c.fLo, c.fMono, c.fMul, c.fDiv, c.fInv = a.Tick, a.mono, dm, dt, math.MaxUint64/dt
-		c.FHi = math.MaxUint64
+	if t >= a.tick && dt > 0 {
+		c.fLo, c.fMono, c.fMul, c.fDiv, c.fInv = a.tick, a.mono, dm, dt, math.MaxUint64/dt
+		c.fHi = math.MaxUint64
 		if n > 2 && c.i < n-2 {
-			c.FHi = c.Pts[c.i+1].Tick
+			c.fHi = c.pts[c.i+1].tick
 		}
 		if dm > 0 {
-			c.FHi = min(c.FHi, a.Tick+min(math.MaxUint64/dm, math.MaxUint64-a.Tick))
+			c.fHi = min(c.fHi, a.tick+min(math.MaxUint64/dm, math.MaxUint64-a.tick))
 		}
 		if a.mono > math.MaxUint64/2 {
-			c.FHi = 0 // saturation is the slow path's
+			c.fHi = 0 // saturation is the slow path's
 		}
 	}
-	if t >= a.Tick {
-		v := scale(t-a.Tick, dm, dt)
+	if t >= a.tick {
+		v := scale(t-a.tick, dm, dt)
 		if v > math.MaxUint64-a.mono {
 			return math.MaxUint64
 		}
 		return a.mono + v
 	}
-	v := scale(a.Tick-t, dm, dt)
+	v := scale(a.tick-t, dm, dt)
 	if v > a.mono {
 		return 0
 	}
@@ -802,7 +802,7 @@ func ScanFrames(in Input, fn func(kind uint8, off int64, payload []byte) error) 
 // instantMono is an instant's time on CLOCK_MONOTONIC.
 func (sf *streamFile) instantMono(in stream.StreamInstant) uint64 {
 	if in.Clock == stream.InstantClockTicks {
-		return sf.clock.Mono(in.Time)
+		return sf.clock.mono(in.Time)
 	}
 	return in.Time
 }

@@ -79,17 +79,17 @@ type launchState struct {
 // LaunchOutermost says whether a +load or +initialize call is outside every other call of its
 // selector (its time is counted in LaunchCalls.Nanos).
 func LaunchOutermost(c *ReportCall) bool {
-	k := LaunchSelector(c.Method)
+	k := launchSelector(c.Method)
 	for _, s := range c.Stack {
-		if LaunchSelector(s) == k {
+		if launchSelector(s) == k {
 			return false
 		}
 	}
 	return true
 }
 
-// LaunchSelector tells a +load (0) or +initialize (1) call by its name; -1 for others.
-func LaunchSelector(name string) int {
+// launchSelector tells a +load (0) or +initialize (1) call by its name; -1 for others.
+func launchSelector(name string) int {
 	if !strings.HasPrefix(name, "+[") {
 		return -1
 	}
@@ -128,7 +128,7 @@ func (r *reportTree) launchOf(h *stream.Header) *launchState {
 
 // launchEnter notes a call entering (for +load / +initialize nesting).
 func (r *reportTree) launchEnter(c *engine.Call) {
-	if k := LaunchSelector(c.Name); k >= 0 && r.launch != nil {
+	if k := launchSelector(c.Name); k >= 0 && r.launch != nil {
 		r.launch.active[k]++
 	}
 }
@@ -141,7 +141,7 @@ func (r *reportTree) launchExit(c *engine.Call, mk func() ReportCall, busyLong, 
 		return
 	}
 	st.lastEnd = max(st.lastEnd, c.StartNanos+c.DurNanos)
-	if k := LaunchSelector(c.Name); k >= 0 {
+	if k := launchSelector(c.Name); k >= 0 {
 		lc := &st.l.Load
 		if k == 1 {
 			lc = &st.l.Initialize

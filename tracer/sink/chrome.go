@@ -226,7 +226,7 @@ func (c *jsonNames) entry(name string) *jsonName {
 	e := &c[uintptr(unsafe.Pointer(unsafe.StringData(name)))>>3%uintptr(len(c))]
 	if len(e.s) != len(name) || unsafe.StringData(e.s) != unsafe.StringData(name) {
 		d := engine.DisplayName(name)
-		e.s, e.q = name, AppendJSONString(e.q[:0], d)
+		e.s, e.q = name, appendJSONString(e.q[:0], d)
 		e.b = callHeadOf(e.b[:0], 'B', e.q)
 		if d != name {
 			// a Swift class's method: named as people write it, its runtime name (what
@@ -234,7 +234,7 @@ func (c *jsonNames) entry(name string) *jsonName {
 			// args, the same for every call of it (speedscope keys frames by name and args)
 			e.b = e.b[:len(e.b)-len(`,"ts":`)]
 			e.b = append(e.b, `,"args":{"objc":`...)
-			e.b = AppendJSONString(e.b, name)
+			e.b = appendJSONString(e.b, name)
 			e.b = append(e.b, `},"ts":`...)
 		}
 		e.e = callHeadOf(e.e[:0], 'E', e.q)
@@ -322,7 +322,7 @@ func (c chromeTree) BeginThread(h *stream.Header, t *stream.Thread) error {
 			s.pids = map[uint64]bool{}
 		}
 		s.pids[h.PID] = true
-		if err := s.meta("process_name", 0, "name", AppendJSONString(nil, s.Meta.ProcessName(h))); err != nil {
+		if err := s.meta("process_name", 0, "name", appendJSONString(nil, s.Meta.ProcessName(h))); err != nil {
 			return err
 		}
 		for _, in := range processInstants(h) {
@@ -334,7 +334,7 @@ func (c chromeTree) BeginThread(h *stream.Header, t *stream.Thread) error {
 	}
 	s.inst.reset(h, t.TID)
 	s.tid, s.lost, s.label = t.TID, 0, engine.ThreadLabel(t)
-	if err := s.meta("thread_name", t.TID, "name", AppendJSONString(nil, s.label)); err != nil {
+	if err := s.meta("thread_name", t.TID, "name", appendJSONString(nil, s.label)); err != nil {
 		return err
 	}
 	if t.Main {
@@ -530,7 +530,7 @@ func (s *ChromeSink) writeMark(m *stream.Mark) error {
 	s.lost += m.Count
 	b = s.head(s.evBegin(), 'C', "lost calls", m.StartNanos)
 	b = append(b, `,"args":{`...)
-	b = AppendJSONString(b, s.label)
+	b = appendJSONString(b, s.label)
 	b = append(b, ':')
 	b = appendDec(b, s.lost)
 	b = append(b, `}}`...)
@@ -588,7 +588,7 @@ func (s *ChromeSink) writeTimeInstant(in *stream.Instant) error {
 		b = append(b, `,"s":"t"`...)
 	}
 	b = append(b, `,"cat":"msgtrace","args":{"kind":`...)
-	b = AppendJSONString(b, in.Kind.String())
+	b = appendJSONString(b, in.Kind.String())
 	b = append(b, `,"precision_ns":`...)
 	b = appendDec(b, in.PrecisionNanos)
 	b = append(b, `}}`...)
@@ -596,10 +596,10 @@ func (s *ChromeSink) writeTimeInstant(in *stream.Instant) error {
 }
 func (c chromeTree) Close(t engine.Totals) error { return nil }
 
-// AppendJSONString appends s as a JSON string (strconv.AppendQuote's \x escapes are not JSON).
+// appendJSONString appends s as a JSON string (strconv.AppendQuote's \x escapes are not JSON).
 // Runs of plain bytes are copied at once; control characters are escaped and invalid UTF-8
 // becomes U+FFFD.
-func AppendJSONString(b []byte, s string) []byte {
+func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0

@@ -73,7 +73,7 @@ func (s *SpeedscopeSink) head(h *stream.Header) {
 	}
 	s.started = true
 	b := append(s.buf[:0], `{"$schema":"https://www.speedscope.app/file-format-schema.json","exporter":"msgtrace","name":`...)
-	b = AppendJSONString(b, s.meta.ProcessName(h))
+	b = appendJSONString(b, s.meta.ProcessName(h))
 	b = append(b, `,"activeProfileIndex":0,"profiles":[`...)
 	s.buf = b
 	s.w.Write(b)
@@ -89,7 +89,7 @@ func (s *SpeedscopeSink) event(typ byte, name string, at uint64) {
 		}
 		s.nprof++
 		b = append(b, "\n"+`{"type":"evented","name":`...)
-		b = AppendJSONString(b, s.label)
+		b = appendJSONString(b, s.label)
 		b = append(b, `,"unit":"nanoseconds","events":[`...)
 	}
 	at = max(at, s.lastAt)
@@ -214,7 +214,7 @@ func (t speedscopeTree) Close(engine.Totals) error {
 			b = append(b, ',')
 		}
 		b = append(b, `{"name":`...)
-		b = AppendJSONString(b, engine.DisplayName(n))
+		b = appendJSONString(b, engine.DisplayName(n))
 		b = append(b, '}')
 		if len(b) > 1<<15 {
 			s.w.Write(b)
