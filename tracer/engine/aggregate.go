@@ -13,7 +13,7 @@ import (
 )
 
 // The aggregates' path (pprof, folded, SVG with no filter on calls): they need each call's
-// Stack, its count and self time, not time order, so they need neither segment trees nor a
+// stack, its count and self time, not time order, so they need neither segment trees nor a
 // walk in pre-order. Pass 1 runs without its pending stacks; then each thread's records are
 // read backwards (its frames last first, each frame's events decoded and taken last first).
 // Records are written children first, so backwards a call comes before the calls nested in
@@ -56,7 +56,7 @@ type aggJob struct {
 // processAggregate is ProcessStreams for an aggregate sink whose trie is tr. Pass 1 first
 // leaves events frames undecoded (p1Lazy); when pass 2 finds that something it took for
 // granted does not hold (a frame that does not decode as counted, a thread with orphans, the
-// End of the trace not where it was estimated while calls are open at it), the conversion is
+// end of the trace not where it was estimated while calls are open at it), the conversion is
 // made again with pass 1 decoding (p1Decode).
 func processAggregate(ins []Input, opt Options, sink Sink, tr *StackTrie) (Totals, error) {
 	mode := p1Lazy
@@ -212,7 +212,7 @@ func aggregateWith(ins []Input, opt Options, sink Sink, tr *StackTrie, mode pass
 var errLazy = errors.New("events frame not as counted")
 
 // estimateEnd sets the stream's end tick as p1Lazy's pass 2 takes it for calls open at the
-// End: the latest of its clock and open frames and of each thread's last events frame (the
+// end: the latest of its clock and open frames and of each thread's last events frame (the
 // events of every frame are checked against it afterwards).
 func (sf *streamFile) estimateEnd() {
 	var end uint64
@@ -619,7 +619,7 @@ func (r *aggReader) ns(tick uint64) uint64 {
 	return m - r.sf.base
 }
 
-// Call takes the call recorded rec records into the thread (read backwards).
+// call takes the call recorded rec records into the thread (read backwards).
 func (r *aggReader) call(id, start, end uint64, depth uint32, flags int32, rec uint64) {
 	t := r.t
 	stack := r.stack
@@ -791,7 +791,7 @@ func (r *aggReader) place(depth int64) {
 	r.gap = r.gap[:0]
 }
 
-// Name returns the thread's name id of a method.
+// name returns the thread's name id of a method.
 func (r *aggReader) name(id uint64) int32 {
 	if id < uint64(len(r.ids)) {
 		if v := r.ids[id]; v != 0 {

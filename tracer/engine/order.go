@@ -113,7 +113,7 @@ func (p *preOrder) Mark(m *stream.Mark) error {
 }
 
 // marksBefore replays the held marks that start before t (closed-open: a mark at a call's
-// Start tick comes before the call, one at its end tick after it).
+// start tick comes before the call, one at its end tick after it).
 func (p *preOrder) marksBefore(t uint64, depth int) error {
 	for p.mi < len(p.marks) && p.marks[p.mi].StartNanos < t {
 		if err := p.ts.Mark(&p.marks[p.mi], depth); err != nil {

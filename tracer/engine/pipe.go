@@ -8,7 +8,7 @@ import (
 )
 
 // Two cores: the stream reader (decoding, pass 2's segment trees, the walk in pre-order, each
-// Call's start converted to ns) on one goroutine, and on another what is done per call once
+// call's start converted to ns) on one goroutine, and on another what is done per call once
 // its place is known (converting its end, naming it, filtering it, the kept calls' nesting
 // and self times) and the sink (formatting, compressing, aggregating): the two conversions
 // are split between the sides so that each does about as much per call. The reader tells the
@@ -69,7 +69,7 @@ func (b *opBatch) next() *rawOp {
 // AppendSlot appends an element to s for the caller to fill, every field: in place, not
 // appended as a struct literal, which is built on the stack and copied back with wider loads
 // than its stores and stalls on store forwarding (the reader's, the applier's and the JSON
-// Sink's busiest instructions before). The element is zeroed only where s had to grow.
+// sink's busiest instructions before). The element is zeroed only where s had to grow.
 func AppendSlot[T any](s []T) ([]T, *T) {
 	n := len(s)
 	if n < cap(s) {
@@ -358,7 +358,7 @@ func (a *applier) mark(m *stream.Mark) error {
 	return a.ts.Mark(m, d)
 }
 
-// End closes what is still open at the end of the thread, innermost first.
+// end closes what is still open at the end of the thread, innermost first.
 func (a *applier) end() error {
 	for len(a.out) > 0 {
 		if err := a.pop(); err != nil {

@@ -65,7 +65,7 @@ type Needs struct {
 	Fold   *FoldReport
 	Budget uint64
 	// Stacks marks an aggregate (one node per distinct stack): it needs each call's stack,
-	// Count and self time, not time order, and with no filter on calls the engine fills this
+	// count and self time, not time order, and with no filter on calls the engine fills this
 	// trie directly (the aggregates' path, aggregate.go) before Close; otherwise Tree is fed.
 	Stacks *StackTrie
 	// Abort ends what only Close ends (a writer goroutine) when a conversion fails before
@@ -236,7 +236,7 @@ func processRaw(r io.Reader, opt Options, sink Sink) (t Totals, err error) {
 }
 
 // selfTimer computes self time in post-order: pending holds kept subtrees not yet claimed by a
-// Parent, as (depth, total duration).
+// parent, as (depth, total duration).
 type selfTimer struct {
 	pending []pendingDur
 }
@@ -246,7 +246,7 @@ type pendingDur struct {
 	dur   uint64
 }
 
-// Call claims the pending subtrees deeper than depth as children and returns their total.
+// call claims the pending subtrees deeper than depth as children and returns their total.
 func (p *selfTimer) call(depth int, dur uint64) uint64 {
 	var children uint64
 	i := len(p.pending)

@@ -23,7 +23,7 @@ type Input struct {
 }
 
 // ProcessStreams reads one or more streams and feeds every kept call and every mark to the
-// Sink, process by process (ordered by their first event) and thread by thread, each thread's
+// sink, process by process (ordered by their first event) and thread by thread, each thread's
 // events in post-order. Times of every process are on one timeline: CLOCK_MONOTONIC from the
 // clock frames, in ns since the earliest event of all the streams.
 //

@@ -32,7 +32,7 @@ import (
 
 // SegEvents is the number of events of a segment (the working set of pass 2): the calls that
 // span segments are what pass 1 keeps, so segments are made large (several frames), but their
-// Nodes (56 bytes each: 0.9 MiB) are kept within a core's 2 MiB L2 with room for the rest of
+// nodes (56 bytes each: 0.9 MiB) are kept within a core's 2 MiB L2 with room for the rest of
 // the reader's work: at 32 Ki events (1.8 MiB) a cache simulation of a 2 MiB L2 counted 2.2
 // misses a call replaying oneloop to speedscope, at 16 Ki 0.28.
 // (A variable for the tests, which cut segments of a few events.)
@@ -53,7 +53,7 @@ func (s *segCounter) next() (seg int32, started bool) {
 	return s.seg, started
 }
 
-// Count is the number of segments so far.
+// count is the number of segments so far.
 func (s *segCounter) count() int32 {
 	if s.fill > 0 {
 		return s.seg + 1
@@ -79,7 +79,7 @@ type shape struct {
 	epoch uint32 // losses so far
 }
 
-// Call takes a call's record at depth, starting at start, in segment seg. It returns the index
+// call takes a call's record at depth, starting at start, in segment seg. It returns the index
 // in pend from which the groups are its children (len(pend) before the call: none), the index
 // from which they are orphans merged before it (i <= j), and the earliest segment of its
 // subtree (seg when it has no pending children). The caller must call commit afterwards.
@@ -626,7 +626,7 @@ func eventsWith(w *window, off int64) (stream.EventIter, error) {
 }
 
 // openSpans finds which calls of the thread's latest open frame no later record closed (a
-// Call at depth d that ended after the frame was taken closes every open call at depth d or
+// call at depth d that ended after the frame was taken closes every open call at depth d or
 // deeper; so does the record of an open call itself) and makes them spans, innermost first,
 // as if their records came after every event of the thread.
 func (sf *streamFile) openSpans(st *streamThread) error {

@@ -1,5 +1,5 @@
 // The aggregates' model: a trie of call stacks per thread (calls and self time per distinct
-// Stack), filled by PreOrder replay or directly by the aggregates' path (aggregate.go), and
+// stack), filled by PreOrder replay or directly by the aggregates' path (aggregate.go), and
 // read by the aggregate sinks (pprof, folded stacks, flame graphs).
 
 package engine
@@ -100,7 +100,7 @@ type kidEntry struct {
 }
 
 // kidIndex finds a trie's node by its parent and name (the key: parent << 32 | name), for the
-// Stack trie and the aggregates' per-thread tries: open addressing from a Fibonacci hash,
+// stack trie and the aggregates' per-thread tries: open addressing from a Fibonacci hash,
 // doubled when half full.
 type kidIndex struct {
 	slots []kidEntry
@@ -120,7 +120,7 @@ func (x *kidIndex) slot(key uint64) *kidEntry {
 	}
 }
 
-// Add puts node for key into s, the empty slot slot gave for it.
+// add puts node for key into s, the empty slot slot gave for it.
 func (x *kidIndex) add(s *kidEntry, key uint64, node int32) {
 	s.key, s.node = key, node
 	if x.n++; 2*x.n > len(x.slots) {

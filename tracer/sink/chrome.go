@@ -87,7 +87,7 @@ const (
 
 // NewChromeSink writes to w.
 func NewChromeSink(w io.Writer) *ChromeSink {
-	s := &ChromeSink{w: NewOutWriter(w), first: true, names: new(jsonNames)}
+	s := &ChromeSink{w: newOutWriter(w), first: true, names: new(jsonNames)}
 	s.pre = engine.PreOrder(chromeTree{s})
 	return s
 }
@@ -105,7 +105,7 @@ func (s *ChromeSink) start() error {
 // head before the first. evEnd ends it.
 func (s *ChromeSink) evBegin() []byte {
 	s.start() // (an error stays in s.w)
-	b := s.w.Tail()
+	b := s.w.tail()
 	if !s.first {
 		b = append(b, ",\n"...)
 	}
@@ -118,7 +118,7 @@ func (s *ChromeSink) evEnd(b []byte) error {
 		s.w.b = b // kept until the group ends
 		return s.w.err
 	}
-	s.w.Commit(b)
+	s.w.commit(b)
 	return s.w.err
 }
 
@@ -126,12 +126,12 @@ func (s *ChromeSink) event(b []byte) error {
 	if err := s.start(); err != nil {
 		return err
 	}
-	o := s.w.Tail()
+	o := s.w.tail()
 	if !s.first {
 		o = append(o, ",\n"...)
 	}
 	s.first = false
-	s.w.Commit(append(o, b...))
+	s.w.commit(append(o, b...))
 	return s.w.err
 }
 
@@ -363,7 +363,7 @@ func (s *ChromeSink) newGroup(ts uint64) error {
 			s.addEndTimes()
 		}
 		s.gEnds = s.gEnds[:0]
-		s.w.Commit(s.w.b)
+		s.w.commit(s.w.b)
 	}
 	s.gBegins = s.gBegins[:0]
 	if q := &s.inst; q.next < len(q.list) && q.list[q.next].Nanos < ts {
@@ -389,7 +389,7 @@ func (s *ChromeSink) endGroup() error {
 		s.addEndTimes()
 	}
 	s.gEnds, s.gBegins = s.gEnds[:0], s.gBegins[:0]
-	s.w.Commit(s.w.b)
+	s.w.commit(s.w.b)
 	return s.w.err
 }
 

@@ -17,11 +17,11 @@ import (
 // bottom: at the bottom of a section the thread's own frame (its name), above it the calls it
 // made, each box as wide as the frame's inclusive time (its self time plus that of every stack
 // above it) within that thread, siblings in alphabetical order. Each box has a tooltip with the
-// Name, time and share of the thread. Every frame is in the file, however narrow, so that
+// name, time and share of the thread. Every frame is in the file, however narrow, so that
 // zooming (click a frame; "Reset zoom") reaches all of them, up to FlameMaxFrames frames; past
 // that the narrowest frames are left out, and the subtitle says how many and points to the
 // speedscope and pprof outputs, which hold everything. "Search" highlights the frames whose
-// Name contains a text and says what share of the time they cover; the page's script also
+// name contains a text and says what share of the time they cover; the page's script also
 // exposes it as flameSearch(text), which returns the number of frames found. The output
 // depends only on the input.
 type FlameSink struct {

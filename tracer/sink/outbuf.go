@@ -27,16 +27,16 @@ type outWriter struct {
 
 const OutBlock = 256 << 10
 
-func NewOutWriter(w io.Writer) *outWriter {
+func newOutWriter(w io.Writer) *outWriter {
 	return &outWriter{w: w, b: make([]byte, 0, OutBlock+OutBlock/4)}
 }
 
-// Tail is the current block, to append to; commit takes it back.
-func (o *outWriter) Tail() []byte { return o.b }
+// tail is the current block, to append to; commit takes it back.
+func (o *outWriter) tail() []byte { return o.b }
 
-// Commit takes back the block tail returned with what was appended to it, and hands it to
+// commit takes back the block tail returned with what was appended to it, and hands it to
 // the writer once it is full.
-func (o *outWriter) Commit(b []byte) {
+func (o *outWriter) commit(b []byte) {
 	o.b = b
 	if len(b) >= OutBlock {
 		o.send()
@@ -45,13 +45,13 @@ func (o *outWriter) Commit(b []byte) {
 
 // Write appends p.
 func (o *outWriter) Write(p []byte) (int, error) {
-	o.Commit(append(o.b, p...))
+	o.commit(append(o.b, p...))
 	return len(p), o.err
 }
 
 // WriteString appends s.
 func (o *outWriter) WriteString(s string) (int, error) {
-	o.Commit(append(o.b, s...))
+	o.commit(append(o.b, s...))
 	return len(s), o.err
 }
 

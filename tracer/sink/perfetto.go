@@ -82,20 +82,20 @@ const (
 
 // pfBatchBytes is how many bytes of packets go into one compressed_packets: Perfetto wants
 // each such packet under 512 KB (trace_packet.proto), and neither pfDeflater nor
-// Compress/zlib grows its input by more than a few bytes per 64 KiB (both fall back to
+// compress/zlib grows its input by more than a few bytes per 64 KiB (both fall back to
 // stored blocks), so a batch cut past this (by one packet) stays under it compressed.
 const pfBatchBytes = 448 << 10
 
 // PerfettoSink writes Perfetto's native protobuf trace (NAME.pftrace; ui.perfetto.dev opens
 // it, and reads it faster than JSON, from a file a fraction of the size): a process track per
-// ProcessName named after the program, a thread track per thread, each call a begin and an end
+// process named after the program, a thread track per thread, each call a begin and an end
 // TrackEvent on its thread's track in pre-order (PreOrder). A call still open at the end of
 // the trace has no end (Perfetto shows it as a slice that did not end); a call an exception
 // unwound has the debug annotation unwound=true on its end; a mark is an instant on the
 // thread's track with the count, and each loss steps the thread's "lost calls" counter track.
 // An instant of the trace (Header.Instants: the launch marks, a mark the app set) is a
 // TYPE_INSTANT event named as it was, with debug annotations kind and precision_ns: on the
-// ProcessName's track (a packet sequence of its own) when it is process-wide, on the thread's
+// process's track (a packet sequence of its own) when it is process-wide, on the thread's
 // track in time order with its events when it was set on a thread.
 //
 // It is written as compactly as the format allows (6-12 bytes a call on realistic traces,
@@ -117,7 +117,7 @@ type PerfettoSink struct {
 	meta  Meta
 	Level int     // 0: pfDeflater; else compress/zlib's level (to compare)
 	buf   []byte  // packets not yet written
-	pkts  []PfPkt // and where they are
+	pkts  []pfPkt // and where they are
 	err   error
 
 	names   map[string]uint64 // name -> iid (the same on every sequence)
@@ -203,7 +203,7 @@ const (
 // the sequence id.
 func (s *PerfettoSink) begin() int {
 	start := len(s.buf)
-	s.pkts = append(s.pkts, PfPkt{Pos: uint32(start), Shape: pfShapeOther})
+	s.pkts = append(s.pkts, pfPkt{pos: uint32(start), shape: pfShapeOther})
 	s.buf = append(s.buf, TagPacket, 0)
 	s.buf = append(s.buf, s.seqTag...)
 	return start
@@ -237,7 +237,7 @@ func (s *PerfettoSink) end(start int) {
 		protowire.AppendVarint(b[:start+1], uint64(n))
 	}
 	s.buf = b
-	s.pkts[len(s.pkts)-1].Shape |= uint32(min(len(b)-start, 255))
+	s.pkts[len(s.pkts)-1].shape |= uint32(min(len(b)-start, 255))
 	if len(b) >= pfBatchBytes {
 		s.flush()
 	}
@@ -264,7 +264,7 @@ func (s *PerfettoSink) time(b []byte, ts uint64) []byte {
 	return appendUint(b, pfPacketClockID, PfClockBoottime)
 }
 
-// IID returns name's interned id, and whether the current sequence has yet to be told it.
+// iid returns name's interned id, and whether the current sequence has yet to be told it.
 // The readers hand out one string per method: a cache keyed by where the string is spares
 // most calls hashing the name (a slot holds its string, so the memory is never another's).
 func (s *PerfettoSink) iid(name string) (uint64, bool) {
@@ -473,11 +473,11 @@ func (t perfettoTree) Enter(c *engine.Call, _ int) error {
 	if tell {
 		b = s.appendInterned(b, iid)
 	}
-	s.pkts = append(s.pkts, PfPkt{Pos: uint32(start), Shape: pfShapeBegin, IID: uint32(iid)})
+	s.pkts = append(s.pkts, pfPkt{pos: uint32(start), shape: pfShapeBegin, iid: uint32(iid)})
 	if n := len(b) - start - 2; n < 0x80 && len(b) < pfBatchBytes {
 		b[start+1] = byte(n)
 		s.buf = b
-		s.pkts[len(s.pkts)-1].Shape |= uint32(n + 2)
+		s.pkts[len(s.pkts)-1].shape |= uint32(n + 2)
 		return s.err
 	}
 	s.buf = b
@@ -522,7 +522,7 @@ func (t perfettoTree) Exit(c *engine.Call, _ int) error {
 	s.last = ts
 	b[start+1] = byte(len(b) - start - 2)
 	s.buf = b
-	s.pkts = append(s.pkts, PfPkt{Pos: uint32(start), Shape: pfShapeEnd | uint32(len(b)-start)})
+	s.pkts = append(s.pkts, pfPkt{pos: uint32(start), shape: pfShapeEnd | uint32(len(b)-start)})
 	if len(b) >= pfBatchBytes {
 		s.flush()
 	}
@@ -632,7 +632,7 @@ type pfCompressor struct {
 
 type pfBatch struct {
 	raw   []byte
-	pkts  []PfPkt
+	pkts  []pfPkt
 	obuf  []byte // the compressed packet, with room in front
 	out   []byte // the compressed packet, in obuf
 	ready chan struct{}
@@ -649,7 +649,7 @@ func newPfCompressor(w io.Writer, level int) *pfCompressor {
 		free: make(chan *pfBatch, n+1), done: make(chan struct{})}
 	for i := 0; i <= n; i++ {
 		// a packet is at least 12 bytes; compressed, a batch is rarely half its size
-		z.free <- &pfBatch{raw: make([]byte, 0, pfBatchBytes+4096), pkts: make([]PfPkt, 0, pfBatchBytes/12+512),
+		z.free <- &pfBatch{raw: make([]byte, 0, pfBatchBytes+4096), pkts: make([]pfPkt, 0, pfBatchBytes/12+512),
 			obuf: make([]byte, 0, pfBatchBytes/2)}
 	}
 	for i := 0; i < n; i++ {
@@ -675,7 +675,7 @@ func (z *pfCompressor) setErr(err error) {
 
 // submit queues a batch (blocking while the workers are behind) and returns empty buffers
 // for the next.
-func (z *pfCompressor) submit(raw []byte, pkts []PfPkt) ([]byte, []PfPkt) {
+func (z *pfCompressor) submit(raw []byte, pkts []pfPkt) ([]byte, []pfPkt) {
 	b := <-z.free
 	nextRaw, nextPkts := b.raw[:0], b.pkts[:0]
 	b.raw, b.pkts, b.ready = raw, pkts, make(chan struct{})
@@ -691,7 +691,7 @@ func (w *pfSliceWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); 
 
 func (z *pfCompressor) work() {
 	var zw *zlib.Writer
-	var df PfDeflater
+	var df pfDeflater
 	out := &pfSliceWriter{}
 	// room for the packet's header in front: Trace.packet's tag and length, then
 	// compressed_packets' tag and length; lengths of at most 3 bytes (under 2 MiB)
@@ -701,7 +701,7 @@ func (z *pfCompressor) work() {
 		buf := append(b.obuf[:0], zeros[:]...)
 		switch {
 		case z.level == 0:
-			buf = df.Compress(buf, b.raw, b.pkts)
+			buf = df.compress(buf, b.raw, b.pkts)
 		case zw == nil:
 			var err error
 			out.b = buf

@@ -9,7 +9,7 @@ import (
 // where packets are and which earlier packet each is likely to repeat. A general compressor
 // (compress/flate, level 1) spends most of its time hashing every position to find repeats;
 // here the encoder says, per packet, what it is (its shape: kind and length; for a begin, its
-// Name), and the packet is matched against the bytes following the previous packet's match (a
+// name), and the packet is matched against the bytes following the previous packet's match (a
 // repeated run of calls), the last packet of the same name (a begin), or else the last of the
 // same shape; longest common prefix wins, the rest is literal. (A begin is not matched against
 // the last of its shape when the last of its name is in reach: that is rarely longer, and
@@ -22,12 +22,12 @@ import (
 // call (compress/flate at BestSpeed: about the same; HuffmanOnly: 15-20), several times
 // faster than flate.
 
-// PfPkt is what the encoder says about a packet of a batch: where it starts, its shape
+// pfPkt is what the encoder says about a packet of a batch: where it starts, its shape
 // (kind<<8 | length, length 255 for any longer), and for a begin its name's iid (else 0).
-type PfPkt struct {
-	Pos   uint32
-	Shape uint32
-	IID   uint32
+type pfPkt struct {
+	pos   uint32
+	shape uint32
+	iid   uint32
 }
 
 const (
@@ -115,8 +115,8 @@ func pfCopyBits(length int, dv uint64, dn uint) (uint64, uint) {
 	return uint64(pfLenV[length]) | dv<<n, n + dn
 }
 
-// PfDeflater compresses batches; it keeps its tables from one to the next.
-type PfDeflater struct {
+// pfDeflater compresses batches; it keeps its tables from one to the next.
+type pfDeflater struct {
 	shape [4 << 8]int32 // shape -> position of the last packet of that shape, -1 for none
 	iid   []int32       // iid -> position of the last begin of that name, -1 for none
 }
@@ -148,8 +148,8 @@ func commonPrefix(raw []byte, a, b, n int) int {
 	return k
 }
 
-// Compress appends to dst raw as a zlib stream, raw's packets being pkts.
-func (z *PfDeflater) Compress(dst, raw []byte, pkts []PfPkt) []byte {
+// compress appends to dst raw as a zlib stream, raw's packets being pkts.
+func (z *pfDeflater) compress(dst, raw []byte, pkts []pfPkt) []byte {
 	for i := range z.shape {
 		z.shape[i] = -1
 	}
@@ -169,10 +169,10 @@ func (z *PfDeflater) Compress(dst, raw []byte, pkts []PfPkt) []byte {
 	var dv uint64 // pdist's bits (pfDistBits)
 	var dn uint
 	for i, p := range pkts {
-		pos := int(p.Pos)
+		pos := int(p.pos)
 		end := len(raw)
 		if i+1 < len(pkts) {
-			end = int(pkts[i+1].Pos)
+			end = int(pkts[i+1].pos)
 		}
 		n := end - pos
 		// candidates: where the pending copy would go on, the last of the same name, or else
@@ -184,26 +184,26 @@ func (z *PfDeflater) Compress(dst, raw []byte, pkts []PfPkt) []byte {
 			bestK = pfPrefix(short, ext, raw, best, pos, n)
 		}
 		named := false // the last begin of the same name was a candidate
-		if bestK < n && p.IID != 0 {
-			for int(p.IID) >= len(z.iid) {
+		if bestK < n && p.iid != 0 {
+			for int(p.iid) >= len(z.iid) {
 				z.iid = append(z.iid, -1)
 			}
-			if c := int(z.iid[p.IID]); c >= 0 && pos-c <= pfWindow {
+			if c := int(z.iid[p.iid]); c >= 0 && pos-c <= pfWindow {
 				named = true
 				if k := pfPrefix(short, ext, raw, c, pos, n); k > bestK {
 					best, bestK = c, k
 				}
 			}
-			z.iid[p.IID] = int32(pos)
+			z.iid[p.iid] = int32(pos)
 		}
 		if bestK < n && !named {
-			if c := int(z.shape[p.Shape]); c >= 0 && pos-c <= pfWindow {
+			if c := int(z.shape[p.shape]); c >= 0 && pos-c <= pfWindow {
 				if k := pfPrefix(short, ext, raw, c, pos, n); k > bestK {
 					best, bestK = c, k
 				}
 			}
 		}
-		z.shape[p.Shape] = int32(pos)
+		z.shape[p.shape] = int32(pos)
 		if bestK >= 3 {
 			if plen > 0 && pos-best == pdist {
 				plen += bestK // the pending copy goes on
@@ -257,7 +257,7 @@ func (z *PfDeflater) Compress(dst, raw []byte, pkts []PfPkt) []byte {
 		// blocks are smaller, and keep a batch's packet under Perfetto's 512 KB.
 		out = pfStored(dst, raw)
 	}
-	return binary.BigEndian.AppendUint32(out, PfAdler32(raw))
+	return binary.BigEndian.AppendUint32(out, pfAdler32(raw))
 }
 
 // pfPrefix is how many of the n bytes at pos the bytes at c repeat: prefix16 for a short
@@ -281,11 +281,11 @@ func prefix16(ext []byte, a, b, n int) int {
 	return min(k, n)
 }
 
-// PfAdler32 is hash/adler32.Checksum, 8 bytes a step: with b0..b7 the next 8 bytes,
+// pfAdler32 is hash/adler32.Checksum, 8 bytes a step: with b0..b7 the next 8 bytes,
 // s2 += 8*s1 + 8*b0 + 7*b1 + ... + 1*b7 and s1 += b0 + ... + b7, the sums of bytes taken
 // by multiplying the word's even and odd bytes, as 16-bit lanes, by the weights (no lane of
 // the product exceeds 255*20, so none carries into the next).
-func PfAdler32(p []byte) uint32 {
+func pfAdler32(p []byte) uint32 {
 	const mod = 65521
 	const lanes = 0x00ff00ff00ff00ff
 	s1, s2 := uint64(1), uint64(0)

@@ -52,7 +52,7 @@ type frameCache [1 << 10]struct {
 
 // NewSpeedscopeSink writes to w.
 func NewSpeedscopeSink(w io.Writer, m Meta) *SpeedscopeSink {
-	s := &SpeedscopeSink{w: NewOutWriter(w), meta: m, frames: map[string]int{}, cache: new(frameCache)}
+	s := &SpeedscopeSink{w: newOutWriter(w), meta: m, frames: map[string]int{}, cache: new(frameCache)}
 	s.Sink = engine.PreOrder(speedscopeTree{s})
 	return s
 }
@@ -81,7 +81,7 @@ func (s *SpeedscopeSink) head(h *stream.Header) {
 
 // event writes one open or close event at time at (clamped so that time never goes back).
 func (s *SpeedscopeSink) event(typ byte, name string, at uint64) {
-	b := s.w.Tail() // in place
+	b := s.w.tail() // in place
 	if !s.inProf {
 		s.inProf, s.first, s.startAt, s.lastAt = true, true, at, at
 		if s.nprof > 0 {
@@ -114,7 +114,7 @@ func (s *SpeedscopeSink) event(typ byte, name string, at uint64) {
 	}
 	b = s.times.dec(append(b, q...), at)
 	b = append(b, '}')
-	s.w.Commit(b)
+	s.w.commit(b)
 	s.err = s.w.err
 }
 
