@@ -62,7 +62,8 @@ check: lint
 # took on a 2-core machine at load 10 (README: "Tests in tiers"): the root package's interposer
 # tests and cmd/libmsgtrace's real processes (18 and 17 min there, ~4 min idle) at 40m; GCC's
 # Objective-C suite (internal/gccsuite: ~1 min, +15 s the first time, unpacking gcc-12-source's
-# tests into bin/gccsuite) at 15m; every other package (72 s at most) at 10m. Then the race
+# tests into bin/gccsuite) at 15m; every other package (72 s at most; the tracer's, ./tracer/...,
+# about 1 min together) at 10m. Then the race
 # detector on the packages that run goroutines together (test-race).
 MODULE := github.com/msgtrace/msgtrace
 HEAVY_TIMEOUT ?= 40m

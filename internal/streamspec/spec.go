@@ -3,7 +3,7 @@
 // event's code and the frame header's fields. The format's prose (payload layouts) is the
 // comment of tracer/stream/stream.go; the numbers are the tables below, and nowhere else.
 //
-// `go generate ./tracer` (gen/main.go) writes them out twice:
+// `go generate ./tracer/stream` (gen/main.go) writes them out twice:
 //
 //	tracer/stream/stream_format.go  Go constants for the reader and the reference writer
 //	                         (FrameProcess, EventCall, MarkLost, MethodClass, ...)
