@@ -6,9 +6,9 @@
 // `go generate ./tracer/stream` (gen/main.go) writes them out twice:
 //
 //	tracer/stream/stream_format.go  Go constants for the reader and the reference writer
-//	                         (FrameProcess, EventCall, MarkLost, MethodClass, ...)
-//	stream_format.h          C macros for the recorder's encoder (MT_FRAME_PROCESS,
-//	                         MT_EVENT_CALL, MT_MARK_LOST, MT_METHOD_CLASS, ...)
+//	                                (FrameProcess, EventCall, MarkLost, MethodClass, ...)
+//	stream_format.h                 C macros for the recorder's encoder (MT_FRAME_PROCESS,
+//	                                MT_EVENT_CALL, MT_MARK_LOST, MT_METHOD_CLASS, ...)
 //
 // and TestGeneratedFilesCurrent fails when either file is not what the tables generate now.
 //
