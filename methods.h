@@ -1,5 +1,6 @@
-/* msgtrace method capture (methods.c): trampolines into methods, through the Objective-C
- * runtime found in the process (objc/runtime.h: which runtime, class lists, the lock). */
+/* msgtrace method capture (methods*.c: methods_internal.h lists them): trampolines into
+ * methods, through the Objective-C runtime found in the process (objc/runtime.h: which runtime,
+ * class lists, the lock). */
 #ifndef MSGTRACE_METHODS_H
 #define MSGTRACE_METHODS_H
 #include <stddef.h>

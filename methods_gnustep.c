@@ -11,8 +11,8 @@
  * IMP, once per IMP it has not called before, when it resolves the class or loads a category of
  * it: a +load is traced only when its trampoline was there before the runtime first saw it, and
  * keeps it (a +load instrumented later would be sent again at the next category).
- * Depends on: objc/runtime.h (the runtime, the ABI's layouts), methods_internal.h (the
- * trampolines), rt_launch.h (the early recording). Built off Apple platforms only.
+ * Depends on: objc/runtime.c (the runtime; the ABI's layouts are objc/runtime.h's),
+ * methods_tramps.c (the trampolines), trampoline_*.S. Built off Apple platforms only.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -1,8 +1,11 @@
 /*
  * Method capture on Apple's runtime (objc4), image by image: the +load methods the runtime
  * calls directly through their IMPs, an image's categories on classes of other images, and the
- * images loaded later (objc_addLoadImageFunc), instrumented on a thread of the library's.
- * The trampolines themselves are methods.c's (methods_internal.h).
+ * images loaded later (objc_addLoadImageFunc) and classes registered or given a method at run
+ * time (mt_class_arrived), instrumented on a thread of the library's. A +load given its
+ * trampoline is methods_tramps.c's.
+ * Depends on: methods_tramps.c, objc/runtime.c, rt_thread.c (the thread untraced), trampoline_*.S;
+ * the Go side's msgtraceClassRegistered and msgtraceImagesLoaded (methods.go).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -18,44 +21,6 @@
 #include <string.h>
 
 #if MT_APPLE_API
-/* Apple: a +load (a metaclass's `load`: the class's own, or a category's). objc4 reads its IMP
- * from this very method when it schedules the image's +loads (load_images: prepare_load_methods,
- * method_t::imp, which honours method_setImplementation, small methods' remap table included)
- * and calls it once, directly: not through dispatch, so only a trampoline in the method sees it.
- * method_setImplementation, not class_replaceMethod: the latter reaches only the first `load` of
- * the metaclass's list, a category's where one has a +load too. The trampoline is kept (a
- * restore leaves it: the call it traces does not come again, and a category's +load could not
- * be given back by selector). Instrumented after the runtime scheduled it (a class of the
- * process that already ran its +load), nothing changes but a later [X load] being traced. */
-int mt_is_apple_load(void *cls, void *m) {
-	if (!mt_objc_is_meta(cls)) /* a bit of the class: the name only for class methods */
-		return 0;
-	void *sel = mt_objc_method_sel(m);
-	const char *name = sel ? mt_objc_sel_name(sel) : NULL;
-	return name && strcmp(name, "load") == 0;
-}
-
-int mt_instrument_load(void *cls, void *m, struct mt_methods_stats *st) {
-	void *sel = mt_objc_method_sel(m), *imp = mt_objc_method_imp(m);
-	if (!imp || mt_is_trampoline(imp))
-		return 0;
-	if (mt_objc_is_forwarder(imp) || !mt_objc_can_set_imp_exact()) {
-		st->never++;
-		return 0;
-	}
-	mt_objc_remember_sel_name(sel, "load");
-	struct mt_tramp_data *d = mt_take_trampoline(cls, m, sel, imp, st);
-	if (!d)
-		return 0;
-	size_t k = (size_t)(d - msgtrace_tramp_data);
-	mt_kept[k] = 1;
-	void *old = mt_objc_method_set_imp_exact(m, msgtrace_tramp_text + k * MT_STRIDE);
-	if (old && old != imp)
-		__atomic_store_n(&d->orig, old, __ATOMIC_RELEASE); /* swizzled meanwhile */
-	st->instrumented++;
-	return 1;
-}
-
 /* Apple: an image's categories (its __objc_catlist), whatever class they extend: the methods of
  * each that are in the class's list (attached: at launch, since the runtime loaded our own
  * +load; later images, when mapped) get trampolines; a method a later category shadows is left

@@ -1,8 +1,15 @@
 /*
- * Inside method capture, shared by methods.c (the trampolines, installs and restores),
- * methods_modules.c (gcc's runtime, module by module), methods_gnustep.c (libobjc2's, module by
- * module) and methods_images.c (Apple's, image by image). Hidden: none of it is in the
- * library's dynamic symbol table.
+ * Inside method capture. Its files, each calling only those listed before it (never back):
+ *
+ *   methods_tramps.c   one method given a trampoline: the never list, the pool's trampolines,
+ *                      a method (and on Apple's runtime a +load) instrumented
+ *   methods_gnustep.c  libobjc2's modules, before and as they load
+ *   methods_modules.c  gcc's modules (and the msgtrace_module_* API over libobjc2's too)
+ *   methods_images.c   Apple's images: categories, images loaded later, classes arriving
+ *   methods.c          which object a class is in; classes installed and restored; the rebound
+ *                      objc_registerClassPair and class_addMethod
+ *
+ * Hidden: none of it is in the library's dynamic symbol table.
  */
 #ifndef MSGTRACE_METHODS_INTERNAL_H
 #define MSGTRACE_METHODS_INTERNAL_H
@@ -12,6 +19,7 @@
 #include "trampoline.h"
 
 #pragma GCC visibility push(hidden)
+/* ---- methods_tramps.c ---- */
 extern size_t mt_tramps_used;       /* trampolines handed out (never freed; one no method ever had may be taken back), under the caller's lock */
 extern unsigned char mt_kept[];     /* per trampoline: never given back (a +load's) */
 /* Whether imp is one of the pool's trampolines. */
@@ -44,10 +52,19 @@ static inline struct mt_tramp_data *mt_new_trampoline(void *cls, void *m, void *
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	return d;
 }
+/* At a restore: trampoline i was method m's, for m to get back at its next install. */
+void mt_trampoline_home(void *m, size_t i);
+/* Whether a method of cls (selector sel, IMP imp) is one to give a trampoline (counted in st
+ * where it is on the never list). */
+int mt_instrumentable(void *cls, void *sel, void *imp, struct mt_methods_stats *st);
 int mt_instrument_method(void *cls, void *m, struct mt_methods_stats *st); /* 1: its IMP changed */
-int mt_instrument_class(void *cls, struct mt_methods_stats *st);
-void mt_class_arrived(void *cls, void *creator); /* a class registered or given a method at run time */
+#if MT_APPLE_API
+int mt_is_apple_load(void *cls, void *m);
+int mt_instrument_load(void *cls, void *m, struct mt_methods_stats *st);
+#endif
+
 #if !MT_APPLE_API
+/* ---- methods_gnustep.c ---- */
 /* libobjc2 (methods_gnustep.c): what methods.h's msgtrace_module_* do for its modules (the
  * struct objc_init __objc_load is given), and the hook every __objc_load goes through: the
  * early install (early: *early_st adds what it did) or, watched, the Go side's callbacks
@@ -59,9 +76,8 @@ size_t mt_gs_module_categories(void *init, const char **classes, size_t max);
 void mt_gs_module_category_install(void *init, size_t i, struct mt_methods_stats *st);
 void mt_gs_objc_load(void *init, void (*real)(void *), int early, int watched, struct mt_methods_stats *early_st);
 #endif
-#if MT_APPLE_API
-int mt_is_apple_load(void *cls, void *m);
-int mt_instrument_load(void *cls, void *m, struct mt_methods_stats *st);
-#endif
+
+/* ---- methods_images.c (Apple's runtime), methods.c (the others) ---- */
+void mt_class_arrived(void *cls, void *creator); /* a class registered or given a method at run time */
 #pragma GCC visibility pop
 #endif

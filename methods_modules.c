@@ -6,7 +6,8 @@
  * __objc_exec_class this library defines where it is preloaded. The msgtrace_module_* functions
  * and the early start serve libobjc2's modules too (__objc_load: methods_gnustep.c does the
  * work).
- * The trampolines themselves are methods.c's (methods_internal.h).
+ * Depends on: methods_tramps.c (the trampolines), methods_gnustep.c (libobjc2's modules),
+ * objc/runtime.c, rt_launch.c (the early recording), trampoline_*.S.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -2,7 +2,7 @@ package msgtrace
 
 import "testing"
 
-// TestNeverInstrumented checks the never-instrument lookup (methods.c: the first four bytes of a
+// TestNeverInstrumented checks the never-instrument lookup (methods_tramps.c: the first four bytes of a
 // name, then strcmp) against the list it holds and against names that share a prefix, a length
 // or a bucket with those on it.
 func TestNeverInstrumented(t *testing.T) {

@@ -20,7 +20,7 @@ uint64_t msgtrace_instants_lost(void);
 /* From the library's constructor (or the preload loader's, which passes the time its own
  * started): queues "process start" and "library loaded" (at loaded_mono_ns; 0: now). Once. */
 void msgtrace_launch_loaded(uint64_t loaded_mono_ns);
-/* The early recording of MSGTRACE_METHODS=all (methods.c's msgtrace_early_methods, from the
+/* The early recording of MSGTRACE_METHODS=all (methods_modules.c's msgtrace_early_methods, from the
  * preload loader at the first module a library registers, before the Go runtime or the drain
  * exist): reads the variables the recorder needs then as the Go side will (MSGTRACE_START,
  * MSGTRACE_CAPTURE, MSGTRACE_BUFFER_MB, MSGTRACE_MODE, MSGTRACE_FULL), sizes the pool, and turns recording

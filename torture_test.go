@@ -352,7 +352,7 @@ func TestTaggedReceivers(t *testing.T) {
 	})
 }
 
-// TestAppleMethods runs method capture's Apple path (methods.c and methods_images.c built with
+// TestAppleMethods runs method capture's Apple path (methods.c, methods_tramps.c and methods_images.c built with
 // MT_APPLE_API) against a stand-in for objc4's API with its documented behaviour (testdata/interposer/objc4.c): categories, the
 // non-recursive runtime lock held around objc_addLoadImageFunc's callbacks, class_addMethod
 // and objc_registerClassPair rebound, restore where the IMP is still ours, reinstall; launch as
@@ -365,7 +365,7 @@ func TestTaggedReceivers(t *testing.T) {
 // static, for qemu); the trampolines themselves are checked on both by TestABITortureMethods.
 func TestAppleMethods(t *testing.T) {
 	tg := targets[0]
-	bin := tg.buildC(t, "objc4", readFile(t, "testdata/interposer/objc4.c"), "trampoline_"+tg.arch+".S", "methods.c", "methods_images.c", "methods_modules.c", "-DMT_APPLE_API=1", "-rdynamic")
+	bin := tg.buildC(t, "objc4", readFile(t, "testdata/interposer/objc4.c"), "trampoline_"+tg.arch+".S", "methods.c", "methods_tramps.c", "methods_images.c", "methods_modules.c", "-DMT_APPLE_API=1", "-rdynamic")
 	runC(t, tg, bin)
 	out, err := tg.command(bin, "busy", filepath.Join(t.TempDir(), "busy.mtrace")).CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "OK") || strings.Contains(string(out), "FAIL") {

@@ -2,7 +2,7 @@
  * A small open-addressing map from pointers to words, for the tables that are keyed by a
  * runtime pointer and must be read where nothing may be allocated or locked: the selector names
  * method capture tells the drain (runtime.c, which grows it by copying into a bigger one), and
- * the method each trampoline was made for (methods.c). Fixed capacity (2^bits slots, static
+ * the method each trampoline was made for (methods_tramps.c). Fixed capacity (2^bits slots, static
  * arrays or the caller's), linear probing from a Fibonacci hash, no removal. One writer at a
  * time (the caller serialises); readers need no lock: a slot's value is published before its
  * key.
