@@ -12,7 +12,7 @@ import (
 	"unsafe"
 )
 
-// markGoText tells the crash handler (drain_crash.c) where the method trampolines are, and
+// markGoText tells the crash handler (drain_crash_where.c) where the method trampolines are, and
 // where the Go runtime's code is in the library: a fault there is Go's to turn into a panic, not a crash of the tracer's C or
 // assembly to report. The bounds are where runtime.FuncForPC starts and stops knowing a
 // function, searched between the library's text bounds (Go's code is one range in it).

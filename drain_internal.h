@@ -3,16 +3,17 @@
  * threads hand over into the stream file). Each file is one job, and calls only the files
  * listed before it here (never back):
  *
- *   drain_encode.c   frames and payloads, pure (drain_encode.h)
- *   drain_clock.c    the tick rate (asked or measured), clock frames
- *   drain_output.c   the stream file: path patterns, creation with its prologue, writes
- *   drain_names.c    method ids and their names (the namer, the methods frames)
- *   drain_records.c  a thread's records, open calls and identity as frames
- *   drain_ring.c     ring mode's dump (the flight recorder)
- *   drain_crash.c    a crash in the library's own code: where, the line, the instant
- *   drain.c          the pass and the drain thread
- *   drain_signals.c  crashing, terminating and dump signals; fork
- *   drain_api.c      the public API (rt.h): start, flush, close, counters
+ *   drain_encode.c       frames and payloads, pure (drain_encode.h)
+ *   drain_clock.c        the tick rate (asked or measured), clock frames
+ *   drain_output.c       the stream file: path patterns, creation with its prologue, writes
+ *   drain_names.c        method ids and their names (the namer, the methods frames)
+ *   drain_records.c      a thread's records, open calls and identity as frames
+ *   drain_ring.c         ring mode's dump (the flight recorder)
+ *   drain_crash_where.c  where a crashing pc is: the library's code or not, which frame
+ *   drain_crash.c        a crash in the library's own code noted, named, told: the line, the instant
+ *   drain.c              the pass and the drain thread
+ *   drain_signals.c      crashing, terminating and dump signals; fork
+ *   drain_api.c          the public API (rt.h): start, flush, close, counters
  *
  * The drain reads the recorder (rt_internal.h: the registry, the pool, the hand-over, the
  * rings); the recorder never calls the drain.
@@ -135,6 +136,10 @@ extern struct mt_drain mt_drain;
 void mt_pass(int force, int final);
 int mt_drain_start_thread(void);      /* 0, or -1 */
 
+/* ---- drain_crash_where.c (drain_crash.h has what the two crash files share) ---- */
+int mt_crash_in_library(uintptr_t pc);  /* pc is in the library's text (Go's included) */
+void mt_crash_setup(void);              /* at install: the library's text, the interposers' addresses */
+
 /* ---- drain_crash.c ---- */
 /* What the faulting thread ran (mt_crash_note): */
 #define MT_CRASH_NOT_OURS 0       /* the program's code (or the C library's, called by it) */
@@ -142,8 +147,6 @@ int mt_drain_start_thread(void);      /* 0, or -1 */
 #define MT_CRASH_OURS_ON_DRAIN 2  /* the same, on the drain thread */
 #define MT_CRASH_OURS_AGAIN 3     /* ours, while an earlier crash of ours is being reported */
 #define MT_CRASH_GO 4             /* the Go runtime's code: a Go panic, Go's to report */
-int mt_crash_in_library(uintptr_t pc);  /* pc is in the library's text (Go's included) */
-void mt_crash_setup(void);              /* at install: the library's text, the interposers' addresses */
 int mt_crash_note(int sig, void *uc, int on_drain); /* in the handler: MT_CRASH_* */
 void mt_crash_drain(void);              /* on the drain, in the crash's pass: names, the instant */
 /* In the handler, after the pass: the instant if the drain did not queue it (on the drain
