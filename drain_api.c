@@ -1,6 +1,7 @@
 /*
  * The stream's public API (rt.h): start, flush, close, the path, the error, the counters.
- * Depends on: every drain file; the recorder.
+ * Depends on: drain.c (the pass, the thread), drain_clock.c, drain_output.c, drain_records.c,
+ * drain_signals.c; the recorder: rt_handover.c, rt_ring.c, rt_thread.c.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -2,7 +2,8 @@
  * A thread's records as frames: its calls and marks (events frames, methods named first), the
  * calls it has open (open frames, from a snapshot of its shadow stack), its identity and name
  * (thread frames), its last frames when it is gone.
- * Depends on: drain_encode.c, drain_output.c (frames go to mt_out.out), drain_names.c.
+ * Depends on: drain_encode.c, drain_output.c (frames go to mt_out.out), drain_names.c; the
+ * recorder: rt_launch.c (the instants queued), rt_thread.c (the counters), rt.c (ticks).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

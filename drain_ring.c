@@ -8,7 +8,8 @@
  * the first one taken back ends the thread's part, whose overwritten count is then what the
  * chunks before the oldest one kept held. The frames are put back in time order before they
  * are written.
- * Depends on: drain_encode.c, drain_clock.c, drain_output.c, drain_names.c, drain_records.c.
+ * Depends on: drain_encode.c, drain_clock.c, drain_output.c, drain_names.c, drain_records.c; the
+ * recorder: rt_ring.c (the rings), rt_pool.c (the chunks), rt_thread.c (the registry's lock).
  */
 #include "drain_internal.h"
 

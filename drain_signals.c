@@ -5,8 +5,9 @@
  * program's sigaction and signal are rebound to msgtrace_sigaction / msgtrace_signal, which put
  * the program's handler below ours. In ring mode SIGUSR2 (left at its default) asks for a dump.
  * A fork child gets a drain and a stream file of its own.
- * Depends on: drain.c (the drain's state and thread), drain_crash.c, drain_output.c, the
- * recorder.
+ * Depends on: drain.c (the drain's state and thread), drain_crash_where.c and drain_crash.c,
+ * drain_output.c, drain_records.c (a fork child's new stream); the recorder: rt_handover.c (the
+ * wake pipe), rt_thread.c (the reset after fork).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

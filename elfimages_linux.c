@@ -1,5 +1,7 @@
 /* Linux glue for the ELF rebinder: the loaded objects (dl_iterate_phdr) and the object that
- * holds this code. */
+ * holds this code, a library found as dlopen would find it (msgtrace_caller_path), and the
+ * rebound dlopen, _exit and _Exit.
+ * Depends on: drain_api.c (a child's stream closed at _exit); the Go side (runtime_linux.go). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

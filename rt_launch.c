@@ -6,8 +6,9 @@
  * drain empties it into instant frames (tracer/stream/stream.go, kind 8) once per pass. A full queue
  * drops the mark and counts it (msgtrace_instants_lost). The drain keeps the last ones it took
  * so that every ring-mode dump holds them.
- * Depends on: rt_thread.c (thread ids), rt.c (ticks); encoding is the drain's (drain_encode.c,
- * through the struct it takes).
+ * Depends on: rt_thread.c (thread ids), rt.c (ticks), rt_handover.c, rt_pool.c and rt_ring.c
+ * (the early recording's start); encoding is the drain's (drain_encode.c, through the struct it
+ * takes).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -8,7 +8,9 @@
  * When this code is part of the main program — the static archive linked into a test host, or
  * this package built as an ordinary Go program, where the Go runtime starts only after every
  * constructor — nothing happens here: the host calls msgtrace_start(), which installs and
- * registers the exit handler then. */
+ * registers the exit handler then.
+ * Depends on: rt_launch.c (the library-loaded mark), drain_api.c (a child's stream closed); the
+ * Go side (main.go). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

@@ -1,6 +1,8 @@
 /* A small Objective-C-shaped program run through the real interposers inside the test
  * process: classes with names, instance and class methods, a super call, nested calls, sleeps
- * of known length, and a second, named thread. Selectors are C strings, as in Apple's runtime. */
+ * of known length, and a second, named thread. Selectors are C strings, as in Apple's runtime.
+ * Depends on: dispatch_*.S (the test dispatcher), msgsend_*.S (the interposers), rt.c (their
+ * switches), drain_names.c (the namer). */
 #define _GNU_SOURCE
 #include "selftest.h"
 #include "rt.h"
