@@ -16,6 +16,9 @@
 # gnustep-base (make setup), and /usr/bin/time (Debian's time). Work files go to
 # bin/bench-convert (BENCH_DIR), removed at the end unless KEEP=1.
 set -euo pipefail
+# the figures also go to docs/bench/convert.md, dated, with the tree and the machine
+source "$(dirname "$0")/bench-record.sh"
+bench_record convert "REPS BENCH_DIR KEEP" "$0" "$@"
 source "$(dirname "$0")/env.sh"
 cd "$MSGTRACE_ROOT"
 main=${1:-2400}

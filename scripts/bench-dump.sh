@@ -3,6 +3,9 @@
 # largest Mach-O file of a folder (default: testdata/corpus), in one run, same file, warm cache.
 # Prints mean wall time over N runs, the ratio, and peak RSS of each (GNU time's %M).
 set -euo pipefail
+# the figures also go to docs/bench/dump.md, dated, with the tree and the machine
+source "$(dirname "$0")/bench-record.sh"
+bench_record dump "RUNS MACHOBIND OBJDUMP" "$0" "$@"
 dir=${1:-testdata/corpus}
 runs=${RUNS:-10}
 bin=${MACHOBIND:-bin/machobind}

@@ -12,6 +12,9 @@
 #   bench-firsttouch.sh [RUNS] [BIN] [BASE]   (RUNS: 300; BIN: bin, with libmsgtrace-preload.so)
 # FIRSTTOUCH_THREADS: the threads the program starts (4).
 set -euo pipefail
+# the figures also go to docs/bench/firsttouch.md, dated, with the tree and the machine
+source "$(dirname "$0")/bench-record.sh"
+bench_record firsttouch "FIRSTTOUCH_THREADS" "$0" "$@"
 source "$(dirname "$0")/env.sh"
 runs=${1:-300}
 bin=${2:-$MSGTRACE_ROOT/bin}

@@ -14,6 +14,9 @@
 # after measured alike.
 #   bench-fixedcost.sh [RUNS] [BIN] [BASE]   (RUNS: 30; BIN: bin, with libmsgtrace-preload.so)
 set -euo pipefail
+# the figures also go to docs/bench/fixedcost.md, dated, with the tree and the machine
+source "$(dirname "$0")/bench-record.sh"
+bench_record fixedcost "" "$0" "$@"
 source "$(dirname "$0")/env.sh"
 runs=${1:-30}
 bin=${2:-$MSGTRACE_ROOT/bin}

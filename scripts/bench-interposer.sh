@@ -2,6 +2,9 @@
 # ns per call of the interposer's paths against a direct call, the test dispatcher, a
 # per-call-malloc trampoline and one rdtsc, measured in one run (x86_64, natively).
 set -euo pipefail
+# the figures also go to docs/bench/interposer.md, dated, with the tree and the machine
+source "$(dirname "$0")/bench-record.sh"
+bench_record interposer "" "$0" "$@"
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -4,6 +4,9 @@
 # and preloaded with the Go library itself (libmsgtrace.so: the Go runtime starts in every
 # process). Interleaved, best of 5 rounds of 40 runs each, in one run.
 set -euo pipefail
+# the figures also go to docs/bench/startup.md, dated, with the tree and the machine
+source "$(dirname "$0")/bench-record.sh"
+bench_record startup "" "$0" "$@"
 source "$(dirname "$0")/env.sh"
 bin=${1:-$MSGTRACE_ROOT/bin}
 for f in libmsgtrace.so libmsgtrace-preload.so; do

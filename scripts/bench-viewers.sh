@@ -4,6 +4,9 @@
 #   bash scripts/bench-viewers.sh [CALLS] [DIR]
 # Not a test: numbers depend on the machine. Needs scripts/setup.sh (chromium, web/node_modules).
 set -euo pipefail
+# the figures also go to docs/bench/viewers.md, dated, with the tree and the machine
+source "$(dirname "$0")/bench-record.sh"
+bench_record viewers "" "$0" "$@"
 source "$(dirname "$0")/env.sh"
 calls=${1:-1000000}
 dir=${2:-$(mktemp -d)}
