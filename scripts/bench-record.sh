@@ -4,7 +4,7 @@
 #
 # at the top of a benchmark runs the script again with its standard output shown and kept; when
 # it succeeds, appends a record to docs/bench/NAME.md: the UTC date, the tree
-# (`git describe --always`, "-dirty" when a tracked file outside docs/bench differs), the
+# (`git describe --always`, "-dirty" when a tracked file outside docs/ differs), the
 # command (the script, its arguments and those of VARS that are set), the machine (CPU model,
 # cores, kernel, load average at the start and at the end), the wall time, then what the script
 # printed. The script's exit status is the run's. In the run itself (BENCH_RECORDING=1) it
@@ -25,7 +25,7 @@ bench_record() {
 	start=$(date -u '+%Y-%m-%d %H:%M UTC')
 	load0=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
 	tree=$(git -C "$root" describe --always 2>/dev/null || echo unknown)
-	if [ -n "$(git -C "$root" status --porcelain --untracked-files=no -- . ':(exclude)docs/bench' 2>/dev/null)" ]; then
+	if [ -n "$(git -C "$root" status --porcelain --untracked-files=no -- . ':(exclude)docs' 2>/dev/null)" ]; then
 		tree+=-dirty
 	fi
 	cmd="scripts/$(basename "$script")"
