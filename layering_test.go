@@ -328,3 +328,17 @@ func namesFile(text, from, path string) bool {
 	}
 	return false
 }
+
+// TestCFileSizes: no C or assembly file of the module's packages is over 600 lines unless its
+// job is one thing and its head comment says so ("over 600 lines", with why).
+func TestCFileSizes(t *testing.T) {
+	for _, f := range cgoFiles(t) {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(b), "\n"); n > 600 && !strings.Contains(strings.Join(strings.Fields(headComment(t, f.path)), " "), "over 600 lines") {
+			t.Errorf("%s: %d lines; split it by job, or say in its head why its one job needs over 600 lines", f.path, n)
+		}
+	}
+}
