@@ -6,8 +6,8 @@
  * are gone off, keeps faulted-in chunks ahead of the threads, and writes clock frames. In ring
  * mode it only frees what threads left and dumps the rings when asked. Nothing here runs on a
  * recording thread.
- * Depends on: drain_clock.c, drain_output.c, drain_records.c, drain_ring.c, drain_crash.c (a
- * crash's pass); the recorder (rt_internal.h): rt.c, rt_handover.c, rt_pool.c, rt_ring.c,
+ * Depends on: drain_clock.c, drain_output.c, drain_records.c, drain_cpu.c (the samples),
+ * drain_ring.c, drain_crash.c (a crash's pass); the recorder (rt_internal.h): rt.c, rt_handover.c, rt_pool.c, rt_ring.c,
  * rt_thread.c.
  */
 #ifndef _GNU_SOURCE
@@ -47,6 +47,7 @@ static void drop_thread(struct mt_thread_info **pp, struct mt_thread_info *i) {
 	if (pp)
 		*pp = i->next;
 	msgtrace_thread_gone_mark(i);
+	mt_cpu_forget(i);
 	free(i->drain);
 	free(i);
 }
@@ -180,6 +181,7 @@ static void ring_pass(int force) {
 			msgtrace_ring_release(r);
 	pthread_mutex_unlock(&msgtrace_registry_lock);
 	grow_pool();
+	mt_cpu_sample(force);
 	if (force || mt_drain.dump_req) {
 		mt_drain.dump_req = 0;
 		mt_ring_dump();
@@ -224,6 +226,7 @@ void mt_pass(int force, int final) {
 		}
 	}
 	grow_pool();
+	mt_cpu_sample(force);
 	if (mt_out.fd >= 0 && !mt_out.failed && (now - mt_clock.last_clock_ns >= CLOCK_NS || mt_clock.rate_news)) {
 		mt_clock_frame(&mt_out.out, &mt_rec.pl);
 		mt_clock.rate_news = 0;

@@ -1,7 +1,7 @@
 /*
  * The stream's public API (rt.h): start, flush, close, the path, the error, the counters.
  * Depends on: drain.c (the pass, the thread), drain_clock.c, drain_output.c, drain_records.c,
- * drain_signals.c; the recorder: rt_handover.c, rt_ring.c, rt_thread.c.
+ * drain_cpu.c (started with the stream), drain_signals.c; the recorder: rt_handover.c, rt_ring.c, rt_thread.c.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -32,6 +32,7 @@ int msgtrace_stream_start(const struct mt_stream_config *cfg) {
 	mt_drain.ring_mode = cfg->ring;
 	__atomic_store_n(&msgtrace_ring_mode, cfg->ring, __ATOMIC_RELEASE);
 	mt_drain.started = 1;
+	mt_cpu_start(cfg->cpu, cfg->ring);
 	/* the tick rate: the drain asks the hardware or the kernel, or measures it as it runs */
 	mt_clock_start(cfg->min_us);
 	msgtrace_drain_make_wake_pipe();

@@ -151,3 +151,8 @@ void mt_enc_open_begin(struct mt_buf *pl, uint64_t tid, uint64_t tick) {
 	mt_put_u64(pl, tid);
 	mt_put_u64(pl, tick);
 }
+
+void mt_enc_cpu_begin(struct mt_buf *pl, uint64_t tick) {
+	pl->n = 0;
+	mt_put_u64(pl, tick);
+}

@@ -128,5 +128,20 @@ static inline void mt_enc_open_call(struct mt_buf *pl, uint64_t id, uint64_t age
 	mt_put_uv(pl, depth);
 }
 static inline void mt_enc_open_end(struct mt_buf *out, const struct mt_buf *pl) { mt_frame(out, MT_FRAME_OPEN, pl); }
+
+/* A cpu frame (drain_cpu.c): begin at the tick the counters were read, one entry per thread
+ * (known: MT_CPU_* bits, the counters given in that order), end. */
+void mt_enc_cpu_begin(struct mt_buf *pl, uint64_t tick);
+static inline void mt_enc_cpu_thread(struct mt_buf *pl, uint64_t tid, uint64_t known, uint64_t running, uint64_t runnable, uint64_t slices) {
+	mt_put_uv(pl, tid);
+	mt_put_uv(pl, known);
+	if (known & MT_CPU_RUNNING)
+		mt_put_uv(pl, running);
+	if (known & MT_CPU_RUNNABLE)
+		mt_put_uv(pl, runnable);
+	if (known & MT_CPU_SLICES)
+		mt_put_uv(pl, slices);
+}
+static inline void mt_enc_cpu_end(struct mt_buf *out, const struct mt_buf *pl) { mt_frame(out, MT_FRAME_CPU, pl); }
 #pragma GCC visibility pop
 #endif

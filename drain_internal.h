@@ -8,6 +8,7 @@
  *   drain_output.c       the stream file: path patterns, creation with its prologue, writes
  *   drain_names.c        method ids and their names (the namer, the methods frames)
  *   drain_records.c      a thread's records, open calls and identity as frames
+ *   drain_cpu.c          per-thread CPU time sampled (cpu frames)
  *   drain_ring.c         ring mode's dump (the flight recorder)
  *   drain_crash_where.c  where a crashing pc is: the library's code or not, which frame
  *   drain_crash.c        a crash in the library's own code noted, named, told: the line, the instant
@@ -92,6 +93,11 @@ struct mt_drain_thread {
 	char announced_name[64];       /* with this name */
 	uint64_t snap_top, snap_start; /* identity of the last open snapshot written */
 	uint64_t snap_tick;            /* the tick it was taken at */
+	/* drain_cpu.c: the thread's counters as last written, and where they are read */
+	uint64_t cpu_run, cpu_wait, cpu_slices, cpu_known;
+	int cpu_fd;                    /* its schedstat file + 1 (0: none open) */
+	int cpu_nofile;                /* no schedstat file to read: its CPU clock instead */
+	uint64_t cpu_dev, cpu_ino;     /* the open file's identity (fstat) */
 };
 /* i's record; without memory a blank one (the thread is then announced and snapshotted again). */
 struct mt_drain_thread *mt_dt(struct mt_thread_info *i);
@@ -112,6 +118,13 @@ void mt_thread_gone(struct mt_thread_info *i, uint64_t tick); /* its last frames
 void mt_end_frame(void);
 /* Instants queued since the last call (rt_launch.c) as frames; replay: every one kept first. */
 void mt_instants_write(int replay);
+
+/* ---- drain_cpu.c ---- */
+void mt_cpu_start(int on, int ring); /* MSGTRACE_CPU; ring mode keeps the last frames for the dump */
+void mt_cpu_sample(int force);       /* a cpu frame when the period is up (or forced) */
+void mt_cpu_forget(struct mt_thread_info *i); /* before the drain frees a thread: its file, its port */
+void mt_cpu_after_fork(void);        /* fork child, before the registry is reset: the parent's files */
+void mt_cpu_replay(struct mt_buf *out); /* ring mode: the frames kept, oldest first */
 
 /* ---- drain_ring.c ---- */
 void mt_ring_dump(void);

@@ -8,8 +8,9 @@
  * the first one taken back ends the thread's part, whose overwritten count is then what the
  * chunks before the oldest one kept held. The frames are put back in time order before they
  * are written.
- * Depends on: drain_encode.c, drain_clock.c, drain_output.c, drain_names.c, drain_records.c; the
- * recorder: rt_ring.c (the rings), rt_pool.c (the chunks), rt_thread.c (the registry's lock).
+ * Depends on: drain_encode.c, drain_clock.c, drain_output.c, drain_names.c, drain_records.c,
+ * drain_cpu.c (the cpu frames kept); the recorder: rt_ring.c (the rings), rt_pool.c (the chunks),
+ * rt_thread.c (the registry's lock).
  */
 #include "drain_internal.h"
 
@@ -155,6 +156,7 @@ void mt_ring_dump(void) {
 		pre->n = 0;
 		mt_clock_frame(out, &mt_rec.pl);
 		mt_instants_write(1);
+		mt_cpu_replay(out);
 		mt_end_frame();
 	}
 	mt_output_write();

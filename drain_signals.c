@@ -6,8 +6,9 @@
  * the program's handler below ours. In ring mode SIGUSR2 (left at its default) asks for a dump.
  * A fork child gets a drain and a stream file of its own.
  * Depends on: drain.c (the drain's state and thread), drain_crash_where.c and drain_crash.c,
- * drain_output.c, drain_records.c (a fork child's new stream); the recorder: rt_handover.c (the
- * wake pipe), rt_thread.c (the reset after fork).
+ * drain_output.c, drain_records.c (a fork child's new stream), drain_cpu.c (a fork child closes
+ * the parent's files); the recorder: rt_handover.c (the wake pipe), rt_thread.c (the reset after
+ * fork).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -238,6 +239,7 @@ static void fork_child(void) {
 	pthread_mutex_init(&mt_drain.pass_mu, NULL);
 	pthread_mutex_init(&mt_drain.req_mu, NULL);
 	pthread_cond_init(&mt_drain.req_cv, NULL);
+	mt_cpu_after_fork();
 	msgtrace_reset_after_fork();
 	msgtrace_drain_make_wake_pipe(); /* the parent's would wake the parent's drain */
 	mt_stream_reset();

@@ -27,6 +27,7 @@ func TestEarlyConfigAgrees(t *testing.T) {
 		"MSGTRACE_BUFFER_MB": {"1", "+1", "-1", "0", "32", "64", "4096", "4097", "+4096", "0004096", "000000000000000000000000000000000000000007",
 			"99999999999999999999999", "0x10", "1e3", "5MB", "++5", "+-5", "+", "-", "٣", "1 2", "1_000"},
 		"MSGTRACE_METHODS": {"all", "ALL", "All", "app", "al", "alll", "all,app", "a ll", "*"},
+		"MSGTRACE_CPU":     {"0", "1", "2", "00", "01", "on", "off", "1 0", "-0", "+1", "١"},
 	}
 	type setting struct{ name, value string }
 	var cases [][]setting
@@ -48,6 +49,8 @@ func TestEarlyConfigAgrees(t *testing.T) {
 		[]setting{{"MSGTRACE_METHODS", " all "}, {"MSGTRACE_START", "paused"}, {"MSGTRACE_MODE", "ring"}},
 		[]setting{{"MSGTRACE_METHODS", "all"}, {"MSGTRACE_CAPTURE", "sends"}, {"MSGTRACE_BUFFER_MB", "7"}},
 		[]setting{{"MSGTRACE_METHODS", "all"}, {"MSGTRACE_MODE", "ring"}, {"MSGTRACE_FULL", "never"}},
+		[]setting{{"MSGTRACE_METHODS", "all"}, {"MSGTRACE_CPU", "0"}, {"MSGTRACE_MODE", "ring"}},
+		[]setting{{"MSGTRACE_METHODS", "all"}, {"MSGTRACE_CPU", "off"}},
 	)
 	for _, v := range earlyVars {
 		t.Setenv(v, "") // restored after the test
@@ -63,7 +66,7 @@ func TestEarlyConfigAgrees(t *testing.T) {
 }
 
 // earlyVars are the variables the early C reads.
-var earlyVars = []string{"MSGTRACE_START", "MSGTRACE_CAPTURE", "MSGTRACE_MODE", "MSGTRACE_FULL", "MSGTRACE_BUFFER_MB", "MSGTRACE_METHODS"}
+var earlyVars = []string{"MSGTRACE_START", "MSGTRACE_CAPTURE", "MSGTRACE_MODE", "MSGTRACE_FULL", "MSGTRACE_BUFFER_MB", "MSGTRACE_METHODS", "MSGTRACE_CPU"}
 
 // checkEarlyConfig sets the early variables to the name, value pairs given (the others unset)
 // and checks that the C (msgtrace.EarlyConfig) reads them as internal/agent's FromEnv does.
@@ -111,13 +114,13 @@ func checkEarlyConfig(t *testing.T, pairs ...string) {
 // together (TestEarlyConfigAgrees is its fixed cases; `make fuzz` runs it). Values with a NUL
 // byte cannot be in an environment.
 func FuzzEarlyConfig(f *testing.F) {
-	f.Add("on", "methods", "stream", "wait", "64", "all")
-	f.Add("", "both", "ring", "drop", "+7", " all ")
-	f.Add("paused", "", "", "never", "4097", "ALL")
-	f.Add("ON", "sends", "RING", " DROP\u00a0", "0004096", "all\u200b")
-	f.Add("\u2000on\u3000", "Methods", "rings", "", "99999999999999999999999", "al")
-	f.Fuzz(func(t *testing.T, start, capture, mode, full, bufferMB, methods string) {
-		vals := []string{start, capture, mode, full, bufferMB, methods}
+	f.Add("on", "methods", "stream", "wait", "64", "all", "")
+	f.Add("", "both", "ring", "drop", "+7", " all ", "0")
+	f.Add("paused", "", "", "never", "4097", "ALL", "1")
+	f.Add("ON", "sends", "RING", " DROP\u00a0", "0004096", "all\u200b", " 0\u3000")
+	f.Add("\u2000on\u3000", "Methods", "rings", "", "99999999999999999999999", "al", "on")
+	f.Fuzz(func(t *testing.T, start, capture, mode, full, bufferMB, methods, cpu string) {
+		vals := []string{start, capture, mode, full, bufferMB, methods, cpu}
 		var pairs []string
 		for i, v := range vals {
 			if strings.IndexByte(v, 0) >= 0 {

@@ -198,6 +198,8 @@ struct mt_stream_config {
 	const char *program; /* program name for the process frame ("" = from the system) */
 	int ring;            /* MSGTRACE_MODE=ring: keep the last chunks in memory, write them on
 			      * msgtrace_stream_flush, at exit, and on SIGUSR2 (when at its default) */
+	int cpu;             /* MSGTRACE_CPU (on unless 0): the recording threads' CPU time sampled
+			      * into cpu frames (drain_cpu.c) */
 };
 /* Starts the drain thread; the file is created when there is something to write. Returns 0,
  * or -1 with a message in msgtrace_stream_error(). */
@@ -206,6 +208,8 @@ int msgtrace_stream_start(const struct mt_stream_config *cfg);
 int msgtrace_stream_flush(void);
 /* Final flush, end frame, file closed, drain stopped. Safe to call more than once. */
 int msgtrace_stream_close(void);
+/* The CPU sampling's cost so far: threads read, and the ns the samples took on the drain. */
+void msgtrace_cpu_cost(uint64_t *reads, uint64_t *ns);
 /* CPU time the drain thread used so far, in ns (0 when it is not running). */
 uint64_t msgtrace_drain_cpu_ns(void);
 /* At the exit of a child forked without exec: closes the child's stream. */

@@ -54,6 +54,15 @@ static inline int mt_env_word(const char *name, char *out, size_t n) {
 	return 1;
 }
 
+/* MSGTRACE_CPU as Go reads it (strings.TrimSpace; unset, "" and "1" on, "0" off): 1 on, 0 off,
+ * -1 a value Go refuses (tracing off). */
+static inline int mt_env_cpu(void) {
+	char w[4];
+	if (!mt_env_word("MSGTRACE_CPU", w, sizeof w))
+		return -1;
+	return strcmp(w, "") == 0 || strcmp(w, "1") == 0 ? 1 : strcmp(w, "0") == 0 ? 0 : -1;
+}
+
 /* MSGTRACE_METHODS is all (any case, white space around it). */
 static inline int mt_env_methods_all(void) {
 	char w[8];

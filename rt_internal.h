@@ -50,6 +50,9 @@ struct mt_thread_info {
 	struct mt_thread_info *next;     /* registry list (registry_lock) */
 	uint64_t tid;
 	pthread_t pt;
+	uint32_t port;                   /* Apple: the thread's Mach port, a send right taken at
+					  * registration (drain_cpu.c reads its CPU time; given back
+					  * when the drain frees the thread); 0 elsewhere */
 	int main;
 	int exited;                      /* EXITED_*: set by the thread as it goes */
 	char name[64];

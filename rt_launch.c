@@ -207,6 +207,8 @@ int msgtrace_launch_early_config(struct mt_early_config *c) {
 	if (!mt_env_word("MSGTRACE_FULL", w, sizeof w) || (strcmp(w, "") != 0 && strcmp(w, "wait") != 0 && strcmp(w, "drop") != 0))
 		return 0;
 	c->drop = strcmp(w, "drop") == 0;
+	if (mt_env_cpu() < 0) /* the drain samples CPU time (Go starts it): only a refusal matters here */
+		return 0;
 	c->buffer_mb = MT_DEFAULT_BUFFER_MB;
 	const char *raw = getenv("MSGTRACE_BUFFER_MB");
 	if (raw && *raw) { /* Go: strconv.Atoi(strings.TrimSpace(v)) of a set, non-empty value */

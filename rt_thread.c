@@ -20,6 +20,7 @@
 #include <unistd.h>
 #if defined(__APPLE__)
 #include <dlfcn.h>
+#include <mach/mach.h>
 #include <stdio.h>
 extern int pthread_threadid_np(pthread_t, uint64_t *);
 extern int pthread_main_np(void);
@@ -315,6 +316,7 @@ void msgtrace_register_thread(void) {
 			snprintf(info->name, sizeof info->name, "%s", l);
 	}
 	info->main = pthread_main_np();
+	info->port = mach_thread_self(); /* a send right of our own: the name stays this thread's */
 #else
 	info->main = info->tid == (uint64_t)getpid();
 #endif
@@ -469,6 +471,9 @@ void msgtrace_reset_after_fork(void) {
 		keep->next = NULL;
 		keep->tid = msgtrace_thread_id();
 		keep->main = 1;
+#if defined(__APPLE__)
+		keep->port = mach_thread_self(); /* ports are not inherited */
+#endif
 		free(keep->drain); /* the drain knew the parent's stream */
 		keep->drain = NULL;
 		keep->handed = keep->marks = 0;

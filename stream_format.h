@@ -26,6 +26,7 @@
 #define MT_FRAME_OPEN 6 /* the calls open on a thread at a tick */
 #define MT_FRAME_END 7 /* counters; last frame of a stream closed cleanly */
 #define MT_FRAME_INSTANT 8 /* a moment on the timeline that is not a call: a launch mark, the app's, a crash in the tracer */
+#define MT_FRAME_CPU 9 /* per-thread CPU time sampled by the drain: time run, time runnable, timeslices */
 
 /* Event types in an events frame (the low bits of an event's code; the rest is the method id or mark kind). */
 #define MT_EVENT_CALL 0 /* a call: end delta, duration, depth */
@@ -62,5 +63,10 @@
 /* Instant clocks, as numbered in the stream format (an instant frame's clock byte). */
 #define MT_CLOCK_TICKS 0 /* the time is in ticks, as events */
 #define MT_CLOCK_MONOTONIC 1 /* the time is CLOCK_MONOTONIC ns, as clock frames */
+
+/* CPU fields in a cpu frame entry (bits: which counters the entry carries, in this order). */
+#define MT_CPU_RUNNING 1 /* ns the thread ran on a CPU */
+#define MT_CPU_RUNNABLE 2 /* ns the thread waited runnable on a run queue */
+#define MT_CPU_SLICES 4 /* timeslices the thread ran */
 
 #endif

@@ -2,6 +2,7 @@ package msgtrace
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -219,6 +220,11 @@ func TestEncoderMatchesGoWriter(t *testing.T) {
 		{Type: stream.EventMark, ID: uint64(stream.MarkOverwritten), Start: 10, End: 1 << 41, Count: 1 << 33},
 		{Type: stream.EventCall, ID: 1<<32 + 1, Start: 0, End: 1<<63 + 7, Depth: 0},
 	}
+	cpuEntries := []selftest.CPUEntry{
+		{TID: 77, Known: stream.CPURunning | stream.CPURunnable | stream.CPUSlices, Running: 1 << 40, Runnable: 300, Slices: 2},
+		{TID: 1 << 40, Known: stream.CPURunning, Running: 5, Runnable: 9, Slices: 9}, // Apple: the time run only
+		{TID: 78, Known: stream.CPURunnable, Runnable: 1},
+	}
 	cases := []struct {
 		kind  uint8
 		c     []byte
@@ -270,6 +276,10 @@ func TestEncoderMatchesGoWriter(t *testing.T) {
 			func(w *stream.StreamWriter) {
 				w.Instant(stream.StreamInstant{TID: 77, Clock: stream.InstantClockTicks, Time: 5001, Kind: stream.InstantApp, Name: "first frame ✓ " + long})
 			}},
+		{stream.FrameCPU,
+			selftest.EncodeCPU(1<<62+5, cpuEntries),
+			func(w *stream.StreamWriter) { w.Frame(stream.FrameCPU, cpuPayload(1<<62+5, cpuEntries)) }},
+		{stream.FrameCPU, selftest.EncodeCPU(9, nil), func(w *stream.StreamWriter) { w.Frame(stream.FrameCPU, cpuPayload(9, nil)) }},
 	}
 	seen := map[uint8]bool{}
 	for _, c := range cases {
@@ -324,4 +334,19 @@ func checkMarks(t *testing.T, path string) {
 	if len(names) != 801 || names[0] != "before the stream" || InstantsLost() != 0 {
 		t.Errorf("%d marks (want 801), first %q, %d lost", len(names), names[0], InstantsLost())
 	}
+}
+
+// cpuPayload is a cpu frame's payload as the format says (tracer/stream.go).
+func cpuPayload(tick uint64, es []selftest.CPUEntry) []byte {
+	p := binary.LittleEndian.AppendUint64(nil, tick)
+	for _, e := range es {
+		p = binary.AppendUvarint(p, e.TID)
+		p = binary.AppendUvarint(p, e.Known)
+		for _, f := range []struct{ bit, v uint64 }{{stream.CPURunning, e.Running}, {stream.CPURunnable, e.Runnable}, {stream.CPUSlices, e.Slices}} {
+			if e.Known&f.bit != 0 {
+				p = binary.AppendUvarint(p, f.v)
+			}
+		}
+	}
+	return p
 }

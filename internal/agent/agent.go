@@ -156,7 +156,7 @@ func (a *Agent) start() error {
 	if err := msgtrace.Configure(512, uint64(a.cfg.BufferMB)<<20, ChunkBytes); err != nil {
 		return fmt.Errorf("msgtrace: %w", err)
 	}
-	if err := msgtrace.StartStream(msgtrace.StreamConfig{Path: a.cfg.StreamPattern(), Drop: a.cfg.Drop, MinUS: a.cfg.MinUS, Ring: a.cfg.Ring}); err != nil {
+	if err := msgtrace.StartStream(msgtrace.StreamConfig{Path: a.cfg.StreamPattern(), Drop: a.cfg.Drop, MinUS: a.cfg.MinUS, Ring: a.cfg.Ring, CPU: a.cfg.CPU}); err != nil {
 		return fmt.Errorf("msgtrace: %w", err)
 	}
 	a.started = true

@@ -35,8 +35,10 @@ type Config struct {
 	Ring     bool     // MSGTRACE_MODE=ring: the flight recorder
 	// KeepStream (MSGTRACE_KEEP_STREAM=1) keeps the stream file next to a converted output.
 	KeepStream bool
-	Methods    []string // MSGTRACE_METHODS: app (default), all, or a comma list of image and class patterns
-	Capture    string   // MSGTRACE_CAPTURE: sends, methods or both; "" = both where objc_msgSend exists, else methods
+	// CPU (MSGTRACE_CPU, on unless 0) samples each recording thread's CPU time into the stream.
+	CPU     bool
+	Methods []string // MSGTRACE_METHODS: app (default), all, or a comma list of image and class patterns
+	Capture string   // MSGTRACE_CAPTURE: sends, methods or both; "" = both where objc_msgSend exists, else methods
 }
 
 // Default values (the recorder's, which its early start reads the variable with too).
@@ -75,7 +77,7 @@ func formatOf(path string) (string, error) {
 // FromEnv reads the configuration through getenv (os.Getenv in the library). The first bad
 // value is the error.
 func FromEnv(getenv func(string) string, pid int) (Config, error) {
-	c := Config{MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB, Methods: []string{"app"}}
+	c := Config{MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB, Methods: []string{"app"}, CPU: true}
 	c.Format = strings.ToLower(strings.TrimSpace(getenv("MSGTRACE_FORMAT")))
 	if c.Format != "" && extension(c.Format) == "" {
 		return c, &ConfigError{"MSGTRACE_FORMAT", getenv("MSGTRACE_FORMAT"), "must be one of " + strings.Join(Formats, ", ")}
@@ -166,6 +168,13 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 		c.KeepStream = true
 	default:
 		return c, &ConfigError{"MSGTRACE_KEEP_STREAM", v, "must be 0 or 1"}
+	}
+	switch v := getenv("MSGTRACE_CPU"); strings.TrimSpace(v) {
+	case "", "1":
+	case "0":
+		c.CPU = false
+	default:
+		return c, &ConfigError{"MSGTRACE_CPU", v, "must be 1 (default: each thread's CPU time sampled every 10 ms) or 0 (off)"}
 	}
 	if v := getenv("MSGTRACE_BUFFER_MB"); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))

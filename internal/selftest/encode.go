@@ -136,3 +136,21 @@ func EncodeInstant(in stream.StreamInstant) []byte {
 	C.mt_enc_instant(&out, &pl, &f)
 	return bytesOf(&out)
 }
+
+// CPUEntry is one thread's counters in a cpu frame: Known says which of them are there
+// (tracer.CPURunning, CPURunnable, CPUSlices).
+type CPUEntry struct {
+	TID, Known, Running, Runnable, Slices uint64
+}
+
+// EncodeCPU is the C encoder's cpu frame.
+func EncodeCPU(tick uint64, es []CPUEntry) []byte {
+	var out, pl C.struct_mt_buf
+	defer C.enc_free(&pl)
+	C.mt_enc_cpu_begin(&pl, C.uint64_t(tick))
+	for _, e := range es {
+		C.mt_enc_cpu_thread(&pl, C.uint64_t(e.TID), C.uint64_t(e.Known), C.uint64_t(e.Running), C.uint64_t(e.Runnable), C.uint64_t(e.Slices))
+	}
+	C.mt_enc_cpu_end(&out, &pl)
+	return bytesOf(&out)
+}

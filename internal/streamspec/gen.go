@@ -89,11 +89,13 @@ func CHeader() []byte {
 	return b.Bytes()
 }
 
-// upperSnake spells a CamelCase name as C macros are: FooBar -> FOO_BAR.
+// upperSnake spells a CamelCase name as C macros are: FooBar -> FOO_BAR, an initialism as one
+// word: CPU -> CPU, CPUTime -> CPU_TIME.
 func upperSnake(s string) string {
 	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && unicode.IsUpper(r) {
+	rs := []rune(s)
+	for i, r := range rs {
+		if i > 0 && unicode.IsUpper(r) && (unicode.IsLower(rs[i-1]) || i+1 < len(rs) && unicode.IsLower(rs[i+1])) {
 			b.WriteByte('_')
 		}
 		b.WriteRune(unicode.ToUpper(r))

@@ -58,6 +58,7 @@ var FrameKinds = Group{
 		{"Open", 6, "the calls open on a thread at a tick"},
 		{"End", 7, "counters; last frame of a stream closed cleanly"},
 		{"Instant", 8, "a moment on the timeline that is not a call: a launch mark, the app's, a crash in the tracer"},
+		{"CPU", 9, "per-thread CPU time sampled by the drain: time run, time runnable, timeslices"},
 	},
 }
 
@@ -139,8 +140,19 @@ var InstantClocks = Group{
 	},
 }
 
+// CPUFields are the bits of a cpu frame entry's known field: which counters follow, in this order.
+var CPUFields = Group{
+	Doc:      "CPU fields in a cpu frame entry (bits: which counters the entry carries, in this order).",
+	GoPrefix: "CPU", CPrefix: "CPU",
+	Values: []Value{
+		{"Running", 1, "ns the thread ran on a CPU"},
+		{"Runnable", 2, "ns the thread waited runnable on a run queue"},
+		{"Slices", 4, "timeslices the thread ran"},
+	},
+}
+
 // Groups is every group, in the order they are generated.
-var Groups = []*Group{&FrameKinds, &EventTypes, &MarkKinds, &MethodFlags, &ThreadFlags, &ProcessModes, &InstantKinds, &InstantClocks}
+var Groups = []*Group{&FrameKinds, &EventTypes, &MarkKinds, &MethodFlags, &ThreadFlags, &ProcessModes, &InstantKinds, &InstantClocks, &CPUFields}
 
 // Scalars are the framing's numbers.
 var Scalars = []Scalar{

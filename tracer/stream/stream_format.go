@@ -34,6 +34,7 @@ const (
 	FrameOpen    = 6 // the calls open on a thread at a tick
 	FrameEnd     = 7 // counters; last frame of a stream closed cleanly
 	FrameInstant = 8 // a moment on the timeline that is not a call: a launch mark, the app's, a crash in the tracer
+	FrameCPU     = 9 // per-thread CPU time sampled by the drain: time run, time runnable, timeslices
 )
 
 // Event types in an events frame (the low bits of an event's code; the rest is the method id or mark kind).
@@ -104,4 +105,11 @@ const (
 const (
 	InstantClockTicks     = 0 // the time is in ticks, as events
 	InstantClockMonotonic = 1 // the time is CLOCK_MONOTONIC ns, as clock frames
+)
+
+// CPU fields in a cpu frame entry (bits: which counters the entry carries, in this order).
+const (
+	CPURunning  = 1 // ns the thread ran on a CPU
+	CPURunnable = 2 // ns the thread waited runnable on a run queue
+	CPUSlices   = 4 // timeslices the thread ran
 )
