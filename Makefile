@@ -101,7 +101,7 @@ fuzz: fixtures
 	  $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s -parallel 1; \
 	done
 
-bench: bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-firsttouch
+bench: bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-firsttouch bench-cpu
 
 # Raw trace (10,000,000 records) to Chrome JSON: records/s and peak RSS; 4,000,000 calls read
 # from a stream against the same calls from a raw dump (calls/s, bytes/call).
@@ -134,6 +134,12 @@ bench-startup: build
 # adds before main and after it (BASE=dir: a second build in the same rounds).
 bench-fixedcost: build
 	bash scripts/bench-fixedcost.sh $${RUNS:-30} bin $${BASE:-}
+
+# What sampling each thread's CPU time costs (MSGTRACE_CPU): 64 threads that run and sleep by
+# turns (testdata/gnustep/cputhreads.m), traced with sampling off and on, alternated: wall and CPU
+# time ratios, and the drain's CPU time per thread read.
+bench-cpu: build
+	bash scripts/bench-cpu.sh $${RUNS:-10} $${THREADS:-64}
 
 # Crashes, not time: a gnustep-base program whose threads first touch Foundation before its main
 # thread does (testdata/gnustep/firsttouch.m; gnustep-base crashes so now and then by itself),

@@ -1,6 +1,7 @@
 /*
  * Per-thread CPU time, sampled by the drain (MSGTRACE_CPU, on unless 0). Every CPU_PERIOD_NS
- * (10 ms), and in every forced pass (a flush, the exit), a cpu frame (kind 9) lists each live
+ * (10 ms; longer when a sample costs more than 1/CPU_SHARE of that: with many threads), and in
+ * every forced pass (a flush, the exit), a cpu frame (kind 9) lists each live
  * recording thread whose counters moved since its last entry: the time it ran, the time it
  * waited runnable on a run queue, its timeslices. A thread absent from a frame had then the
  * counters of its last entry (it did not run): a quiet thread costs a read, not bytes.
@@ -35,8 +36,11 @@
 #include <mach/mach.h>
 #endif
 
-/* A cpu frame at most this often (and at every forced pass). */
+/* A cpu frame at most this often (and at every forced pass)... */
 #define CPU_PERIOD_NS 10000000ull
+/* ... and the next no sooner than CPU_SHARE times the drain's CPU time this one took: sampling
+ * takes at most 1/CPU_SHARE of a core, however many threads there are. */
+#define CPU_SHARE 100
 /* schedstat files kept open at most (and at most an eighth of RLIMIT_NOFILE's soft limit). */
 #define CPU_FDS 256
 /* Ring mode: frames kept for the dump (~10 s at the period while threads run). */
@@ -44,7 +48,7 @@
 
 static struct {
 	int on, ring;
-	uint64_t last_ns;     /* when the last frame was sampled */
+	uint64_t next_ns;     /* when the next frame is sampled */
 	int fds, fds_max;     /* schedstat files open, and the bound */
 	struct mt_buf pl;
 	struct {
@@ -52,8 +56,16 @@ static struct {
 		size_t n;
 	} kept[CPU_KEEP];     /* ring mode: frames, by nkept modulo CPU_KEEP */
 	uint64_t nkept;
-	uint64_t reads, ns;   /* threads read, and the time the samples took (msgtrace_cpu_cost) */
+	uint64_t reads, ns;   /* threads read, and the drain's CPU time the samples took (msgtrace_cpu_cost) */
 } cpu;
+
+/* The calling thread's CPU time, ns. */
+static uint64_t self_cpu_ns(void) {
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 void mt_cpu_start(int on, int ring) {
 	cpu.on = on;
@@ -165,11 +177,11 @@ void mt_cpu_sample(int force) {
 	if (!cpu.on)
 		return;
 	uint64_t now = mt_mono_ns();
-	if (!force && now - cpu.last_ns < CPU_PERIOD_NS)
+	if (!force && now < cpu.next_ns)
 		return;
 	if (!cpu.ring && !mt_out.out.n && mt_out.fd < 0)
 		return; /* nothing else written yet: a process that records nothing writes nothing */
-	cpu.last_ns = now;
+	uint64_t cost = self_cpu_ns();
 	struct mt_buf *pl = &cpu.pl;
 	mt_enc_cpu_begin(pl, msgtrace_now_ticks());
 	size_t empty = pl->n;
@@ -189,7 +201,9 @@ void mt_cpu_sample(int force) {
 		d->cpu_slices = v[2];
 	}
 	pthread_mutex_unlock(&msgtrace_registry_lock);
-	cpu.ns += mt_mono_ns() - now;
+	cost = self_cpu_ns() - cost;
+	cpu.ns += cost;
+	cpu.next_ns = now + (CPU_SHARE * cost > CPU_PERIOD_NS ? CPU_SHARE * cost : CPU_PERIOD_NS);
 	if (pl->n == empty)
 		return;
 	if (!cpu.ring) {

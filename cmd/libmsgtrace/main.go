@@ -150,6 +150,10 @@ func msgtraceExit() {
 		if len(small) > 0 {
 			fmt.Fprintf(stderr, "msgtrace: small objects by tag: %s\n", strings.Join(small, ", "))
 		}
+		if reads, ns := msgtrace.CPUSampleCost(); reads > 0 {
+			fmt.Fprintf(stderr, "msgtrace: CPU time sampled: %d thread reads in %.3f ms of the drain's CPU time (%.0f ns a thread)\n",
+				reads, float64(ns)/1e6, float64(ns)/float64(reads))
+		}
 	}
 	if wrote && os.Getenv("MSGTRACE_QUIET") == "" {
 		c := msgtrace.ReadCounters()
