@@ -2,8 +2,9 @@
  * its own CPU time (CLOCK_THREAD_CPUTIME_ID: a busy machine makes the call longer, never its
  * running time shorter), while the main thread sleeps SLEEP_MS inside -[Sleeper nap]; then the
  * main thread waits for the worker (outside any method). Both calls are long enough to be the
- * report's long calls (a hitch on the main thread, a long call on the worker). Prints what it
- * computed (the same traced or not). */
+ * report's long calls (a hitch on the main thread, a long call on the worker). Each thread makes
+ * a traced call 20 ms before its long one (the drain samples a thread from its first traced
+ * call on). Prints what it computed (the same traced or not). */
 #import <Foundation/Foundation.h>
 #include <stdio.h>
 #include <time.h>
@@ -47,10 +48,14 @@ static long long thread_cpu_ns(void) {
 @end
 
 @interface Sleeper : NSObject
+- (int)ready;
 - (int)nap;
 @end
 
 @implementation Sleeper
+- (int)ready {
+	return 1;
+}
 - (int)nap {
 	usleep(SLEEP_MS * 1000);
 	return 1;
@@ -60,9 +65,11 @@ static long long thread_cpu_ns(void) {
 int main(void) {
 	NSAutoreleasePool *pool = [NSAutoreleasePool new];
 	Spinner *s = [Spinner new];
+	Sleeper *z = [Sleeper new];
+	[z ready]; /* the main thread's first traced call: its CPU time is sampled from here on */
 	[NSThread detachNewThreadSelector:@selector(run:) toTarget:s withObject:nil];
 	usleep(20000);
-	int napped = [[Sleeper new] nap];
+	int napped = [z nap];
 	while (!worker_done)
 		usleep(1000);
 	usleep(30000); /* the drain samples the threads after both calls */
