@@ -1,17 +1,19 @@
 /*
  * Per-thread CPU time, sampled by the drain (MSGTRACE_CPU, on unless 0). Every CPU_PERIOD_NS
- * (10 ms; longer when a sample costs more than 1/CPU_SHARE of that: with many threads), and in
- * every forced pass (a flush, the exit), a cpu frame (kind 9) lists each live
+ * (10 ms), and in every forced pass (a flush, the exit), a cpu frame (kind 9) lists each live
  * recording thread whose counters moved since its last entry: the time it ran, the time it
- * waited runnable on a run queue, its timeslices. A thread absent from a frame had then the
- * counters of its last entry (it did not run): a quiet thread costs a read, not bytes.
- * Linux: the scheduler's per-task counters, /proc/self/task/TID/schedstat (ns on a CPU, ns
- * runnable on a run queue, timeslices), each thread's file kept open and read with pread (~0.45
- * µs a thread here; opening it each time is ~2 µs), up to CPU_FDS open files (fewer under a low
- * RLIMIT_NOFILE); past them, or where the file cannot be read (a kernel without
- * CONFIG_SCHED_INFO), the thread's CPU clock (clock_gettime, ~0.17 µs: the time it ran only).
- * A file the program closed under us (its number may be the program's file now) is told by its
- * identity (fstat, only when a read fails or reads something else) and then never closed by us.
+ * waited runnable on a run queue, its timeslices (totals since it started). A thread absent
+ * from a frame had then the counters of its last entry (it did not run): a quiet thread costs a
+ * read, not bytes. The next sample comes no sooner than CPU_SHARE times the drain's CPU time the
+ * last one took: sampling takes at most 1 % of a core, however many threads there are.
+ * Linux: the scheduler's per-task counters, /proc/self/task/TID/schedstat, each thread's file
+ * kept open and read with pread (0.4-0.5 µs a thread in a tight loop, 2-3 µs as the drain reads
+ * them, cold; opening the file each time is 2 µs more), up to CPU_FDS open files (fewer under a
+ * low RLIMIT_NOFILE); past them, or where the file cannot be read (a kernel without
+ * CONFIG_SCHED_INFO), the thread's CPU clock (clock_gettime, 0.15-0.19 µs: the time it ran
+ * only, not the time it waited for a CPU). A file the program closed under us (its number may
+ * be the program's file now) is told by its identity (fstat, only when a read fails or reads
+ * something else) and then never closed by us.
  * Apple: thread_info(THREAD_BASIC_INFO) on the port the thread took at registration (user +
  * system time, µs: the time it ran only).
  * Ring mode (the flight recorder): the last CPU_KEEP frames are kept in memory and written with
@@ -38,8 +40,7 @@
 
 /* A cpu frame at most this often (and at every forced pass)... */
 #define CPU_PERIOD_NS 10000000ull
-/* ... and the next no sooner than CPU_SHARE times the drain's CPU time this one took: sampling
- * takes at most 1/CPU_SHARE of a core, however many threads there are. */
+/* ... and the next no sooner than CPU_SHARE times the drain's CPU time this one took. */
 #define CPU_SHARE 100
 /* schedstat files kept open at most (and at most an eighth of RLIMIT_NOFILE's soft limit). */
 #define CPU_FDS 256
