@@ -2,7 +2,6 @@ package msgtrace
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,7 +27,7 @@ func TestStreamRealRun(t *testing.T) {
 	selftest.UseNamer()
 	path := filepath.Join(t.TempDir(), "run-%p.mtrace")
 	Mark("before the stream") // waits in the queue for the stream
-	if err := StartStream(StreamConfig{Path: path, PeriodMS: 20}); err != nil {
+	if err := StartStream(StreamConfig{Path: path, PeriodMS: 20, CPU: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got := selftest.Run(); got != 14 {
@@ -165,16 +164,27 @@ func TestStreamRealRun(t *testing.T) {
 	t.Logf("%d events, %d stream bytes", len(f.TraceEvents), st.Size())
 }
 
-// crossCheckFrames re-encodes every events frame the C drain wrote in a real run with the Go
-// reference writer (stream.StreamWriter): the bytes must be the same. (Every frame kind is
-// checked with fixed values by TestEncoderMatchesGoWriter.)
+// crossCheckFrames re-encodes every events, instant and cpu frame the C drain wrote in a real
+// run with the Go reference writer (stream.StreamWriter): the bytes must be the same; the run
+// has cpu frames (the thread that ran the workload, sampled at least by the close's pass).
+// (Every frame kind is checked with fixed values by TestEncoderMatchesGoWriter.)
 func crossCheckFrames(t *testing.T, path string) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	frames := 0
+	frames, cpu := 0, 0
 	st, err := engine.ScanFrames(engine.Input{R: bytes.NewReader(b), Size: int64(len(b))}, func(kind uint8, off int64, p []byte) error {
+		if kind == stream.FrameCPU {
+			cpu++
+			c, err := stream.DecodeCPU(p)
+			var buf bytes.Buffer
+			stream.NewStreamWriter(&buf).CPU(c)
+			if err != nil || !bytes.Equal(buf.Bytes()[16:], p) || len(c.Entries) == 0 {
+				t.Errorf("cpu frame at %d (%v, %+v): the Go writer encodes %x, the drain wrote %x", off, err, c, buf.Bytes()[16:], p)
+			}
+			return nil
+		}
 		if kind == stream.FrameInstant {
 			in, err := stream.DecodeInstant(p)
 			var buf bytes.Buffer
@@ -200,8 +210,8 @@ func crossCheckFrames(t *testing.T, path string) {
 		}
 		return nil
 	})
-	if err != nil || st != (engine.FrameStats{}) || frames == 0 {
-		t.Fatalf("frames of %s: %v %+v, %d events frames", path, err, st, frames)
+	if err != nil || st != (engine.FrameStats{}) || frames == 0 || cpu == 0 {
+		t.Fatalf("frames of %s: %v %+v, %d events frames, %d cpu frames", path, err, st, frames, cpu)
 	}
 }
 
@@ -220,7 +230,7 @@ func TestEncoderMatchesGoWriter(t *testing.T) {
 		{Type: stream.EventMark, ID: uint64(stream.MarkOverwritten), Start: 10, End: 1 << 41, Count: 1 << 33},
 		{Type: stream.EventCall, ID: 1<<32 + 1, Start: 0, End: 1<<63 + 7, Depth: 0},
 	}
-	cpuEntries := []selftest.CPUEntry{
+	cpuEntries := []stream.CPUEntry{
 		{TID: 77, Known: stream.CPURunning | stream.CPURunnable | stream.CPUSlices, Running: 1 << 40, Runnable: 300, Slices: 2},
 		{TID: 1 << 40, Known: stream.CPURunning, Running: 5, Runnable: 9, Slices: 9}, // Apple: the time run only
 		{TID: 78, Known: stream.CPURunnable, Runnable: 1},
@@ -278,8 +288,8 @@ func TestEncoderMatchesGoWriter(t *testing.T) {
 			}},
 		{stream.FrameCPU,
 			selftest.EncodeCPU(1<<62+5, cpuEntries),
-			func(w *stream.StreamWriter) { w.Frame(stream.FrameCPU, cpuPayload(1<<62+5, cpuEntries)) }},
-		{stream.FrameCPU, selftest.EncodeCPU(9, nil), func(w *stream.StreamWriter) { w.Frame(stream.FrameCPU, cpuPayload(9, nil)) }},
+			func(w *stream.StreamWriter) { w.CPU(stream.StreamCPU{Tick: 1<<62 + 5, Entries: cpuEntries}) }},
+		{stream.FrameCPU, selftest.EncodeCPU(9, nil), func(w *stream.StreamWriter) { w.CPU(stream.StreamCPU{Tick: 9}) }},
 	}
 	seen := map[uint8]bool{}
 	for _, c := range cases {
@@ -334,19 +344,4 @@ func checkMarks(t *testing.T, path string) {
 	if len(names) != 801 || names[0] != "before the stream" || InstantsLost() != 0 {
 		t.Errorf("%d marks (want 801), first %q, %d lost", len(names), names[0], InstantsLost())
 	}
-}
-
-// cpuPayload is a cpu frame's payload as the format says (tracer/stream.go).
-func cpuPayload(tick uint64, es []selftest.CPUEntry) []byte {
-	p := binary.LittleEndian.AppendUint64(nil, tick)
-	for _, e := range es {
-		p = binary.AppendUvarint(p, e.TID)
-		p = binary.AppendUvarint(p, e.Known)
-		for _, f := range []struct{ bit, v uint64 }{{stream.CPURunning, e.Running}, {stream.CPURunnable, e.Runnable}, {stream.CPUSlices, e.Slices}} {
-			if e.Known&f.bit != 0 {
-				p = binary.AppendUvarint(p, f.v)
-			}
-		}
-	}
-	return p
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"testing"
@@ -60,13 +61,14 @@ var pfSchema = map[string]map[protowire.Number]pfField{
 	"ProcessDescriptor": {1: {"pid", protowire.VarintType, ""}, 6: {"process_name", protowire.BytesType, "string"}},
 	"ThreadDescriptor": {1: {"pid", protowire.VarintType, ""}, 2: {"tid", protowire.VarintType, ""},
 		5: {"thread_name", protowire.BytesType, "string"}},
-	"CounterDescriptor": {3: {"unit", protowire.VarintType, ""}},
+	"CounterDescriptor": {3: {"unit", protowire.VarintType, ""}, 6: {"unit_name", protowire.BytesType, "string"}},
 	"TrackEvent": {
 		4:  {"debug_annotations", protowire.BytesType, "DebugAnnotation"},
 		9:  {"type", protowire.VarintType, ""},
 		10: {"name_iid", protowire.VarintType, ""},
 		11: {"track_uuid", protowire.VarintType, ""},
 		30: {"counter_value", protowire.VarintType, ""},
+		44: {"double_counter_value", protowire.Fixed64Type, ""},
 	},
 	"InternedData":    {2: {"event_names", protowire.BytesType, "EventName"}},
 	"EventName":       {1: {"iid", protowire.VarintType, ""}, 2: {"name", protowire.BytesType, "string"}},
@@ -94,6 +96,12 @@ func (m pfMsg) m(name string) pfMsg {
 	}
 	return nil
 }
+func (m pfMsg) f(name string) float64 {
+	if v := m[name]; len(v) > 0 {
+		return v[0].(float64)
+	}
+	return 0
+}
 func (m pfMsg) has(name string) bool { return len(m[name]) > 0 }
 
 // pfDecode decodes b as message typ, failing on anything the schema does not have.
@@ -116,6 +124,13 @@ func pfDecode(b []byte, typ string) (pfMsg, error) {
 				return nil, fmt.Errorf("%s.%s: bad varint", typ, f.name)
 			}
 			out[f.name] = append(out[f.name], v)
+			b = b[n:]
+		case protowire.Fixed64Type: // a double (the only fixed64 in the schema)
+			v, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return nil, fmt.Errorf("%s.%s: bad fixed64", typ, f.name)
+			}
+			out[f.name] = append(out[f.name], math.Float64frombits(v))
 			b = b[n:]
 		case protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)

@@ -40,7 +40,7 @@ type rthread struct {
 
 // reportStream writes one process's stream: threads' calls in the order they ended, marks
 // placed by their end, a last clock frame at endMS and an end frame.
-func reportStream(t *testing.T, pid uint64, endMS float64, threads ...rthread) []byte {
+func reportStream(t testing.TB, pid uint64, endMS float64, threads ...rthread) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	w := stream.NewStreamWriter(&b)

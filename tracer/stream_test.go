@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/report"
 	"github.com/msgtrace/msgtrace/tracer/sink"
 	"github.com/msgtrace/msgtrace/tracer/stream"
 )
@@ -714,6 +715,7 @@ func FuzzStream(f *testing.F) {
 	w.Open(1, 50, []stream.OpenCall{{ID: 1, Start: 10, Depth: 0}, {ID: 1, Start: 20, Depth: 1}})
 	w.Events(1, 0, []stream.StreamEvent{{ID: 1, Start: 20, End: 30, Depth: 1}})
 	f.Add(buf.Bytes())
+	f.Add(cpuTrace(f)) // cpu frames (cpu_test.go)
 	f.Add([]byte("\x01\x2c\x01\x00\x00\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x03\x07\x01\x00\x01A\x01b\x05\x14\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04\x14\x05\x02"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -727,7 +729,8 @@ func FuzzStream(f *testing.F) {
 			r = r[2+n:]
 		}
 		for _, in := range [][]byte{b, framed.Bytes()} {
-			for _, s := range []engine.Sink{sink.NewChromeSink(&bytes.Buffer{}), sink.NewFoldedSink(&bytes.Buffer{}), &collectSink{}} {
+			for _, s := range []engine.Sink{sink.NewChromeSink(&bytes.Buffer{}), sink.NewFoldedSink(&bytes.Buffer{}), &collectSink{},
+				report.NewReportSink(report.ReportOptions{}), sink.NewPerfettoSink(&bytes.Buffer{}, sink.Meta{})} {
 				engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(in), Size: int64(len(in))}}, engine.Options{MaxDepth: -1}, s)
 			}
 		}

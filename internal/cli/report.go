@@ -200,6 +200,9 @@ func writeReport(w io.Writer, r *report.Report, top int) {
 			fmt.Fprintf(w, ", %d unwound, %d still running, %d lost", th.Unwound, th.Open, th.Lost)
 		}
 		fmt.Fprintln(w)
+		if th.CPU != nil {
+			fmt.Fprintf(w, "  on CPU: %s\n", th.CPU.Phrase())
+		}
 		writeMethodTops(w, th.Methods, "  ")
 	}
 	if len(rest) > 0 {
@@ -291,6 +294,9 @@ func writeCalls(w io.Writer, cs []report.ReportCall, children, pids bool) {
 		}
 		if c.WaitNanos > 0 {
 			fmt.Fprintf(w, "                 of which %s ms the recorder waited for buffer space\n", ms(c.WaitNanos))
+		}
+		if c.CPU != nil {
+			fmt.Fprintf(w, "                 %s\n", c.CPU.Phrase(c.DurNanos))
 		}
 		if children && len(c.Children) > 0 {
 			var ks []string

@@ -137,14 +137,8 @@ func EncodeInstant(in stream.StreamInstant) []byte {
 	return bytesOf(&out)
 }
 
-// CPUEntry is one thread's counters in a cpu frame: Known says which of them are there
-// (tracer.CPURunning, CPURunnable, CPUSlices).
-type CPUEntry struct {
-	TID, Known, Running, Runnable, Slices uint64
-}
-
 // EncodeCPU is the C encoder's cpu frame.
-func EncodeCPU(tick uint64, es []CPUEntry) []byte {
+func EncodeCPU(tick uint64, es []stream.CPUEntry) []byte {
 	var out, pl C.struct_mt_buf
 	defer C.enc_free(&pl)
 	C.mt_enc_cpu_begin(&pl, C.uint64_t(tick))

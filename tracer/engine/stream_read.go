@@ -119,6 +119,7 @@ func settleStreams(files []*streamFile, opt Options) []*streamFile {
 	for _, sf := range files {
 		sf.base = base
 		sf.hdr.Instants = sf.resolveInstants(opt)
+		sf.hdr.CPU = sf.resolveCPU(opt)
 	}
 	sort.SliceStable(files, func(i, j int) bool { return files[i].first < files[j].first })
 	return files
@@ -260,6 +261,7 @@ type streamFile struct {
 	clockMax         uint64
 	endEst           uint64                   // p1Lazy: maxTick as estimated for pass 2 (see estimateEnd)
 	instants         []stream.StreamInstant   // as written (instant frames)
+	cpu              []stream.StreamCPU       // as written (cpu frames)
 	durs             durHist                  // its calls by duration, in ticks (timeline budgets)
 	durKeys          *[64 * 16]uint64         // per tick bucket, its durKey
 	met              map[uint64]*streamThread // every thread met, registered or not yet
@@ -602,6 +604,12 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 			return err
 		}
 		sf.instants = append(sf.instants, in)
+	case stream.FrameCPU:
+		c, err := stream.DecodeCPU(p)
+		if err != nil {
+			return err
+		}
+		sf.cpu = append(sf.cpu, c)
 	case stream.FrameEnd:
 		var c [6]uint64
 		for i := range c {

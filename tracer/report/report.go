@@ -116,6 +116,7 @@ type ReportCall struct {
 	Unwound    bool        `json:"unwound,omitempty"`          // an exception (longjmp, thread exit) went through it
 	Stack      []string    `json:"stack"`
 	Children   []ChildStat `json:"children,omitempty"`
+	CPU        *CallCPU    `json:"cpu,omitempty"` // running and not, from the thread's CPU samples (report_cpu.go)
 }
 
 // ChildStat is what the direct children of a call named Method added up to.
@@ -158,6 +159,7 @@ type ThreadReport struct {
 	Open      uint64     `json:"open"`
 	Lost      uint64     `json:"lost"` // calls lost, overflowed or overwritten (marks)
 	Methods   MethodTops `json:"methods"`
+	CPU       *ThreadCPU `json:"cpu,omitempty"` // its CPU samples' totals (report_cpu.go)
 }
 
 // Losses add up the marks of the trace: calls not recorded, and the recorder's waits.
@@ -232,7 +234,8 @@ type reportTree struct {
 
 	launches    map[uint64]*launchState // by pid (report_launch.go)
 	launchOrder []uint64
-	launch      *launchState // the current thread's process
+	launch      *launchState       // the current thread's process
+	cpu         []stream.CPUSample // the current thread's CPU samples (report_cpu.go)
 }
 
 type threadMethod struct {
@@ -266,6 +269,7 @@ func (r *reportTree) BeginThread(h *stream.Header, t *stream.Thread) error {
 	}
 	r.label = r.th.Name
 	r.launch = r.launchOf(h)
+	r.cpu = cpuOf(h, t.TID)
 	r.methods = map[string]*threadMethod{}
 	r.stack = r.stack[:0]
 	return nil
@@ -336,7 +340,7 @@ func (r *reportTree) Exit(c *engine.Call, depth int) error {
 	mk := func() ReportCall {
 		rc := ReportCall{Thread: r.label, PID: th.PID, TID: th.TID, Method: m.name, Display: engine.DisplayIfOther(m.name), StartNanos: f.start,
 			DurNanos: dur, SelfNanos: self, IdleNanos: idle, WaitNanos: f.wait, Open: open, Unwound: unwound,
-			Stack: make([]string, depth)}
+			Stack: make([]string, depth), CPU: callCPU(r.cpu, f.start, dur)}
 		for i := 0; i < depth; i++ {
 			rc.Stack[i] = r.stack[i].m.name
 		}
@@ -457,6 +461,7 @@ func (r *reportTree) EndThread() error {
 		a.TotalNanos += m.total
 	}
 	th.Methods = tops(ms, r.opt.Top)
+	th.CPU = threadCPU(r.cpu)
 	r.rep.Threads = append(r.rep.Threads, *th)
 	r.methods = nil
 	return nil

@@ -337,6 +337,11 @@ func (c chromeTree) BeginThread(h *stream.Header, t *stream.Thread) error {
 	if err := s.meta("thread_name", t.TID, "name", appendJSONString(nil, s.label)); err != nil {
 		return err
 	}
+	if tc := h.CPU[t.TID]; tc != nil {
+		if err := s.cpuCounters(tc.Samples, t); err != nil { // cpu.go
+			return err
+		}
+	}
 	if t.Main {
 		return s.meta("thread_sort_index", t.TID, "sort_index", []byte("-1"))
 	}

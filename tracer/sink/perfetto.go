@@ -446,6 +446,9 @@ func (t perfettoTree) BeginThread(h *stream.Header, th *stream.Thread) error {
 	d = appendUint(d, pfTrackParent, ProcessUUID(s.pid))
 	d = appendMsg(d, pfTrackThread, td)
 	s.packet(appendMsg(nil, pfPacketDescriptor, d))
+	if tc := h.CPU[th.TID]; tc != nil {
+		s.cpuCounters(tc.Samples) // cpu.go
+	}
 	return s.err
 }
 

@@ -83,6 +83,9 @@ type Header struct {
 	// An instant of a thread the trace does not show is process-wide (TID 0); one of a
 	// thread left out by Options.Threads is left out.
 	Instants []Instant
+	// CPU is the process's threads' CPU time as the drain sampled it (streams written with
+	// MSGTRACE_CPU on), by thread id; a thread left out by Options.Threads is left out.
+	CPU map[uint64]*ThreadCPU
 }
 
 // Nanos converts a tick count relative to the base tick into nanoseconds.

@@ -78,6 +78,15 @@ package stream
 //	             Written in the order they were queued (threads read the clock, then queue:
 //	             not quite time order across threads), anywhere after the process frame; those
 //	             made before the stream started are written with its first frames.
+//	cpu     (9)  tick u64 (when the counters were read), then to the end of the payload one
+//	             entry per thread: tid uvarint, known uvarint (bits: 1 ns run on a CPU, 2 ns
+//	             waited runnable on a run queue, 4 timeslices), then a uvarint for each bit set,
+//	             in bit order (a bit a reader does not know is one more uvarint, skipped). The
+//	             counters are the thread's totals since it started (Linux: its schedstat, all
+//	             three, or its CPU clock, the first only; Apple: thread_info, the first only).
+//	             Written by the drain every 10 ms or more (MSGTRACE_CPU=0: never) for the
+//	             recording threads whose counters changed since their last entry: a thread
+//	             absent from a frame had then the counters of its previous entry.
 //go:generate go run ../../internal/streamspec/gen -root ../..
 
 // The numbers (frame kinds, event types, mark kinds, flags, modes, framing) are generated from
