@@ -88,9 +88,10 @@ func TestGNUstepCPU(t *testing.T) {
 	}
 	nap, spin := find(rep.Hitches, "-[Sleeper nap]"), find(rep.OffMain, "-[Spinner spin]")
 	for _, c := range []report.ReportCall{nap, spin} {
-		if c.CPU == nil || c.CPU.RunnableNanos == nil || c.CPU.SampledNanos < c.DurNanos/2 ||
+		// sampled from the thread's first traced call, 20 ms before (a late drain: later)
+		if c.CPU == nil || c.CPU.RunnableNanos == nil || c.CPU.SampledNanos < c.DurNanos/4 ||
 			c.CPU.RunningNanos+c.CPU.WaitingNanos != c.CPU.SampledNanos || *c.CPU.RunnableNanos > c.CPU.WaitingNanos {
-			t.Fatalf("%s: CPU %+v, want samples over at least half its %d ns", c.Method, c.CPU, c.DurNanos)
+			t.Fatalf("%s: CPU %+v, want samples over at least a quarter of its %d ns", c.Method, c.CPU, c.DurNanos)
 		}
 		t.Logf("%s %.1f ms: %.1f ms running, %.1f ms waiting (%.1f ms runnable), %.1f ms sampled, samples %.1f ms apart",
 			c.Method, float64(c.DurNanos)/1e6, float64(c.CPU.RunningNanos)/1e6, float64(c.CPU.WaitingNanos)/1e6,
