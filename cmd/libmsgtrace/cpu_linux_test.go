@@ -30,8 +30,9 @@ import (
 // call into mostly on or wanting a CPU, with at least a third of the 60 ms it ran counted as
 // running (bounds on what was recorded, broad enough for a loaded machine and the sampling's
 // resolution: the samples are 10 ms or more apart); Perfetto has a "CPU running %" counter
-// track under each thread's track, Chrome JSON counter events for each; with MSGTRACE_CPU=0
-// the stream has no cpu frame and the report no split.
+// track under each thread's track, Chrome JSON counter events for each; the flight recorder
+// (MSGTRACE_MODE=ring) dumps the samples it kept; with MSGTRACE_CPU=0 the stream has no cpu
+// frame and the report no split.
 func TestGNUstepCPU(t *testing.T) {
 	testfiles.Slow(t, "builds and runs GNUstep programs")
 	if runtime.GOARCH != "amd64" {
@@ -160,6 +161,18 @@ func TestGNUstepCPU(t *testing.T) {
 		if counters[tid] < 2 {
 			t.Errorf("JSON: %d CPU counter events for thread %d", counters[tid], tid)
 		}
+	}
+
+	// ring mode: the flight recorder's dump at exit has the samples it kept
+	ring := filepath.Join(g.dir, "ring.mtrace")
+	if so, se, err := g.run(t, true, "home", map[string]string{"MSGTRACE_OUT": ring, "MSGTRACE_MODE": "ring"}, nil, app); err != nil || so != plain {
+		t.Fatalf("MSGTRACE_MODE=ring: %v %q\n%s", err, so, se)
+	}
+	if n := cpuFrames(t, ring); n == 0 {
+		t.Errorf("MSGTRACE_MODE=ring: no cpu frame in the dump")
+	}
+	if js, err := exec.Command(mb, "report", "--json", ring).Output(); err != nil || !bytes.Contains(js, []byte(`"running_ns"`)) {
+		t.Errorf("MSGTRACE_MODE=ring: report %v\n%s", err, js)
 	}
 
 	// off: no samples
