@@ -19,7 +19,7 @@
  * Ring mode (the flight recorder): the last CPU_KEEP frames are kept in memory and written with
  * each dump, after its other frames.
  * Depends on: drain_encode.c, drain_clock.c (mt_mono_ns), drain_output.c (frames go to
- * mt_out.out), drain_records.c (mt_dt); the recorder's registry.
+ * mt_out.out), drain_records.c (mt_dt); the recorder: rt_thread.c (the registry), rt.c (ticks).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
