@@ -5,7 +5,7 @@ GO ?= go
 FIXTURES := testdata/fixtures
 CORPUS := testdata/corpus
 
-.PHONY: all setup build fixtures corpus check test test-race fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-firsttouch bench-viewers bench-convert cross clean
+.PHONY: all setup build fixtures corpus check test test-race fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-firsttouch bench-cpu bench-viewers bench-convert cross clean
 
 all: build
 

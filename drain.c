@@ -7,8 +7,8 @@
  * mode it only frees what threads left and dumps the rings when asked. Nothing here runs on a
  * recording thread.
  * Depends on: drain_clock.c, drain_output.c, drain_records.c, drain_cpu.c (the samples),
- * drain_ring.c, drain_crash.c (a crash's pass); the recorder (rt_internal.h): rt.c, rt_handover.c, rt_pool.c, rt_ring.c,
- * rt_thread.c.
+ * drain_ring.c, drain_crash.c (a crash's pass); the recorder (rt_internal.h): rt.c,
+ * rt_handover.c, rt_pool.c, rt_ring.c, rt_thread.c.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -9,6 +9,9 @@
 # thread).
 #   bench-cpu.sh [RUNS] [THREADS] [ROUNDS] [BIN]   (10 pairs, 64 threads, 300 rounds, bin)
 set -euo pipefail
+# the figures also go to docs/bench/cpu.md, dated, with the tree and the machine
+source "$(dirname "$0")/bench-record.sh"
+bench_record cpu "" "$0" "$@"
 source "$(dirname "$0")/env.sh"
 runs=${1:-10}
 threads=${2:-64}
