@@ -130,7 +130,7 @@ func fuzzConvert(t *testing.T, b []byte, format string, opt engine.Options, gene
 	var out bytes.Buffer
 	s := newSink(t, format, &out, sink.Meta{TimeNanos: 1})
 	if generic {
-		s = engine.Tee(s)
+		s = genericSink{s}
 	}
 	tot, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, opt, s)
 	return out.Bytes(), tot, err

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -234,30 +235,28 @@ func (s *Session) runTraced(args []string) error {
 	if abs, err := filepath.Abs(app); err == nil {
 		meta.Path = abs
 	}
-	made := map[string]engine.Sink{} // by output, to say what their budgets folded
-	sinkFor := func(format, out string) func(io.Writer) engine.Sink {
-		return func(w io.Writer) engine.Sink {
-			s, _ := tracer.NewSink(format, w, meta) // formats from tracer.FormatFor are all known
-			made[out] = s
-			return s
-		}
-	}
-	rep := report.NewReportSink(report.ReportOptions{BudgetNanos: uint64(*budgetMS * 1e6), Top: max(*top, 1)})
-	main := sinkFor(outFormat, *out)
-	tot, err := s.convertStreams(streams, *out, opt, func(w io.Writer) engine.Sink { return engine.Tee(main(w), rep) })
-	if err != nil {
-		return err
-	}
-	files := []string{*out}
+	// every output and the report from one reading of the streams (a Tee)
+	paths, pathFormat := []string{*out}, map[string]string{*out: outFormat}
 	for _, o := range extra {
 		if *o.path == "" {
 			continue
 		}
-		if _, err := s.convertStreams(streams, *o.path, opt, sinkFor(o.format, *o.path)); err != nil {
-			return err
+		if _, ok := pathFormat[*o.path]; !ok { // (one name given twice: written once)
+			paths = append(paths, *o.path)
+			pathFormat[*o.path] = o.format
 		}
-		files = append(files, *o.path)
 	}
+	made := map[string]engine.Sink{} // by output, to say what their budgets folded
+	rep := report.NewReportSink(report.ReportOptions{BudgetNanos: uint64(*budgetMS * 1e6), Top: max(*top, 1)})
+	tot, err := s.convertStreams(streams, paths, opt, func(path string, w io.Writer) engine.Sink {
+		sk, _ := tracer.NewSink(pathFormat[path], w, meta) // formats from tracer.FormatFor are all known
+		made[path] = sk
+		return sk
+	}, rep)
+	if err != nil {
+		return err
+	}
+	files := slices.Clone(paths)
 	if *reportOut != "" {
 		if err := writeJSONFile(*reportOut, rep.Report()); err != nil {
 			return err
@@ -266,11 +265,8 @@ func (s *Session) runTraced(args []string) error {
 	if *reportOut != "" {
 		files = append(files, *reportOut)
 	}
-	formats := map[string]string{*out: outFormat, *reportOut: "report"}
-	for _, o := range extra {
-		formats[*o.path] = o.format
-	}
-	s.reportWritten(written(tot, uint64(len(streams)), files, formats, made))
+	pathFormat[*reportOut] = "report"
+	s.reportWritten(written(tot, uint64(len(streams)), files, pathFormat, made))
 	if *top > 0 {
 		writeSummary(stderr, rep.Report(), *top)
 		if len(kept) > 0 {
@@ -291,9 +287,11 @@ func copyFile(from, to string) error {
 	return os.WriteFile(to, b, 0o644)
 }
 
-// convertStreams writes the streams (one per process, on one timeline) through a sink to
-// path, showing progress on a terminal; nothing is left at path on failure.
-func (s *Session) convertStreams(streams []string, path string, opt engine.Options, sink func(io.Writer) engine.Sink) (engine.Totals, error) {
+// convertStreams writes the streams (one per process, on one timeline) to each of paths through
+// the sink sinkFor makes for it, and to more (sinks that write no file: the report), reading the
+// streams once for all of them (a Tee), showing progress on a terminal; nothing is left at any
+// of paths on failure.
+func (s *Session) convertStreams(streams, paths []string, opt engine.Options, sinkFor func(path string, w io.Writer) engine.Sink, more ...engine.Sink) (tot engine.Totals, err error) {
 	var ins []engine.Input
 	var total int64
 	for _, name := range streams {
@@ -309,22 +307,40 @@ func (s *Session) convertStreams(streams []string, path string, opt engine.Optio
 		ins = append(ins, engine.Input{R: f, Size: st.Size(), Name: name})
 		total += st.Size()
 	}
-	p := newProgress(s, path, 2*total) // streams are read twice
+	var files []*os.File
+	defer func() {
+		for i, f := range files {
+			if cerr := f.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("writing %s: %w", paths[i], cerr)
+			}
+		}
+		if err != nil {
+			for _, p := range paths[:len(files)] {
+				os.Remove(p)
+			}
+		}
+	}()
+	sinks := slices.Clone(more)
+	for _, p := range paths {
+		f, err := os.Create(p)
+		if err != nil {
+			return engine.Totals{}, err
+		}
+		files = append(files, f)
+		sinks = append(sinks, sinkFor(p, f))
+	}
+	sink := engine.Tee(sinks...)
+	p := newProgress(s, strings.Join(paths, ", "), int64(engine.Readings(sink, opt))*total)
 	defer p.finish()
 	for i := range ins {
 		ins[i].R = countingReaderAt{ins[i].R, p}
 	}
-	f, err := os.Create(path)
+	tot, err = engine.ProcessStreams(ins, opt, sink)
 	if err != nil {
-		return engine.Totals{}, err
-	}
-	tot, err := engine.ProcessStreams(ins, opt, sink(f))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return tot, fmt.Errorf("writing %s: %w", path, err)
+		if len(paths) == 1 {
+			return tot, fmt.Errorf("writing %s: %w", paths[0], err)
+		}
+		return tot, fmt.Errorf("writing %s: %w", strings.Join(paths, ", "), err)
 	}
 	return tot, nil
 }

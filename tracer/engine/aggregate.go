@@ -36,15 +36,6 @@ import (
 // after 2R+A+1, R the records before its own; a mark comes just before such an event, and
 // marks come in file order), and the thread's nodes are sorted by it.
 
-// aggregateTrie returns the stack trie that the aggregates' path fills for sink (Needs.Stacks),
-// or nil when the generic path must be taken (a sink that is no aggregate, or calls filtered).
-func aggregateTrie(s Sink, opt Options) *StackTrie {
-	if !(opt.MinNanos <= 0) || opt.MaxDepth >= 0 || len(opt.Include) > 0 || len(opt.Exclude) > 0 {
-		return nil
-	}
-	return s.Needs().Stacks
-}
-
 // aggJob is one selected thread of the aggregates' path and what reading it gave.
 type aggJob struct {
 	sf  *streamFile
@@ -53,38 +44,45 @@ type aggJob struct {
 	err error
 }
 
-// processAggregate is ProcessStreams for an aggregate sink whose trie is tr. Pass 1 first
-// leaves events frames undecoded (p1Lazy); when pass 2 finds that something it took for
-// granted does not hold (a frame that does not decode as counted, a thread with orphans, the
-// end of the trace not where it was estimated while calls are open at it), the conversion is
-// made again with pass 1 decoding (p1Decode).
-func processAggregate(ins []Input, opt Options, sink Sink, tr *StackTrie) (Totals, error) {
+// processAggregate is ProcessStreams for aggregates only, filling tr (their Close is left to
+// the caller). Pass 1 first leaves events frames undecoded (p1Lazy); when pass 2 finds that
+// something it took for granted does not hold (a frame that does not decode as counted, a
+// thread with orphans, the end of the trace not where it was estimated while calls are open
+// at it), the conversion is made again with pass 1 decoding (p1Decode).
+func processAggregate(ins []Input, opt Options, tr *StackTrie) (Totals, error) {
 	mode := p1Lazy
 	if opt.Threads != "" && opt.Threads != "all" { // the threads left out count for the timeline
 		mode = p1Decode
 	}
-	tot, again, err := aggregateWith(ins, opt, sink, tr, mode)
+	tot, again, err := aggregateWith(ins, opt, tr, mode)
 	if again {
-		tot, _, err = aggregateWith(ins, opt, sink, tr, p1Decode)
+		tot, _, err = aggregateWith(ins, opt, tr, p1Decode)
 	}
 	return tot, err
 }
 
 // aggregateWith is processAggregate with pass 1 in mode; again when p1Lazy does not do (tr
 // is then untouched).
-func aggregateWith(ins []Input, opt Options, sink Sink, tr *StackTrie, mode pass1Mode) (tot Totals, again bool, err error) {
+func aggregateWith(ins []Input, opt Options, tr *StackTrie, mode pass1Mode) (tot Totals, again bool, err error) {
 	files, tot, err := indexStreams(ins, opt, mode)
 	if err != nil {
 		return tot, false, err
 	}
-	lazy := mode == p1Lazy
+	again, err = aggregateFiles(files, opt, tr, mode == p1Lazy, false, &tot)
+	return tot, again, err
+}
+
+// aggregateFiles is the aggregates' pass 2 of the streams pass 1 indexed (lazy: in p1Lazy,
+// the streams not yet settled; again when that does not do), filling tr and counting into
+// tot. keep: pass 2 drives other sinks afterwards, so the threads' spans are kept.
+func aggregateFiles(files []*streamFile, opt Options, tr *StackTrie, lazy, keep bool, tot *Totals) (again bool, err error) {
 	var jobs []*aggJob
 	var size uint64
 	for _, sf := range files {
 		if lazy {
 			for _, st := range sf.threads {
 				if st.suspect {
-					return tot, true, nil
+					return true, nil
 				}
 			}
 			sf.estimateEnd()
@@ -129,7 +127,7 @@ func aggregateWith(ins []Input, opt Options, sink Sink, tr *StackTrie, mode pass
 	if lazy {
 		for _, j := range jobs {
 			if j.err == errLazy || j.err == nil && j.res.orphan {
-				return tot, true, nil
+				return true, nil
 			}
 		}
 		for _, sf := range files { // what pass 1 learns from the events, from pass 2
@@ -146,7 +144,7 @@ func aggregateWith(ins []Input, opt Options, sink Sink, tr *StackTrie, mode pass
 				sf.maxTick = max(sf.maxTick, sf.clockMax)
 			}
 			if open && sf.maxTick != sf.endEst { // calls open at an end that was not the trace's
-				return tot, true, nil
+				return true, nil
 			}
 		}
 		files = settleStreams(files, opt)
@@ -169,7 +167,7 @@ func aggregateWith(ins []Input, opt Options, sink Sink, tr *StackTrie, mode pass
 			tot.Overflow += t.Overflow
 			if j.err == nil && !j.res.orphan {
 				if err := tr.BeginThread(&sf.hdr, t); err != nil {
-					return tot, false, err
+					return false, err
 				}
 				shift := sf.base
 				if !lazy {
@@ -184,14 +182,14 @@ func aggregateWith(ins []Input, opt Options, sink Sink, tr *StackTrie, mode pass
 				continue
 			}
 			if j.err != nil {
-				return tot, false, j.err
+				return false, j.err
 			}
-			g, n, open, err := sf.aggregateGeneric(j.st, &tot)
+			g, n, open, err := sf.aggregateGeneric(j.st, tot, keep)
 			if err != nil {
-				return tot, false, err
+				return false, err
 			}
 			if err := tr.BeginThread(&sf.hdr, t); err != nil {
-				return tot, false, err
+				return false, err
 			}
 			mergeTrie(tr, g)
 			nGeneric++
@@ -204,7 +202,7 @@ func aggregateWith(ins []Input, opt Options, sink Sink, tr *StackTrie, mode pass
 	if AggTestHook != nil {
 		AggTestHook(nFast, nGeneric, lazy)
 	}
-	return tot, false, sink.Close(tot)
+	return false, nil
 }
 
 // errLazy is what reading a thread backwards returns when pass 1 took for granted what its
@@ -243,8 +241,9 @@ func (sf *streamFile) estimateEnd() {
 var AggTestHook func(fast, generic int, lazy bool)
 
 // aggregateGeneric is the generic path for one thread: its pass-1 analysis, then pass 2 into a
-// trie of its own (which it returns, with the calls and open calls it took).
-func (sf *streamFile) aggregateGeneric(st *streamThread, tot *Totals) (*StackTrie, uint64, uint64, error) {
+// trie of its own (which it returns, with the calls and open calls it took); keep: the
+// thread's spans are kept for a pass 2 to come.
+func (sf *streamFile) aggregateGeneric(st *streamThread, tot *Totals, keep bool) (*StackTrie, uint64, uint64, error) {
 	if err := sf.reanalyse(st); err != nil {
 		return nil, 0, 0, err
 	}
@@ -268,7 +267,9 @@ func (sf *streamFile) aggregateGeneric(st *streamThread, tot *Totals) (*StackTri
 	if serr := em.stop(); err == nil {
 		err = serr
 	}
-	st.spans, st.sh.pend = nil, nil
+	if !keep {
+		st.spans, st.sh.pend = nil, nil
+	}
 	return g, a.calls, a.open, err
 }
 

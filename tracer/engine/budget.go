@@ -116,8 +116,13 @@ type FoldReport struct {
 	Folded    uint64 // calls folded into their callers
 }
 
-// Folded reports what the budget of a timeline sink did (nil for other sinks).
-func Folded(s Sink) *FoldReport { return s.Needs().Fold }
+// Folded reports what the budget of a timeline sink did (nil for other sinks, and for none).
+func Folded(s Sink) *FoldReport {
+	if s == nil {
+		return nil
+	}
+	return s.Needs().Fold
+}
 
 // foldTree keeps the calls at least fold long, and folds the others into the kept call
 // around them: their time is in its self time already; the count goes on Call.Folded.
@@ -188,26 +193,22 @@ func (f *foldTree) Close(t Totals) error { return f.ts.Close(t) }
 // pass 1 counts the calls by duration; without one (aggregates, a timeline with every call
 // kept: --max-calls all) it does not.
 func hasBudget(s Sink) bool {
-	if t, ok := s.(tee); ok {
-		for _, s := range t {
-			if hasBudget(s) {
-				return true
-			}
+	for _, s := range leaves(s, nil) {
+		if n := s.Needs(); n.Fold != nil && n.Budget > 0 {
+			return true
 		}
-		return false
 	}
-	n := s.Needs()
-	return n.Fold != nil && n.Budget > 0
+	return false
 }
 
 // asTreeWith returns the TreeSink the stream reader drives for a sink, timelines wrapped in
 // their budget given the durations of the trace's calls (h) and the number of calls open at
 // its end (open: not in h, and never folded); folds says whether a budget folds calls (the
-// reader must then set each Call's foldKey).
+// reader must then set each Call's foldKey). A Tee's members are driven each as its own.
 func asTreeWith(s Sink, h *durHist, open uint64) (ts TreeSink, folds bool) {
-	if t, ok := s.(tee); ok {
-		tt := make(teeTree, len(t))
-		for i, s := range t {
+	if m := s.Needs().Members; m != nil {
+		tt := make(teeTree, len(m))
+		for i, s := range m {
 			var f bool
 			tt[i], f = asTreeWith(s, h, open)
 			folds = folds || f

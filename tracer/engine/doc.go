@@ -28,5 +28,7 @@
 //     StackTrie directly, reading each thread backwards, with the same result.
 //   - Abort: what ends a sink holding a writer goroutine when a conversion fails before Close.
 //
-// Tee drives several sinks, each as its own Needs say, on the generic path.
+// Tee drives several sinks from one reading of the trace (tee.go): each as its own Needs say,
+// the aggregates sharing one trie, filled by the aggregates' path beside pass 2 when no
+// filter drops calls.
 package engine

@@ -52,8 +52,8 @@ type Sink interface {
 }
 
 // Needs is a sink's declared contract with the engine: the order it takes calls in, the
-// budget of a timeline, the trie of an aggregate, what ends it on a failure. Tee combines its
-// sinks' needs.
+// budget of a timeline, the trie of an aggregate, what ends it on a failure. A Tee declares
+// its members, whose needs the engine combines.
 type Needs struct {
 	// Tree takes each thread's calls in pre-order (a parent before its children): the stream
 	// reader drives it directly, without holding call trees. Nil: the Sink's own methods, in
@@ -71,6 +71,9 @@ type Needs struct {
 	// Abort ends what only Close ends (a writer goroutine) when a conversion fails before
 	// Close, writing nothing more (nil: nothing to end).
 	Abort func()
+	// Members marks a tee: the sinks it feeds, each driven as its own Needs say, from one
+	// reading of the trace (tee.go). The tee's own Needs are then Members and Abort only.
+	Members []Sink
 }
 
 // abortOnError aborts the sink when the conversion failed (*err set).

@@ -35,16 +35,29 @@ type Input struct {
 // of it grows with the number of calls.
 func ProcessStreams(ins []Input, opt Options, sink Sink) (t Totals, err error) {
 	defer abortOnError(sink, &err)
-	if tr := aggregateTrie(sink, opt); tr != nil {
-		return processAggregate(ins, opt, sink, tr)
+	p := planFor(sink, opt)
+	if len(p.drive) == 0 { // aggregates only
+		tot, err := processAggregate(ins, opt, p.tries[0])
+		if err != nil {
+			return tot, err
+		}
+		p.share()
+		return tot, sink.Close(tot)
 	}
+	drive := p.driven()
 	mode := p1Spans
-	if hasBudget(sink) {
+	if hasBudget(drive) {
 		mode = p1Shapes
 	}
 	files, tot, err := indexStreams(ins, opt, mode)
 	if err != nil {
 		return tot, err
+	}
+	if p.fast { // the aggregates beside the others: their trie from the same pass 1
+		var aggTot Totals // (pass 2 counts the same)
+		if _, err := aggregateFiles(files, opt, p.tries[0], false, true, &aggTot); err != nil {
+			return tot, err
+		}
 	}
 	var durs durHist
 	var calls, open uint64
@@ -59,8 +72,8 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (t Totals, err error) {
 			}
 		}
 	}
-	a := &applier{sink: sink, flt: newTreeFilter(opt)}
-	a.ts, a.foldKeys = asTreeWith(sink, &durs, open)
+	a := &applier{sink: drive, flt: newTreeFilter(opt)}
+	a.ts, a.foldKeys = asTreeWith(drive, &durs, open)
 	em := newEmitter(a, calls)
 	err = replayStreams(files, opt, em, &tot)
 	if serr := em.stop(); err == nil { // the applier's goroutine ends, on an error too
@@ -70,6 +83,7 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (t Totals, err error) {
 	if err != nil {
 		return tot, err
 	}
+	p.share()
 	return tot, sink.Close(tot)
 }
 
