@@ -806,7 +806,7 @@ func (r *aggReader) nameSlow(id uint64) int32 {
 	if v, ok := r.bigIDs[id]; ok {
 		return v
 	}
-	s, _ := r.sf.method(id)
+	s, _, _ := r.sf.method(id)
 	nm, ok := r.byName[s]
 	if !ok {
 		nm = r.newName(s)

@@ -232,6 +232,7 @@ type outEntry struct {
 	flags      int32  // the Call's
 	keptUp     int32  // index of the nearest kept entry below, -1 none
 	kdepth     int32  // depth among kept calls (of this entry if kept; of its children otherwise)
+	method     Method
 	kept       bool
 }
 
@@ -291,19 +292,19 @@ func (a *applier) enter(o *rawOp) error {
 	if o.flags&stream.FlagOpen != 0 {
 		a.open++
 	}
-	name, mflags := a.sf.method(o.id)
+	name, mflags, m := a.sf.method(o.id)
 	flags := mflags | int(o.flags)
 	kept := a.flt.all || a.flt.keep(a.sf, o.id, name, dur, int(o.depth))
 	var oe *outEntry
 	a.out, oe = AppendSlot(a.out)
-	oe.name, oe.start, oe.startNanos, oe.durNanos, oe.children, oe.depth = name, o.start, start, dur, 0, o.depth
+	oe.name, oe.method, oe.start, oe.startNanos, oe.durNanos, oe.children, oe.depth = name, m, o.start, start, dur, 0, o.depth
 	oe.flags, oe.keptUp, oe.kdepth, oe.kept = int32(flags), up, kd, kept
 	if !kept {
 		return nil
 	}
 	a.kept++
 	c := &a.call
-	c.Name, c.Thread, c.Depth, c.Flags = name, a.thread, int(o.depth), flags
+	c.Name, c.Method, c.names, c.Thread, c.Depth, c.Flags = name, m, a.sf.names, a.thread, int(o.depth), flags
 	c.StartNanos, c.DurNanos, c.SelfNanos, c.Folded = start, dur, 0, 0
 	if a.foldKeys {
 		c.foldKey = a.sf.durKey(o.end - min(o.end, o.start))
@@ -340,7 +341,7 @@ func (a *applier) pop() error {
 		a.out[e.keptUp].children += e.durNanos
 	}
 	c := &a.call
-	c.Name, c.Thread, c.Depth, c.Flags = e.name, a.thread, int(e.depth), int(e.flags)
+	c.Name, c.Method, c.names, c.Thread, c.Depth, c.Flags = e.name, e.method, a.sf.names, a.thread, int(e.depth), int(e.flags)
 	c.StartNanos, c.DurNanos, c.SelfNanos, c.Folded = e.startNanos, e.durNanos, e.durNanos-min(e.durNanos, e.children), 0
 	return a.ts.Exit(c, int(e.kdepth))
 }

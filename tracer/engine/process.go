@@ -25,6 +25,7 @@ type Options struct {
 // Call is one call after filtering, in the order calls ended on its thread.
 type Call struct {
 	Name       string
+	Method     Method // the method's number in the conversion's Names (0: none; then Name only)
 	StartNanos uint64 // since the trace's base tick
 	DurNanos   uint64
 	SelfNanos  uint64 // minus the kept calls nested in it
@@ -34,6 +35,7 @@ type Call struct {
 	Folded     uint64 // timelines: calls inside it folded into its self time by the budget (at Exit)
 
 	foldKey uint64 // at Enter, what a budget compares (streamFile.durKey), when one folds calls
+	names   *Names // the table Method is in
 }
 
 // Sink receives a processed trace: the calls of each thread in the order they ended (Call,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -93,6 +94,7 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (t Totals, err error) {
 func indexStreams(ins []Input, opt Options, mode pass1Mode) ([]*streamFile, Totals, error) {
 	var tot Totals
 	files := make([]*streamFile, 0, len(ins))
+	names := newNames()
 	for i, in := range ins {
 		sf, err := indexStream(in, mode)
 		if err != nil {
@@ -102,6 +104,7 @@ func indexStreams(ins []Input, opt Options, mode pass1Mode) ([]*streamFile, Tota
 			}
 			return nil, tot, fmt.Errorf("%s: %w", name, err)
 		}
+		sf.nameMethods(names)
 		files = append(files, sf)
 		tot.BadFrames += sf.badFrames
 		tot.BadBytes += sf.badBytes
@@ -210,10 +213,11 @@ func (w *window) at(off int64, n int) ([]byte, error) {
 	return w.buf[off-from:][:n], nil
 }
 
-// streamMethod is a method's name and call flags.
+// streamMethod is a method's name, call flags and number in the conversion's Names.
 type streamMethod struct {
 	name  string
 	flags int
+	m     Method
 }
 
 // streamThread is a thread's pass-1 index.
@@ -260,6 +264,7 @@ type streamFile struct {
 
 	clock            clockMap
 	methods          map[uint64]streamMethod
+	names            *Names         // the conversion's, numbering methods
 	dense            []streamMethod // methods by id, when ids are dense
 	threads          []*streamThread
 	byTID            map[uint64]*streamThread
@@ -567,7 +572,7 @@ func (sf *streamFile) frame(kind uint8, off int64, p []byte) error {
 			if fl&stream.MethodTagged != 0 {
 				flags |= stream.FlagTagged
 			}
-			es = append(es, entry{id, streamMethod{sign + "[" + cls + " " + sel + "]", flags}})
+			es = append(es, entry{id, streamMethod{name: sign + "[" + cls + " " + sel + "]", flags: flags}})
 		}
 		if d.Bad {
 			return stream.ErrMalformed
@@ -651,22 +656,41 @@ func (sf *streamFile) ns(tick uint64) uint64 {
 	return m - sf.base
 }
 
-// method names a method id.
-func (sf *streamFile) method(id uint64) (string, int) {
+// method names a method id: its name, call flags and Method.
+func (sf *streamFile) method(id uint64) (string, int, Method) {
 	if id < uint64(len(sf.dense)) {
 		if m := &sf.dense[id]; m.name != "" {
-			return m.name, m.flags
+			return m.name, m.flags, m.m
 		}
 	}
 	return sf.methodSlow(id)
 }
 
 // methodSlow is method for ids not in the dense table.
-func (sf *streamFile) methodSlow(id uint64) (string, int) {
+func (sf *streamFile) methodSlow(id uint64) (string, int, Method) {
 	if m, ok := sf.methods[id]; ok {
-		return m.name, m.flags
+		return m.name, m.flags, m.m
 	}
-	return "?[method " + strconv.FormatUint(id, 10) + "]", 0
+	name := "?[method " + strconv.FormatUint(id, 10) + "]"
+	return name, 0, sf.names.intern(name)
+}
+
+// nameMethods numbers the stream's methods in names, in the order of their ids.
+func (sf *streamFile) nameMethods(names *Names) {
+	sf.names = names
+	ids := make([]uint64, 0, len(sf.methods))
+	for id := range sf.methods {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		m := sf.methods[id]
+		m.m = names.intern(m.name)
+		sf.methods[id] = m
+		if id < uint64(len(sf.dense)) {
+			sf.dense[id] = m
+		}
+	}
 }
 
 // frameAt reads the payload of a frame pass 1 indexed.

@@ -6,7 +6,6 @@ package engine
 
 import (
 	"strconv"
-	"unsafe"
 
 	"github.com/msgtrace/msgtrace/tracer/stream"
 )
@@ -20,23 +19,20 @@ import (
 // open around it ("[lost N]": N calls, the time they were lost in; "[wait]": the time the thread
 // waited for buffer space), its time taken from the self time of the call it happened in.
 type StackTrie struct {
-	Names   []string
-	nameID  map[string]int32
-	Nodes   []trieNode
-	kids    kidIndex // parent node << 32 | name -> node
-	last    string   // the name looked up last, and its id
-	lastID  int32
-	markIDs map[markKey]int32 // marks' labels' name ids
+	Names    []string
+	nameID   map[string]int32
+	byMethod []int32 // a call's Method -> its name id + 1 (0: not yet)
+	Nodes    []trieNode
+	kids     kidIndex          // parent node << 32 | name -> node
+	markIDs  map[markKey]int32 // marks' labels' name ids
 
-	// a direct-mapped cache in front of nameID
-	nameCache [1 << 12]nameEntry
-	Threads   []trieThread
-	labels    map[string]bool
-	path      []int32  // the current thread's root, then the open calls
-	marked    []uint64 // per entry of path: time of the marks inside it, taken from its self time
-	Start     uint64   // earliest call start and latest end, over every thread
-	End       uint64
-	any       bool
+	Threads []trieThread
+	labels  map[string]bool
+	path    []int32  // the current thread's root, then the open calls
+	marked  []uint64 // per entry of path: time of the marks inside it, taken from its self time
+	Start   uint64   // earliest call start and latest end, over every thread
+	End     uint64
+	any     bool
 }
 
 type trieNode struct {
@@ -57,41 +53,30 @@ func NewStackTrie() *StackTrie {
 	return &StackTrie{nameID: map[string]int32{}, labels: map[string]bool{}}
 }
 
+// name returns a name's id, numbering it when new.
 func (a *StackTrie) name(s string) int32 {
-	if len(s) == len(a.last) && (len(s) == 0 || unsafe.StringData(s) == unsafe.StringData(a.last)) {
-		return a.lastID // the same string as last time (the reader hands out one string per method)
-	}
-	return a.nameSlow(s)
-}
-
-// nameSlow is name for a string other than the last: through a direct-mapped cache by where
-// the string is (the reader hands out one string per method; an entry holds its string, so
-// that memory is never another string's), then the map.
-func (a *StackTrie) nameSlow(s string) int32 {
-	var c *nameEntry
-	if len(s) > 0 {
-		c = &a.nameCache[uintptr(unsafe.Pointer(unsafe.StringData(s)))>>3%uintptr(len(a.nameCache))]
-		if len(c.s) == len(s) && unsafe.StringData(c.s) == unsafe.StringData(s) {
-			a.last, a.lastID = s, c.id
-			return c.id
-		}
-	}
 	id, ok := a.nameID[s]
 	if !ok {
 		id = int32(len(a.Names))
 		a.Names = append(a.Names, s)
 		a.nameID[s] = id
 	}
-	if c != nil {
-		c.s, c.id = s, id
-	}
-	a.last, a.lastID = s, id
 	return id
 }
 
-type nameEntry struct {
-	s  string
-	id int32
+// callName is name for a call's method, by its Method.
+func (a *StackTrie) callName(c *Call) int32 {
+	if m := c.Method; m != 0 && int(m) < len(a.byMethod) {
+		if v := a.byMethod[m]; v != 0 {
+			return v - 1
+		}
+	}
+	id := a.name(c.Name)
+	if c.Method != 0 {
+		a.byMethod = Grow(a.byMethod, c.Method)
+		a.byMethod[c.Method] = id + 1
+	}
+	return id
 }
 
 type kidEntry struct {
@@ -216,7 +201,7 @@ func (a *StackTrie) span(start, dur uint64) {
 func (a *StackTrie) Enter(c *Call, depth int) error {
 	a.path = a.path[:depth+1]
 	a.marked = a.marked[:depth+1]
-	n := a.kid(a.path[depth], c.Name)
+	n := a.kidID(a.path[depth], a.callName(c))
 	a.Nodes[n].Count++
 	if depth == 0 {
 		a.Threads[len(a.Threads)-1].total += c.DurNanos

@@ -4,7 +4,6 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/msgtrace/msgtrace/tracer/engine"
 	"github.com/msgtrace/msgtrace/tracer/stream"
@@ -87,7 +86,7 @@ const (
 
 // NewChromeSink writes to w.
 func NewChromeSink(w io.Writer) *ChromeSink {
-	s := &ChromeSink{w: newOutWriter(w), first: true, names: new(jsonNames)}
+	s := &ChromeSink{w: newOutWriter(w), first: true, names: &jsonNames{byName: map[string]*jsonName{}}}
 	s.pre = engine.PreOrder(chromeTree{s})
 	return s
 }
@@ -180,14 +179,14 @@ func (s *ChromeSink) setPT() {
 // separator, then `{"ph":"B","name":NAME,"ts":` made once per name (jsonNames), then the
 // time. The rest is pt (or ptB), made once per thread: what head writes, without building it
 // field by field for each of the two events of every call.
-func (s *ChromeSink) callHead(end bool, name string, ns uint64) []byte {
+func (s *ChromeSink) callHead(end bool, c *engine.Call, ns uint64) []byte {
 	if !s.started {
 		s.start() // (an error stays in s.w)
 	}
 	if !s.ptOK || s.ptPid != s.pid || s.ptTid != s.tid {
 		s.setPT()
 	}
-	e := s.names.entry(name)
+	e := s.names.call(c)
 	q := e.b
 	if end {
 		q = e.e
@@ -198,10 +197,32 @@ func (s *ChromeSink) callHead(end bool, name string, ns uint64) []byte {
 	return s.times.micros(append(s.w.b, q...), ns)
 }
 
-// jsonNames caches names as JSON strings, direct-mapped by where a name's bytes are (the
-// stream reader hands out one string per method); an entry holds its string, so that memory
-// is never another string's.
-type jsonNames [1 << 10]jsonName
+// jsonNames keeps names as JSON strings: a call's by its Method, other names (and calls
+// without a Method) by name.
+type jsonNames struct {
+	byMethod []*jsonName
+	byName   map[string]*jsonName
+}
+
+// call returns the entry of a call's method.
+func (c *jsonNames) call(call *engine.Call) *jsonName {
+	m := call.Method
+	if m == 0 {
+		return c.entry(call.Name)
+	}
+	if int(m) < len(c.byMethod) {
+		if e := c.byMethod[m]; e != nil {
+			return e
+		}
+	}
+	c.byMethod = engine.Grow(c.byMethod, m)
+	e := c.byName[call.Name]
+	if e == nil {
+		e = c.make(call.Name, call.Display())
+	}
+	c.byMethod[m] = e
+	return e
+}
 
 // append appends name as a JSON string (appendJSONString).
 func (c *jsonNames) append(b []byte, name string) []byte {
@@ -223,22 +244,28 @@ func (c *jsonNames) entry(name string) *jsonName {
 	if len(name) == 0 {
 		return &emptyName
 	}
-	e := &c[uintptr(unsafe.Pointer(unsafe.StringData(name)))>>3%uintptr(len(c))]
-	if len(e.s) != len(name) || unsafe.StringData(e.s) != unsafe.StringData(name) {
-		d := engine.DisplayName(name)
-		e.s, e.q = name, appendJSONString(e.q[:0], d)
-		e.b = callHeadOf(e.b[:0], 'B', e.q)
-		if d != name {
-			// a Swift class's method: named as people write it, its runtime name (what
-			// identifies it, and what the Objective-C runtime calls it) kept in the begin's
-			// args, the same for every call of it (speedscope keys frames by name and args)
-			e.b = e.b[:len(e.b)-len(`,"ts":`)]
-			e.b = append(e.b, `,"args":{"objc":`...)
-			e.b = appendJSONString(e.b, name)
-			e.b = append(e.b, `},"ts":`...)
-		}
-		e.e = callHeadOf(e.e[:0], 'E', e.q)
+	if e := c.byName[name]; e != nil {
+		return e
 	}
+	return c.make(name, engine.DisplayName(name))
+}
+
+// make makes the entry of a name whose display name is d.
+func (c *jsonNames) make(name, d string) *jsonName {
+	e := new(jsonName)
+	c.byName[name] = e
+	e.s, e.q = name, appendJSONString(nil, d)
+	e.b = callHeadOf(nil, 'B', e.q)
+	if d != name {
+		// a Swift class's method: named as people write it, its runtime name (what
+		// identifies it, and what the Objective-C runtime calls it) kept in the begin's
+		// args, the same for every call of it (speedscope keys frames by name and args)
+		e.b = e.b[:len(e.b)-len(`,"ts":`)]
+		e.b = append(e.b, `,"args":{"objc":`...)
+		e.b = appendJSONString(e.b, name)
+		e.b = append(e.b, `},"ts":`...)
+	}
+	e.e = callHeadOf(nil, 'E', e.q)
 	return e
 }
 
@@ -484,14 +511,14 @@ func (s *ChromeSink) writeInstant(call *engine.Call, depth int) error {
 }
 
 func (s *ChromeSink) writeBegin(call *engine.Call) error {
-	b := append(s.callHead(false, call.Name, call.StartNanos), s.ptB...)
+	b := append(s.callHead(false, call, call.StartNanos), s.ptB...)
 	s.gBegins = append(s.gBegins, call.Name)
 	return s.evEnd(b)
 }
 
 // writeEnd writes an end without its times (see at), and remembers where they go.
 func (s *ChromeSink) writeEnd(call *engine.Call) error {
-	b := append(s.callHead(true, call.Name, call.StartNanos+call.DurNanos), s.pt...)
+	b := append(s.callHead(true, call, call.StartNanos+call.DurNanos), s.pt...)
 	e := chromeEnd{name: call.Name, self: call.SelfNanos, dur: call.DurNanos}
 	unwound := call.Flags&stream.FlagUnwound != 0
 	switch {

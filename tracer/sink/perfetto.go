@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-	"unsafe"
 
 	"github.com/msgtrace/msgtrace/tracer/engine"
 	"github.com/msgtrace/msgtrace/tracer/stream"
@@ -120,9 +119,10 @@ type PerfettoSink struct {
 	pkts  []pfPkt // and where they are
 	err   error
 
-	names   map[string]uint64 // name -> iid (the same on every sequence)
-	nameSeq []uint32          // iid -> the last sequence it was interned on
-	nameStr []string          // iid -> name
+	names    map[string]uint64 // name -> iid (the same on every sequence)
+	nameSeq  []uint32          // iid -> the last sequence it was interned on
+	nameShow []string          // iid -> the name shown (DisplayName)
+	byMethod []uint64          // a call's Method -> iid (0: not yet)
 
 	seq     uint32 // current sequence (one per thread, from 1)
 	seqTag  []byte // its trusted_packet_sequence_id field, encoded
@@ -139,7 +139,6 @@ type PerfettoSink struct {
 
 	scratch []byte
 	fold    engine.FoldReport
-	cache   [1 << pfCacheBits]pfNameSlot
 
 	zp *pfCompressor // nil until a batch is full
 
@@ -148,7 +147,7 @@ type PerfettoSink struct {
 
 // NewPerfettoSink writes to w.
 func NewPerfettoSink(w io.Writer, m Meta) *PerfettoSink {
-	s := &PerfettoSink{w: w, meta: m, names: map[string]uint64{}, nameSeq: []uint32{0}, nameStr: []string{""}}
+	s := &PerfettoSink{w: w, meta: m, names: map[string]uint64{}, nameSeq: []uint32{0}, nameShow: []string{""}}
 	s.Sink = engine.PreOrder(perfettoTree{s})
 	return s
 }
@@ -265,48 +264,46 @@ func (s *PerfettoSink) time(b []byte, ts uint64) []byte {
 }
 
 // iid returns name's interned id, and whether the current sequence has yet to be told it.
-// The readers hand out one string per method: a cache keyed by where the string is spares
-// most calls hashing the name (a slot holds its string, so the memory is never another's).
 func (s *PerfettoSink) iid(name string) (uint64, bool) {
-	if len(name) == 0 { // not cached: an empty slot is an empty name
-		iid, ok := s.names[name]
-		if !ok {
-			iid = s.newName(name)
-		}
-		return iid, s.tell(iid)
+	iid, ok := s.names[name]
+	if !ok {
+		iid = s.newName(name, engine.DisplayName(name))
 	}
-	p := unsafe.StringData(name)
-	slot := &s.cache[uint64(uintptr(unsafe.Pointer(p)))*0x9e3779b97f4a7c15>>(64-pfCacheBits)]
-	if len(slot.name) != len(name) || unsafe.StringData(slot.name) != p {
-		iid, ok := s.names[name]
-		if !ok {
-			iid = s.newName(name)
-		}
-		slot.name, slot.iid = name, iid
-	}
-	return slot.iid, s.tell(slot.iid)
+	return iid, s.tell(iid)
 }
 
-const pfCacheBits = 12
-
-type pfNameSlot struct {
-	name string
-	iid  uint64
+// iidOf is iid for a call's method, by its Method.
+func (s *PerfettoSink) iidOf(c *engine.Call) (uint64, bool) {
+	m := c.Method
+	if int(m) < len(s.byMethod) && m != 0 {
+		if iid := s.byMethod[m]; iid != 0 {
+			return iid, s.tell(iid)
+		}
+	}
+	iid, ok := s.names[c.Name]
+	if !ok {
+		iid = s.newName(c.Name, c.Display())
+	}
+	if m != 0 {
+		s.byMethod = engine.Grow(s.byMethod, m)
+		s.byMethod[m] = iid
+	}
+	return iid, s.tell(iid)
 }
 
 // iidBytes is iid for a name in bytes (allocating only for a new name).
 func (s *PerfettoSink) iidBytes(name []byte) (uint64, bool) {
 	iid, ok := s.names[string(name)]
 	if !ok {
-		iid = s.newName(string(name))
+		iid = s.newName(string(name), engine.DisplayName(string(name)))
 	}
 	return iid, s.tell(iid)
 }
 
-func (s *PerfettoSink) newName(name string) uint64 {
-	iid := uint64(len(s.nameStr))
+func (s *PerfettoSink) newName(name, show string) uint64 {
+	iid := uint64(len(s.nameShow))
 	s.names[name] = iid
-	s.nameStr = append(s.nameStr, name)
+	s.nameShow = append(s.nameShow, show)
 	s.nameSeq = append(s.nameSeq, 0)
 	return iid
 }
@@ -322,7 +319,7 @@ func (s *PerfettoSink) tell(iid uint64) bool {
 
 // appendInterned appends the InternedData telling iid's name.
 func (s *PerfettoSink) appendInterned(b []byte, iid uint64) []byte {
-	name := engine.DisplayName(s.nameStr[iid])
+	name := s.nameShow[iid]
 	en := 1 + protowire.SizeVarint(iid) + 1 + protowire.SizeBytes(len(name))
 	b = append(b, tagInterned)
 	b = protowire.AppendVarint(b, uint64(1+protowire.SizeBytes(en)))
@@ -459,7 +456,7 @@ func (t perfettoTree) Enter(c *engine.Call, _ int) error {
 	if s.inst.next < len(s.inst.list) {
 		s.instantsBefore(c.StartNanos)
 	}
-	iid, tell := s.iid(c.Name)
+	iid, tell := s.iidOf(c)
 	b, start := s.appendHead()
 	// the parts that vary last, so that the packet repeats an earlier one as far as can be
 	if iid < 0x4000 { // the varint by hand: most are 2 bytes

@@ -3,7 +3,6 @@ package sink
 import (
 	"io"
 	"strconv"
-	"unsafe"
 
 	"github.com/msgtrace/msgtrace/tracer/engine"
 	"github.com/msgtrace/msgtrace/tracer/stream"
@@ -22,49 +21,75 @@ import (
 // where it happened (speedscope shows no instants).
 type SpeedscopeSink struct {
 	engine.Sink
-	w       *outWriter
-	buf     []byte
-	meta    Meta
-	frames  map[string]int
-	names   []string
-	label   string
-	started bool // the file's head is written
-	inProf  bool // a profile's head is written
-	nprof   int
-	first   bool // no event yet in this profile
-	lastAt  uint64
-	startAt uint64
-	open    []bool // per depth: is the call open at that depth still running at the end
-	err     error
-	fold    engine.FoldReport
-	cache   *frameCache
-	times   decCache
+	w        *outWriter
+	buf      []byte
+	meta     Meta
+	frames   map[string]*ssFrame // by name
+	byMethod []*ssFrame          // a call's, by its Method
+	shown    []string            // by frame id: the name shown (DisplayName)
+	label    string
+	started  bool // the file's head is written
+	inProf   bool // a profile's head is written
+	nprof    int
+	first    bool // no event yet in this profile
+	lastAt   uint64
+	startAt  uint64
+	open     []bool // per depth: is the call open at that depth still running at the end
+	err      error
+	fold     engine.FoldReport
+	times    decCache
 }
 
-// frameCache holds, per name, an open event and a close event of its frame up to the time
-// (`,{"type":"O","frame":ID,"at":`, the comma that goes before every event but a profile's
-// first included), direct-mapped by where a name's bytes are (the stream reader hands out one
-// string per method); an entry holds its string, so that memory is never another string's.
-type frameCache [1 << 10]struct {
-	s    string
+// ssFrame is a frame's open event and close event up to the time (`,{"type":"O","frame":ID,"at":`,
+// the comma that goes before every event but a profile's first included).
+type ssFrame struct {
 	o, c []byte
 }
 
 // NewSpeedscopeSink writes to w.
 func NewSpeedscopeSink(w io.Writer, m Meta) *SpeedscopeSink {
-	s := &SpeedscopeSink{w: newOutWriter(w), meta: m, frames: map[string]int{}, cache: new(frameCache)}
+	s := &SpeedscopeSink{w: newOutWriter(w), meta: m, frames: map[string]*ssFrame{}}
 	s.Sink = engine.PreOrder(speedscopeTree{s})
 	return s
 }
 
-func (s *SpeedscopeSink) frame(name string) int {
-	id, ok := s.frames[name]
-	if !ok {
-		id = len(s.names)
-		s.frames[name] = id
-		s.names = append(s.names, name)
+// frame returns name's frame, made when new (shown as show).
+func (s *SpeedscopeSink) frame(name, show string) *ssFrame {
+	f := s.frames[name]
+	if f == nil {
+		id := len(s.shown)
+		f = &ssFrame{o: frameEvent(nil, 'O', id), c: frameEvent(nil, 'C', id)}
+		s.frames[name] = f
+		s.shown = append(s.shown, show)
 	}
-	return id
+	return f
+}
+
+// named is frame for a name that is not a call's.
+func (s *SpeedscopeSink) named(name string) *ssFrame {
+	if f := s.frames[name]; f != nil {
+		return f
+	}
+	return s.frame(name, engine.DisplayName(name))
+}
+
+// callFrame is frame for a call's method, by its Method.
+func (s *SpeedscopeSink) callFrame(c *engine.Call) *ssFrame {
+	m := c.Method
+	if m != 0 && int(m) < len(s.byMethod) {
+		if f := s.byMethod[m]; f != nil {
+			return f
+		}
+	}
+	f := s.frames[c.Name]
+	if f == nil {
+		f = s.frame(c.Name, c.Display())
+	}
+	if m != 0 {
+		s.byMethod = engine.Grow(s.byMethod, m)
+		s.byMethod[m] = f
+	}
+	return f
 }
 
 func (s *SpeedscopeSink) head(h *stream.Header) {
@@ -80,7 +105,7 @@ func (s *SpeedscopeSink) head(h *stream.Header) {
 }
 
 // event writes one open or close event at time at (clamped so that time never goes back).
-func (s *SpeedscopeSink) event(typ byte, name string, at uint64) {
+func (s *SpeedscopeSink) event(typ byte, f *ssFrame, at uint64) {
 	b := s.w.tail() // in place
 	if !s.inProf {
 		s.inProf, s.first, s.startAt, s.lastAt = true, true, at, at
@@ -94,20 +119,9 @@ func (s *SpeedscopeSink) event(typ byte, name string, at uint64) {
 	}
 	at = max(at, s.lastAt)
 	s.lastAt = at
-	var q []byte
-	if len(name) == 0 {
-		q = frameEvent(s.buf[:0], typ, s.frame(name))
-		s.buf = q
-	} else {
-		e := &s.cache[uintptr(unsafe.Pointer(unsafe.StringData(name)))>>3%uintptr(len(s.cache))]
-		if len(e.s) != len(name) || unsafe.StringData(e.s) != unsafe.StringData(name) {
-			id := s.frame(name)
-			e.s, e.o, e.c = name, frameEvent(e.o[:0], 'O', id), frameEvent(e.c[:0], 'C', id)
-		}
-		q = e.o
-		if typ == 'C' {
-			q = e.c
-		}
+	q := f.o
+	if typ == 'C' {
+		q = f.c
 	}
 	if s.first {
 		q, s.first = q[1:], false
@@ -151,8 +165,9 @@ func (s *SpeedscopeSink) runs(d int) bool { return d > 0 && d <= len(s.open) && 
 // around (at depth d-1) is still running at the end of the trace.
 func (s *SpeedscopeSink) running(d int, until uint64) {
 	if d > 0 && d <= len(s.open) && s.open[d-1] && until > s.lastAt {
-		s.event('O', engine.FrameRunning, s.lastAt)
-		s.event('C', engine.FrameRunning, until)
+		f := s.named(engine.FrameRunning)
+		s.event('O', f, s.lastAt)
+		s.event('C', f, until)
 	}
 }
 
@@ -161,7 +176,7 @@ func (t speedscopeTree) Enter(c *engine.Call, d int) error {
 	if s.runs(d) {
 		s.running(d, c.StartNanos)
 	}
-	s.event('O', c.Name, c.StartNanos)
+	s.event('O', s.callFrame(c), c.StartNanos)
 	s.open = append(s.open[:d], c.Flags&stream.FlagOpen != 0)
 	return s.err
 }
@@ -174,18 +189,19 @@ func (t speedscopeTree) Exit(c *engine.Call, d int) error {
 	}
 	switch {
 	case c.Flags&stream.FlagUnwound != 0:
-		s.event('O', engine.FrameUnwound, end)
-		s.event('C', engine.FrameUnwound, end)
+		f := s.named(engine.FrameUnwound)
+		s.event('O', f, end)
+		s.event('C', f, end)
 	}
-	s.event('C', c.Name, end)
+	s.event('C', s.callFrame(c), end)
 	return s.err
 }
 
 func (t speedscopeTree) Mark(m *stream.Mark, d int) error {
 	t.s.running(d, m.StartNanos)
-	name := engine.MarkLabel(m)
-	t.s.event('O', name, m.StartNanos)
-	t.s.event('C', name, m.StartNanos)
+	f := t.s.named(engine.MarkLabel(m))
+	t.s.event('O', f, m.StartNanos)
+	t.s.event('C', f, m.StartNanos)
 	return t.s.err
 }
 
@@ -209,12 +225,12 @@ func (t speedscopeTree) Close(engine.Totals) error {
 	s := t.s
 	s.head(&stream.Header{})
 	b := append(s.buf[:0], "\n"+`],"shared":{"frames":[`...)
-	for i, n := range s.names {
+	for i, n := range s.shown {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"name":`...)
-		b = appendJSONString(b, engine.DisplayName(n))
+		b = appendJSONString(b, n)
 		b = append(b, '}')
 		if len(b) > 1<<15 {
 			s.w.Write(b)
