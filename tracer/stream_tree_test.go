@@ -293,26 +293,65 @@ func TestStreamPreOrderFiltered(t *testing.T) {
 			t.Fatal(err)
 		}
 		ref := &recTree{}
-		var tot engine.Totals
-		f := engine.NewCallFilter(opt, engine.PreOrder(ref), &tot)
+		f := &postFilter{opt: opt, sink: engine.PreOrder(ref)}
 		var tid uint64
 		for _, c := range all.calls {
 			if c.TID != tid {
 				if tid != 0 {
-					f.Sink.EndThread()
+					f.sink.EndThread()
 				}
 				tid = c.TID
 				th := &stream.Thread{TID: tid}
-				f.Sink.BeginThread(&stream.Header{}, th)
-				f.Begin(th)
+				f.sink.BeginThread(&stream.Header{}, th)
+				f.pending = f.pending[:0]
 			}
-			f.Call(c.Name, c.Start, c.Dur, c.Depth, c.Flags)
+			f.call(engine.Call{Name: c.Name, StartNanos: c.Start, DurNanos: c.Dur, Depth: c.Depth, Flags: c.Flags})
 		}
-		f.Sink.EndThread()
+		f.sink.EndThread()
 		if msg := diffEvs(d.r.evs, ref.evs); msg != "" {
 			t.Fatalf("%+v: %s", opt, msg)
 		}
 	}
+}
+
+// postFilter is the reference filter: the options applied to one thread's calls in the order
+// they ended, self time computed from the kept subtrees each call claims (the calls deeper
+// than it not yet claimed), a dropped call's kept subtrees handed up to its depth (Skip).
+type postFilter struct {
+	opt     engine.Options
+	sink    engine.Sink
+	pending []struct {
+		depth int
+		dur   uint64
+	}
+}
+
+func (f *postFilter) call(c engine.Call) {
+	inc, exc := engine.CompilePatterns(f.opt.Include), engine.CompilePatterns(f.opt.Exclude)
+	var children uint64
+	i := len(f.pending)
+	for i > 0 && f.pending[i-1].depth > c.Depth {
+		i--
+		children += f.pending[i].dur
+	}
+	kept := float64(c.DurNanos) >= f.opt.MinNanos && (f.opt.MaxDepth < 0 || c.Depth <= f.opt.MaxDepth) &&
+		(len(inc) == 0 || engine.MatchAny(inc, c.Name)) && !engine.MatchAny(exc, c.Name)
+	if !kept {
+		if i < len(f.pending) {
+			f.pending = append(f.pending[:i], struct {
+				depth int
+				dur   uint64
+			}{c.Depth, children})
+		}
+		f.sink.Skip(c.Depth)
+		return
+	}
+	f.pending = append(f.pending[:i], struct {
+		depth int
+		dur   uint64
+	}{c.Depth, c.DurNanos})
+	c.SelfNanos = c.DurNanos - min(c.DurNanos, children)
+	f.sink.Call(&c)
 }
 
 // TestStreamOrphans: calls whose parent's record was lost (drop mode) are not nested under a

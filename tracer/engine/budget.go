@@ -201,6 +201,19 @@ func hasBudget(s Sink) bool {
 	return false
 }
 
+// asTreeNoBudget is asTreeWith with no budget: every call of a timeline kept, its fold report
+// left as it is.
+func asTreeNoBudget(s Sink) TreeSink {
+	if m := s.Needs().Members; m != nil {
+		tt := make(teeTree, len(m))
+		for i, s := range m {
+			tt[i] = asTreeNoBudget(s)
+		}
+		return tt
+	}
+	return asTree(s)
+}
+
 // asTreeWith returns the TreeSink the stream reader drives for a sink, timelines wrapped in
 // their budget given the durations of the trace's calls (h) and the number of calls open at
 // its end (open: not in h, and never folded); folds says whether a budget folds calls (the

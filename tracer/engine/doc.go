@@ -11,8 +11,9 @@
 // what a recorder can write without holding anything. Pass 1 checks every frame and keeps
 // what lets pass 2 replay each segment of a thread on its own (the calls spanning segments);
 // pass 2 walks the segments in pre-order; a second goroutine (the pipe) converts each call's
-// End, names and filters it and drives the sinks. Raw dumps (process.go) are read in one
-// pass, calls in the order they ended, PreOrder rebuilding each outermost call's tree.
+// End, names and filters it and drives the sinks. Raw dumps (process.go) are converted into
+// the same model: each thread's records, in the order calls ended, put in pre-order by PreOrder
+// and told to the pipe as pass 2 tells a stream's, so there is one filter and one self time.
 //
 // The sink contract. A Sink takes calls in the order they ended (Call, Skip, Mark between
 // BeginThread and EndThread; Close with the Totals) and declares in Needs what else it takes

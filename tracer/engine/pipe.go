@@ -217,7 +217,42 @@ type applier struct {
 	open   uint64
 	kept   uint64
 
-	foldKeys bool // a budget folds calls: each entered Call gets its foldKey
+	foldKeys bool    // a budget folds calls: each entered Call gets its foldKey
+	skip     skipper // told the dropped calls (the Sinks without a tree of their own), or nil
+}
+
+// skipper is told the calls a filter dropped, at their exits: a Sink without a TreeSink of its
+// own takes them (Sink.Skip), in the order calls ended.
+type skipper interface{ Skip(depth int) error }
+
+// skipperOf returns what tells ts the dropped calls (nil: none takes them).
+func skipperOf(ts TreeSink) skipper {
+	switch t := ts.(type) {
+	case postOrder:
+		return t.s
+	case teeTree:
+		var sk teeSkip
+		for _, m := range t {
+			if s := skipperOf(m); s != nil {
+				sk = append(sk, s)
+			}
+		}
+		if len(sk) > 0 {
+			return sk
+		}
+	}
+	return nil
+}
+
+type teeSkip []skipper
+
+func (t teeSkip) Skip(d int) error {
+	for _, s := range t {
+		if err := s.Skip(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // outEntry is a call entered and not yet exited, on the output stack: what its Call is made
@@ -335,6 +370,9 @@ func (a *applier) pop() error {
 	e := &a.out[k]
 	a.out = a.out[:k]
 	if !e.kept {
+		if a.skip != nil {
+			return a.skip.Skip(int(e.depth))
+		}
 		return nil
 	}
 	if e.keptUp >= 0 {

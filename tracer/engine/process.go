@@ -136,44 +136,14 @@ func streamInput(r io.Reader, br *bufio.Reader) (Input, error) {
 	return Input{R: bytes.NewReader(b), Size: int64(len(b))}, nil
 }
 
-// callFilter applies the options to one thread's calls, in post-order, computes self time and
-// feeds the sink.
-type callFilter struct {
-	opt      Options
-	inc, exc []Pattern
-	Sink     Sink
-	tot      *Totals
-	p        selfTimer
-	c        Call
-	mark     stream.Mark
-}
-
-func NewCallFilter(opt Options, sink Sink, tot *Totals) *callFilter {
-	return &callFilter{opt: opt, inc: CompilePatterns(opt.Include), exc: CompilePatterns(opt.Exclude), Sink: sink, tot: tot}
-}
-
-// Begin starts a thread.
-func (f *callFilter) Begin(t *stream.Thread) {
-	f.p.pending = f.p.pending[:0]
-	f.c = Call{Thread: t}
-}
-
-// Call takes the thread's next call in post-order.
-func (f *callFilter) Call(name string, start, dur uint64, depth, flags int) error {
-	f.tot.Calls++
-	if float64(dur) < f.opt.MinNanos || (f.opt.MaxDepth >= 0 && depth > f.opt.MaxDepth) ||
-		(len(f.inc) > 0 && !MatchAny(f.inc, name)) || MatchAny(f.exc, name) {
-		f.p.skip(depth)
-		return f.Sink.Skip(depth)
-	}
-	f.tot.Kept++
-	c := &f.c
-	c.Name, c.StartNanos, c.DurNanos, c.Depth, c.Flags = name, start, dur, depth, flags
-	c.SelfNanos = dur - min(dur, f.p.call(depth, dur))
-	return f.Sink.Call(c)
-}
-
-// processRaw reads a raw dump.
+// processRaw reads a raw dump into the engine's model, as a stream is read: each thread's
+// records (in the order calls ended, as a stream's events) are put in pre-order (PreOrder,
+// every call) and told to the applier as pass 2 tells a stream's, so that raw dumps and
+// streams have one filter, one self time and one nesting of the kept calls. A raw dump's
+// ticks are converted to ns on reading (its header's rate; the applier's clock is then the
+// identity), its methods are numbered by their class and selector words, and the losses it
+// counts per thread are marks at the thread's last end. Timelines keep every call (no
+// budget: raw dumps are the small traces of MSGTRACE_FORMAT=raw).
 func processRaw(r io.Reader, opt Options, sink Sink) (t Totals, err error) {
 	defer abortOnError(sink, &err)
 	rd, err := stream.NewReader(r)
@@ -181,15 +151,34 @@ func processRaw(r io.Reader, opt Options, sink Sink) (t Totals, err error) {
 		return Totals{}, err
 	}
 	var tot Totals
-	f := NewCallFilter(opt, sink, &tot)
-	names := map[[2]uint64]string{}
+	sf := &streamFile{names: newNames(), methods: map[uint64]streamMethod{}, dense: []streamMethod{{}}}
+	a := &applier{sink: sink, ts: asTreeNoBudget(sink), flt: newTreeFilter(opt)}
+	a.skip = skipperOf(a.ts)
+	rt := &rawTree{a: a, sf: sf}
+	err = readRaw(rd, opt, sf, PreOrder(rt), &tot)
+	if rt.em != nil {
+		if serr := rt.em.stop(); err == nil {
+			err = serr
+		}
+	}
+	tot.Calls, tot.Kept = a.calls, a.kept
+	if err != nil {
+		return tot, err
+	}
+	return tot, sink.Close(tot)
+}
+
+// readRaw reads the dump's threads into pre, every call in the order they ended.
+func readRaw(rd *stream.Reader, opt Options, sf *streamFile, pre Sink, tot *Totals) error {
+	ids := map[[2]uint64]Method{}
+	var c Call
 	for {
 		t, err := rd.NextThread()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
-			return tot, err
+			return err
 		}
 		if !threadSelected(opt.Threads, t) {
 			continue
@@ -198,10 +187,10 @@ func processRaw(r io.Reader, opt Options, sink Sink) (t Totals, err error) {
 		tot.Threads++
 		tot.Dropped += t.Dropped
 		tot.Overflow += t.Overflow
-		if err := sink.BeginThread(&rd.Header, t); err != nil {
-			return tot, err
+		if err := pre.BeginThread(&rd.Header, t); err != nil {
+			return err
 		}
-		f.Begin(t)
+		c = Call{Thread: t, names: sf.names}
 		var last uint64 // the thread's last end, where its loss counters are shown
 		for {
 			rec, err := rd.NextRecord()
@@ -209,72 +198,66 @@ func processRaw(r io.Reader, opt Options, sink Sink) (t Totals, err error) {
 				break
 			}
 			if err != nil {
-				return tot, err
+				return err
 			}
 			key := [2]uint64{rec.Class &^ (stream.DepthMask << stream.DepthShift), rec.Sel} // flags kept: super/tagged name differently
-			name, ok := names[key]
+			m, ok := ids[key]
 			if !ok {
-				name = rd.Names.Name(rec)
-				names[key] = name
+				name := rd.Names.Name(rec)
+				m = sf.names.intern(name)
+				ids[key] = m
+				sf.dense = Grow(sf.dense, m)
+				sf.dense[m] = streamMethod{name: name, m: m}
 			}
 			start := uint64(rd.Header.Nanos(rec.Start))
 			end := uint64(rd.Header.Nanos(rec.End))
 			last = max(last, end)
-			if err := f.Call(name, start, end-start, rec.Depth(), rec.Flags()); err != nil {
-				return tot, err
+			c.Name, c.Method, c.StartNanos, c.DurNanos, c.Depth, c.Flags = sf.dense[m].name, m, start, end-start, rec.Depth(), rec.Flags()
+			if err := pre.Call(&c); err != nil {
+				return err
 			}
 		}
-		// A raw dump counts losses per thread without saying when: shown at the thread's end.
 		for _, m := range []stream.Mark{{Kind: stream.MarkLost, Count: t.Dropped}, {Kind: stream.MarkOverflow, Count: t.Overflow}} {
 			if m.Count > 0 {
 				m.StartNanos, m.Thread = last, t
-				if err := sink.Mark(&m); err != nil {
-					return tot, err
+				if err := pre.Mark(&m); err != nil {
+					return err
 				}
 			}
 		}
-		if err := sink.EndThread(); err != nil {
-			return tot, err
+		if err := pre.EndThread(); err != nil {
+			return err
 		}
 	}
-	return tot, sink.Close(tot)
 }
 
-// selfTimer computes self time in post-order: pending holds kept subtrees not yet claimed by a
-// parent, as (depth, total duration).
-type selfTimer struct {
-	pending []pendingDur
+// rawTree tells the applier a raw dump's calls in pre-order, as pass 2 tells a stream's: a
+// call's Method is its id, its times are in ns.
+type rawTree struct {
+	a  *applier
+	em *emitter // made at the first thread: piped when it has PipeMin records
+	sf *streamFile
 }
 
-type pendingDur struct {
-	depth int
-	dur   uint64
-}
-
-// call claims the pending subtrees deeper than depth as children and returns their total.
-func (p *selfTimer) call(depth int, dur uint64) uint64 {
-	var children uint64
-	i := len(p.pending)
-	for i > 0 && p.pending[i-1].depth > depth {
-		i--
-		children += p.pending[i].dur
+func (r *rawTree) BeginThread(h *stream.Header, t *stream.Thread) error {
+	if r.em == nil {
+		r.em = newEmitter(r.a, t.Records)
 	}
-	p.pending = append(p.pending[:i], pendingDur{depth, dur})
-	return children
+	return r.em.begin(r.sf, h, t)
 }
 
-// skip hands a dropped call's kept subtrees up to its own depth.
-func (p *selfTimer) skip(depth int) {
-	var sum uint64
-	i := len(p.pending)
-	for i > 0 && p.pending[i-1].depth > depth {
-		i--
-		sum += p.pending[i].dur
-	}
-	if i < len(p.pending) {
-		p.pending = append(p.pending[:i], pendingDur{depth, sum})
-	}
+func (r *rawTree) Enter(c *Call, _ int) error {
+	end := c.StartNanos + c.DurNanos
+	return r.em.op(rawOp{kind: opEnter, flags: uint8(c.Flags), depth: uint32(c.Depth), id: uint64(c.Method), start: c.StartNanos, startNanos: c.StartNanos, end: end})
 }
+
+func (r *rawTree) Exit(c *Call, _ int) error {
+	return r.em.op(rawOp{kind: opExit, depth: uint32(c.Depth), start: c.StartNanos})
+}
+
+func (r *rawTree) Mark(m *stream.Mark, _ int) error { return r.em.mark(m) }
+func (r *rawTree) EndThread() error                 { return r.em.op(rawOp{kind: opEnd}) }
+func (r *rawTree) Close(Totals) error               { return nil }
 
 func threadSelected(sel string, t *stream.Thread) bool {
 	switch sel {

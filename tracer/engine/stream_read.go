@@ -75,6 +75,7 @@ func ProcessStreams(ins []Input, opt Options, sink Sink) (t Totals, err error) {
 	}
 	a := &applier{sink: drive, flt: newTreeFilter(opt)}
 	a.ts, a.foldKeys = asTreeWith(drive, &durs, open)
+	a.skip = skipperOf(a.ts)
 	em := newEmitter(a, calls)
 	err = replayStreams(files, opt, em, &tot)
 	if serr := em.stop(); err == nil { // the applier's goroutine ends, on an error too
