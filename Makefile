@@ -91,7 +91,7 @@ test-race:
 FUZZTIME ?= 15s
 FUZZ_TARGETS := \
 	./machobind:FuzzDump ./machobind:FuzzELFImage \
-	./tracer:FuzzStream ./tracer:FuzzProcess ./tracer:FuzzFlame ./tracer:FuzzFlameNames ./tracer:FuzzAggregate \
+	./tracer:FuzzStream ./tracer:FuzzProcess ./tracer:FuzzFlame ./tracer:FuzzFlameNames ./tracer/engine:FuzzAggregate \
 	./internal/simdyld:FuzzLoad \
 	.:FuzzEncoder .:FuzzEarlyConfig .:FuzzExpandPath \
 	./internal/cli:FuzzCommandLine ./swiftname:FuzzDemangle

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/internal/tracetest"
 	"github.com/msgtrace/msgtrace/tracer/sink"
 	"github.com/msgtrace/msgtrace/tracer/stream"
 )
@@ -26,11 +27,11 @@ func BenchmarkConvert(b *testing.B) {
 	tick := uint64(10)
 	var all [][]stream.StreamEvent
 	for th := 0; th < 2; th++ {
-		evs, _ := runloopShaped(r, uint64(100+th), n/2, 60, &tick, true, true)
+		evs, _ := tracetest.RunloopShaped(r, uint64(100+th), n/2, 60, &tick, true, true)
 		all = append(all, evs)
 	}
 	p := filepath.Join(b.TempDir(), "loop.mtrace")
-	if err := os.WriteFile(p, writeThreads(b, r, all, 2046, false), 0o644); err != nil {
+	if err := os.WriteFile(p, tracetest.WriteThreads(b, r, all, 2046, false), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	all = nil
@@ -107,13 +108,13 @@ func BenchmarkConvertOne(b *testing.B) {
 		tick := uint64(10)
 		var all [][]stream.StreamEvent
 		for th := 0; th < 2; th++ {
-			evs, _ := runloopShaped(r, uint64(100+th), n/2, 60, &tick, true, true)
+			evs, _ := tracetest.RunloopShaped(r, uint64(100+th), n/2, 60, &tick, true, true)
 			all = append(all, evs)
 		}
 		if p == "" {
 			p = filepath.Join(b.TempDir(), "loop.mtrace")
 		}
-		if err := os.WriteFile(p, writeThreads(b, r, all, 2046, false), 0o644); err != nil {
+		if err := os.WriteFile(p, tracetest.WriteThreads(b, r, all, 2046, false), 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/internal/tracetest"
 	"github.com/msgtrace/msgtrace/tracer/report"
 	"github.com/msgtrace/msgtrace/tracer/sink"
 	"github.com/msgtrace/msgtrace/tracer/stream"
@@ -63,212 +64,38 @@ func (s *collectSink) Mark(m *stream.Mark) error {
 func (s *collectSink) EndThread() error            { return nil }
 func (s *collectSink) Close(t engine.Totals) error { s.tot, s.closed = t, true; return nil }
 
-// genStream is a generated stream and what a reader must make of it.
-type genStream struct {
-	b      []byte
-	frames []genFrame // events frames
-	names  map[uint64]string
-	flags  map[uint64]int
-	pid    uint64
-	line   genLine
-	ends   []int // offsets where frames end
-}
-
-// genFrame is one events frame: where it is and what it holds.
-type genFrame struct {
-	off, end int
-	tid      uint64
-	evs      []stream.StreamEvent
-}
-
-// genLine is the process's clock: mono = mono0 + (tick - tick0) * num / den, exactly at
-// ticks tick0 + k*den.
-type genLine struct{ tick0, mono0, num, den uint64 }
-
-func (l genLine) mono(t uint64) uint64 { return l.mono0 + (t-l.tick0)*l.num/l.den }
-
-type genOpts struct {
-	seed             int64
-	pid              uint64
-	threads, perTh   int // threads, calls per thread
-	frameEvents      int
-	line             genLine
-	marks, noEnd     bool
-	program          string
-	openAfterFrame   int // > 0: also write open frames (see genOpen)
-	methods, maxKids int
-}
-
-// genEvents makes a thread's events in post-order: random trees, marks between calls.
-func genEvents(r *rand.Rand, o genOpts, tick *uint64, n int) []stream.StreamEvent {
-	var evs []stream.StreamEvent
-	var emit func(depth uint64)
-	count := 0
-	emit = func(depth uint64) {
-		start := *tick
-		*tick += uint64(r.Intn(50) + 1)
-		if depth < 6 {
-			for k := r.Intn(o.maxKids + 1); k > 0 && count < n; k-- {
-				emit(depth + 1)
-				if o.marks && r.Intn(8) == 0 {
-					ms := *tick
-					*tick += uint64(r.Intn(30))
-					kind := uint64(r.Intn(4) + 1)
-					cnt := uint64(r.Intn(5) + 1)
-					if stream.MarkKind(kind) == stream.MarkWait {
-						cnt = 0
-					}
-					evs = append(evs, stream.StreamEvent{Type: stream.EventMark, ID: kind, Start: ms, End: *tick, Count: cnt})
-				}
-			}
-		}
-		*tick += uint64(r.Intn(50) + 1)
-		typ := stream.EventCall
-		if r.Intn(20) == 0 {
-			typ = stream.EventUnwound
-		}
-		count++
-		evs = append(evs, stream.StreamEvent{Type: typ, ID: uint64(r.Intn(o.methods) + 1), Start: start, End: *tick, Depth: depth})
-	}
-	for count < n {
-		emit(0)
-		*tick += uint64(r.Intn(100))
-	}
-	return evs
-}
-
-// gen writes a stream: process, clock, methods, thread frames, then the threads' events in
-// frames of frameEvents, round-robin, with a clock frame every third frame, then an end frame.
-func gen(t testing.TB, o genOpts) *genStream {
-	if o.methods == 0 {
-		o.methods = 12
-	}
-	if o.maxKids == 0 {
-		o.maxKids = 3
-	}
-	r := rand.New(rand.NewSource(o.seed))
-	var buf bytes.Buffer
-	w := stream.NewStreamWriter(&buf)
-	g := &genStream{names: map[uint64]string{}, flags: map[uint64]int{}, pid: o.pid, line: o.line}
-	mark := func() { g.ends = append(g.ends, buf.Len()) }
-	w.Process(stream.StreamProcess{PID: o.pid, PPID: 1, Path: "/bin/" + o.program, Name: o.program, Arch: "amd64", OS: "linux"})
-	mark()
-	l := o.line
-	clockAt := func(tick uint64) {
-		// a tick on the line's grid at or after tick
-		k := (tick - l.tick0 + l.den - 1) / l.den
-		ct := l.tick0 + k*l.den
-		w.Clock(stream.ClockSample{Tick: ct, MonoNanos: l.mono(ct), WallNanos: 1e18 + l.mono(ct), RateNum: l.num, RateDen: l.den})
-		mark()
-	}
-	clockAt(l.tick0)
-	var ms []stream.StreamMethod
-	for id := uint64(1); id <= uint64(o.methods); id++ {
-		m := stream.StreamMethod{ID: id, Flags: id % 8, Class: fmt.Sprintf("Class%d", id%5), Selector: fmt.Sprintf("sel%d:", id)}
-		ms = append(ms, m)
-		sign := "-"
-		if m.Flags&stream.MethodClass != 0 {
-			sign = "+"
-		}
-		g.names[id] = sign + "[" + m.Class + " " + m.Selector + "]"
-		if m.Flags&stream.MethodSuper != 0 {
-			g.flags[id] |= stream.FlagSuper
-		}
-		if m.Flags&stream.MethodTagged != 0 {
-			g.flags[id] |= stream.FlagTagged
-		}
-	}
-	w.Methods(ms...)
-	mark()
-	type th struct {
-		tid  uint64
-		evs  []stream.StreamEvent
-		prev uint64
-	}
-	var ths []*th
-	for i := 0; i < o.threads; i++ {
-		tid := o.pid*1000 + uint64(i)
-		tick := l.tick0 + uint64(r.Intn(1000))
-		fl := uint64(0)
-		if i == 0 {
-			fl = stream.ThreadMain
-		}
-		w.Thread(stream.StreamThread{TID: tid, Flags: fl, Name: fmt.Sprintf("t%d", i)})
-		mark()
-		ths = append(ths, &th{tid: tid, evs: genEvents(r, o, &tick, o.perTh), prev: l.tick0})
-	}
-	var maxTick uint64
-	for n := 0; ; n++ {
-		left := false
-		for _, x := range ths {
-			if len(x.evs) == 0 {
-				continue
-			}
-			left = true
-			k := min(len(x.evs), 1+r.Intn(o.frameEvents))
-			off := buf.Len()
-			prev, err := w.Events(x.tid, x.prev, x.evs[:k])
-			if err != nil {
-				t.Fatal(err)
-			}
-			mark()
-			g.frames = append(g.frames, genFrame{off, buf.Len(), x.tid, x.evs[:k]})
-			for _, e := range x.evs[:k] {
-				maxTick = max(maxTick, e.End)
-			}
-			x.prev, x.evs = prev, x.evs[k:]
-		}
-		if !left {
-			break
-		}
-		if n%3 == 2 {
-			clockAt(maxTick)
-		}
-	}
-	if !o.noEnd {
-		clockAt(maxTick)
-		w.End(stream.StreamCounters{Calls: 1})
-		mark()
-	}
-	if w.Err() != nil {
-		t.Fatal(w.Err())
-	}
-	g.b = buf.Bytes()
-	return g
-}
-
 // want is what a reader must give for the events frames kept, with the trace's origin at the
 // earliest event: per thread in order of first appearance, the events in file order.
-func (g *genStream) want(keep func(genFrame) bool) ([]gotCall, []stream.Mark) {
+func want(g *tracetest.GenStream, keep func(tracetest.GenFrame) bool) ([]gotCall, []stream.Mark) {
 	var order []uint64
 	per := map[uint64][]stream.StreamEvent{}
 	base := ^uint64(0)
-	for _, f := range g.frames {
+	for _, f := range g.Frames {
 		if !keep(f) {
 			continue
 		}
-		if _, ok := per[f.tid]; !ok {
-			order = append(order, f.tid)
+		if _, ok := per[f.TID]; !ok {
+			order = append(order, f.TID)
 		}
-		per[f.tid] = append(per[f.tid], f.evs...)
-		for _, e := range f.evs {
-			base = min(base, g.line.mono(e.Start))
+		per[f.TID] = append(per[f.TID], f.Evs...)
+		for _, e := range f.Evs {
+			base = min(base, g.Line.Mono(e.Start))
 		}
 	}
 	var calls []gotCall
 	var marks []stream.Mark
 	for _, tid := range order {
 		for _, e := range per[tid] {
-			s, d := g.line.mono(e.Start)-base, g.line.mono(e.End)-g.line.mono(e.Start)
+			s, d := g.Line.Mono(e.Start)-base, g.Line.Mono(e.End)-g.Line.Mono(e.Start)
 			if e.Type == stream.EventMark {
 				marks = append(marks, stream.Mark{Kind: stream.MarkKind(e.ID), StartNanos: s, DurNanos: d, Count: e.Count})
 				continue
 			}
-			fl := g.flags[e.ID]
+			fl := g.Flags[e.ID]
 			if e.Type == stream.EventUnwound {
 				fl |= stream.FlagUnwound
 			}
-			calls = append(calls, gotCall{g.pid, tid, g.names[e.ID], s, d, 0, int(e.Depth), fl})
+			calls = append(calls, gotCall{g.PID, tid, g.Names[e.ID], s, d, 0, int(e.Depth), fl})
 		}
 	}
 	return calls, marks
@@ -306,17 +133,15 @@ func sameMarks(t *testing.T, what string, got, want []stream.Mark) {
 	}
 }
 
-var line24MHz = genLine{tick0: 3_000_000, mono0: 5_000_000_000, num: 125, den: 3} // 24 MHz ticks
-
 // TestStreamRoundTrip: a stream of 4 threads written by StreamWriter reads back call by call,
 // mark by mark, with the counters of its marks.
 func TestStreamRoundTrip(t *testing.T) {
-	g := gen(t, genOpts{seed: 1, pid: 77, threads: 4, perTh: 3000, frameEvents: 200, line: line24MHz, marks: true, program: "app"})
-	s, err := readStream(t, engine.Options{MaxDepth: -1}, g.b)
+	g := tracetest.Gen(t, tracetest.GenOpts{Seed: 1, PID: 77, Threads: 4, PerTh: 3000, FrameEvents: 200, Line: tracetest.Line24MHz, Marks: true, Program: "app"})
+	s, err := readStream(t, engine.Options{MaxDepth: -1}, g.B)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wc, wm := g.want(func(genFrame) bool { return true })
+	wc, wm := want(g, func(tracetest.GenFrame) bool { return true })
 	sameCalls(t, "round trip", s.calls, wc)
 	sameMarks(t, "round trip", s.marks, wm)
 	var lost, over uint64
@@ -339,7 +164,7 @@ func TestStreamRoundTrip(t *testing.T) {
 	if len(wc) < 12000 || len(wm) == 0 {
 		t.Errorf("%d calls, %d marks", len(wc), len(wm))
 	}
-	t.Logf("%.1f bytes per call", float64(len(g.b))/float64(len(wc)))
+	t.Logf("%.1f bytes per call", float64(len(g.B))/float64(len(wc)))
 }
 
 // TestStreamMatchesRaw: the same calls as a raw dump and as a stream give the same calls,
@@ -444,35 +269,35 @@ func TestStreamMatchesRaw(t *testing.T) {
 // TestStreamTorn: the file cut at every frame boundary and at every other offset reads
 // everything before the cut, and counts the rest as a torn tail.
 func TestStreamTorn(t *testing.T) {
-	g := gen(t, genOpts{seed: 2, pid: 9, threads: 3, perTh: 60, frameEvents: 12, line: line24MHz, marks: true})
-	for cut := 0; cut <= len(g.b); cut++ {
-		s, err := readStream(t, engine.Options{MaxDepth: -1}, g.b[:cut])
+	g := tracetest.Gen(t, tracetest.GenOpts{Seed: 2, PID: 9, Threads: 3, PerTh: 60, FrameEvents: 12, Line: tracetest.Line24MHz, Marks: true})
+	for cut := 0; cut <= len(g.B); cut++ {
+		s, err := readStream(t, engine.Options{MaxDepth: -1}, g.B[:cut])
 		if err != nil {
 			t.Fatalf("cut at %d: %v", cut, err)
 		}
-		wc, wm := g.want(func(f genFrame) bool { return f.end <= cut })
+		wc, wm := want(g, func(f tracetest.GenFrame) bool { return f.End <= cut })
 		sameCalls(t, fmt.Sprintf("cut at %d", cut), s.calls, wc)
 		sameMarks(t, fmt.Sprintf("cut at %d", cut), s.marks, wm)
 		last := 0
-		for _, e := range g.ends {
+		for _, e := range g.Ends {
 			if e <= cut {
 				last = e
 			}
 		}
-		if s.tot.TornBytes != uint64(cut-last) || s.tot.BadFrames != 0 || (s.tot.Unended == 0) != (cut == len(g.b)) {
+		if s.tot.TornBytes != uint64(cut-last) || s.tot.BadFrames != 0 || (s.tot.Unended == 0) != (cut == len(g.B)) {
 			t.Fatalf("cut at %d (last frame ends at %d): totals %+v", cut, last, s.tot)
 		}
 	}
 	// random cuts of a bigger stream
-	g = gen(t, genOpts{seed: 3, pid: 9, threads: 4, perTh: 2000, frameEvents: 300, line: line24MHz})
+	g = tracetest.Gen(t, tracetest.GenOpts{Seed: 3, PID: 9, Threads: 4, PerTh: 2000, FrameEvents: 300, Line: tracetest.Line24MHz})
 	r := rand.New(rand.NewSource(3))
 	for i := 0; i < 50; i++ {
-		cut := r.Intn(len(g.b) + 1)
-		s, err := readStream(t, engine.Options{MaxDepth: -1}, g.b[:cut])
+		cut := r.Intn(len(g.B) + 1)
+		s, err := readStream(t, engine.Options{MaxDepth: -1}, g.B[:cut])
 		if err != nil {
 			t.Fatal(err)
 		}
-		wc, _ := g.want(func(f genFrame) bool { return f.end <= cut })
+		wc, _ := want(g, func(f tracetest.GenFrame) bool { return f.End <= cut })
 		sameCalls(t, fmt.Sprintf("cut at %d", cut), s.calls, wc)
 	}
 }
@@ -480,51 +305,51 @@ func TestStreamTorn(t *testing.T) {
 // TestStreamResync: a frame damaged in the middle of the file (payload byte, magic, or a length
 // that runs past the end) is counted and skipped; every other frame is read.
 func TestStreamResync(t *testing.T) {
-	g := gen(t, genOpts{seed: 4, pid: 5, threads: 3, perTh: 400, frameEvents: 50, line: line24MHz, marks: true})
-	victim := g.frames[len(g.frames)/2]
+	g := tracetest.Gen(t, tracetest.GenOpts{Seed: 4, PID: 5, Threads: 3, PerTh: 400, FrameEvents: 50, Line: tracetest.Line24MHz, Marks: true})
+	victim := g.Frames[len(g.Frames)/2]
 	for _, c := range []struct {
 		name string
 		at   int
 		val  func(b []byte)
 	}{
-		{"payload byte", victim.off + 30, func(b []byte) { b[0] ^= 0x40 }},
-		{"magic", victim.off + 1, func(b []byte) { b[0] = 'x' }},
-		{"length past the end", victim.off + 8, func(b []byte) { binary.LittleEndian.PutUint32(b, stream.MaxFramePayload) }},
-		{"length too long", victim.off + 8, func(b []byte) { binary.LittleEndian.PutUint32(b, stream.MaxFramePayload+1) }},
-		{"checksum", victim.off + 12, func(b []byte) { b[0]++ }},
+		{"payload byte", victim.Off + 30, func(b []byte) { b[0] ^= 0x40 }},
+		{"magic", victim.Off + 1, func(b []byte) { b[0] = 'x' }},
+		{"length past the end", victim.Off + 8, func(b []byte) { binary.LittleEndian.PutUint32(b, stream.MaxFramePayload) }},
+		{"length too long", victim.Off + 8, func(b []byte) { binary.LittleEndian.PutUint32(b, stream.MaxFramePayload+1) }},
+		{"checksum", victim.Off + 12, func(b []byte) { b[0]++ }},
 	} {
-		b := bytes.Clone(g.b)
+		b := bytes.Clone(g.B)
 		c.val(b[c.at:])
 		s, err := readStream(t, engine.Options{MaxDepth: -1}, b)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		wc, wm := g.want(func(f genFrame) bool { return f.off != victim.off })
+		wc, wm := want(g, func(f tracetest.GenFrame) bool { return f.Off != victim.Off })
 		sameCalls(t, c.name, s.calls, wc)
 		sameMarks(t, c.name, s.marks, wm)
-		if s.tot.BadFrames != 1 || s.tot.BadBytes != uint64(victim.end-victim.off) || s.tot.TornBytes != 0 {
-			t.Errorf("%s: totals %+v, want 1 bad frame of %d bytes", c.name, s.tot, victim.end-victim.off)
+		if s.tot.BadFrames != 1 || s.tot.BadBytes != uint64(victim.End-victim.Off) || s.tot.TornBytes != 0 {
+			t.Errorf("%s: totals %+v, want 1 bad frame of %d bytes", c.name, s.tot, victim.End-victim.Off)
 		}
 	}
 	// a short write: half a frame, then the frames written after it
-	half := victim.off + (victim.end-victim.off)/2
-	s, err := readStream(t, engine.Options{MaxDepth: -1}, slices.Concat(g.b[:half], g.b[victim.end:]))
+	half := victim.Off + (victim.End-victim.Off)/2
+	s, err := readStream(t, engine.Options{MaxDepth: -1}, slices.Concat(g.B[:half], g.B[victim.End:]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wc, wm := g.want(func(f genFrame) bool { return f.off != victim.off })
+	wc, wm := want(g, func(f tracetest.GenFrame) bool { return f.Off != victim.Off })
 	sameCalls(t, "short write", s.calls, wc)
 	sameMarks(t, "short write", s.marks, wm)
-	if s.tot.BadFrames != 1 || s.tot.BadBytes != uint64(half-victim.off) || s.tot.TornBytes != 0 {
+	if s.tot.BadFrames != 1 || s.tot.BadBytes != uint64(half-victim.Off) || s.tot.TornBytes != 0 {
 		t.Errorf("short write: totals %+v", s.tot)
 	}
 	// garbage between two frames, and garbage at the end
-	b := slices.Concat(g.b[:victim.off], []byte("garbage MTSF garbage"), g.b[victim.off:], []byte("MTS"))
+	b := slices.Concat(g.B[:victim.Off], []byte("garbage MTSF garbage"), g.B[victim.Off:], []byte("MTS"))
 	s, err = readStream(t, engine.Options{MaxDepth: -1}, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wc, _ = g.want(func(genFrame) bool { return true })
+	wc, _ = want(g, func(tracetest.GenFrame) bool { return true })
 	sameCalls(t, "garbage", s.calls, wc)
 	if s.tot.BadFrames != 1 || s.tot.BadBytes != 20 || s.tot.TornBytes != 3 {
 		t.Errorf("garbage: totals %+v", s.tot)
@@ -580,26 +405,26 @@ func TestStreamOpen(t *testing.T) {
 // TestStreamTwoProcesses: two processes with different tick rates and origins land on one
 // timeline (monotonic ns), each its own Chrome process track named after its program.
 func TestStreamTwoProcesses(t *testing.T) {
-	a := gen(t, genOpts{seed: 5, pid: 100, threads: 2, perTh: 50, frameEvents: 20, line: genLine{tick0: 0, mono0: 10_000_000, num: 1, den: 1}, program: "parent"})
-	b := gen(t, genOpts{seed: 6, pid: 200, threads: 1, perTh: 50, frameEvents: 20, line: genLine{tick0: 7_000_000, mono0: 10_000_000 + 30_000, num: 125, den: 3}, program: "child"})
-	s, err := readStream(t, engine.Options{MaxDepth: -1}, b.b, a.b)
+	a := tracetest.Gen(t, tracetest.GenOpts{Seed: 5, PID: 100, Threads: 2, PerTh: 50, FrameEvents: 20, Line: tracetest.GenLine{Tick0: 0, Mono0: 10_000_000, Num: 1, Den: 1}, Program: "parent"})
+	b := tracetest.Gen(t, tracetest.GenOpts{Seed: 6, PID: 200, Threads: 1, PerTh: 50, FrameEvents: 20, Line: tracetest.GenLine{Tick0: 7_000_000, Mono0: 10_000_000 + 30_000, Num: 125, Den: 3}, Program: "child"})
+	s, err := readStream(t, engine.Options{MaxDepth: -1}, b.B, a.B)
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := func(genFrame) bool { return true }
-	wa, _ := a.want(all)
-	wb, _ := b.want(all)
+	all := func(tracetest.GenFrame) bool { return true }
+	wa, _ := want(a, all)
+	wb, _ := want(b, all)
 	// a starts first: the origin is a's first event; b's calls are shifted by the difference
 	// of the two first events on the monotonic clock.
 	firstA, firstB := ^uint64(0), ^uint64(0)
-	for _, f := range a.frames {
-		for _, e := range f.evs {
-			firstA = min(firstA, a.line.mono(e.Start))
+	for _, f := range a.Frames {
+		for _, e := range f.Evs {
+			firstA = min(firstA, a.Line.Mono(e.Start))
 		}
 	}
-	for _, f := range b.frames {
-		for _, e := range f.evs {
-			firstB = min(firstB, b.line.mono(e.Start))
+	for _, f := range b.Frames {
+		for _, e := range f.Evs {
+			firstB = min(firstB, b.Line.Mono(e.Start))
 		}
 	}
 	if firstB <= firstA {
@@ -613,7 +438,7 @@ func TestStreamTwoProcesses(t *testing.T) {
 		t.Errorf("totals %+v programs %v", s.tot, s.progs)
 	}
 	var out bytes.Buffer
-	ins := []engine.Input{{R: bytes.NewReader(a.b), Size: int64(len(a.b))}, {R: bytes.NewReader(b.b), Size: int64(len(b.b))}}
+	ins := []engine.Input{{R: bytes.NewReader(a.B), Size: int64(len(a.B))}, {R: bytes.NewReader(b.B), Size: int64(len(b.B))}}
 	if _, err := engine.ProcessStreams(ins, engine.Options{MaxDepth: -1}, sink.NewChromeSink(&out)); err != nil {
 		t.Fatal(err)
 	}
@@ -705,9 +530,9 @@ func TestStreamHostile(t *testing.T) {
 
 // FuzzStream: any bytes give output or an error, never a panic or a hang.
 func FuzzStream(f *testing.F) {
-	g := gen(f, genOpts{seed: 7, pid: 1, threads: 2, perTh: 30, frameEvents: 10, line: line24MHz, marks: true})
-	f.Add(g.b)
-	f.Add(g.b[:len(g.b)/2])
+	g := tracetest.Gen(f, tracetest.GenOpts{Seed: 7, PID: 1, Threads: 2, PerTh: 30, FrameEvents: 10, Line: tracetest.Line24MHz, Marks: true})
+	f.Add(g.B)
+	f.Add(g.B[:len(g.B)/2])
 	var buf bytes.Buffer
 	w := stream.NewStreamWriter(&buf)
 	w.Process(stream.StreamProcess{PID: 3})
@@ -746,15 +571,15 @@ func FuzzStream(f *testing.F) {
 // be 7 MB.
 func TestStreamMemory(t *testing.T) {
 	alloc := func(calls int) (uint64, int) {
-		g := gen(t, genOpts{seed: 8, pid: 1, threads: 4, perTh: calls / 4, frameEvents: 8192, line: line24MHz, marks: true})
+		g := tracetest.Gen(t, tracetest.GenOpts{Seed: 8, PID: 1, Threads: 4, PerTh: calls / 4, FrameEvents: 8192, Line: tracetest.Line24MHz, Marks: true})
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
-		tot, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(g.b), Size: int64(len(g.b))}}, engine.Options{MaxDepth: -1}, nopSink{})
+		tot, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(g.B), Size: int64(len(g.B))}}, engine.Options{MaxDepth: -1}, nopSink{})
 		runtime.ReadMemStats(&m1)
 		if err != nil || tot.Calls < uint64(calls) {
 			t.Fatalf("%v: %+v", err, tot)
 		}
-		return m1.TotalAlloc - m0.TotalAlloc, len(g.b)
+		return m1.TotalAlloc - m0.TotalAlloc, len(g.B)
 	}
 	small, sf := alloc(100_000)
 	big, bf := alloc(1_000_000)
@@ -767,28 +592,28 @@ func TestStreamMemory(t *testing.T) {
 // TestScanFrames: the low-level view gives back every frame the writer wrote, and every
 // events frame decodes to the events written.
 func TestScanFrames(t *testing.T) {
-	g := gen(t, genOpts{seed: 9, pid: 1, threads: 3, perTh: 500, frameEvents: 64, line: line24MHz, marks: true})
+	g := tracetest.Gen(t, tracetest.GenOpts{Seed: 9, PID: 1, Threads: 3, PerTh: 500, FrameEvents: 64, Line: tracetest.Line24MHz, Marks: true})
 	var ends []int
-	var frames []genFrame
-	st, err := engine.ScanFrames(engine.Input{R: bytes.NewReader(g.b), Size: int64(len(g.b))}, func(kind uint8, off int64, p []byte) error {
+	var frames []tracetest.GenFrame
+	st, err := engine.ScanFrames(engine.Input{R: bytes.NewReader(g.B), Size: int64(len(g.B))}, func(kind uint8, off int64, p []byte) error {
 		ends = append(ends, int(off)+stream.FrameHeader+len(p))
 		if kind == stream.FrameEvents {
 			tid, _, evs, err := stream.DecodeEvents(p)
 			if err != nil {
 				return err
 			}
-			frames = append(frames, genFrame{int(off), int(off) + stream.FrameHeader + len(p), tid, evs})
+			frames = append(frames, tracetest.GenFrame{Off: int(off), End: int(off) + stream.FrameHeader + len(p), TID: tid, Evs: evs})
 		}
 		return nil
 	})
 	if err != nil || st != (engine.FrameStats{}) {
 		t.Fatal(err, st)
 	}
-	if !slices.Equal(ends, g.ends) {
-		t.Errorf("frames end at %v, want %v", ends, g.ends)
+	if !slices.Equal(ends, g.Ends) {
+		t.Errorf("frames end at %v, want %v", ends, g.Ends)
 	}
-	if !slices.EqualFunc(frames, g.frames, func(a, b genFrame) bool {
-		return a.off == b.off && a.end == b.end && a.tid == b.tid && slices.Equal(a.evs, b.evs)
+	if !slices.EqualFunc(frames, g.Frames, func(a, b tracetest.GenFrame) bool {
+		return a.Off == b.Off && a.End == b.End && a.TID == b.TID && slices.Equal(a.Evs, b.Evs)
 	}) {
 		t.Errorf("events frames differ")
 	}
@@ -817,10 +642,10 @@ func TestClockThroughStream(t *testing.T) {
 // TestProcessSniffs: Process reads a stream from a file (random access), from a pipe (read
 // whole) and a raw dump, told apart by the magic.
 func TestProcessSniffs(t *testing.T) {
-	g := gen(t, genOpts{seed: 10, pid: 1, threads: 2, perTh: 100, frameEvents: 30, line: line24MHz})
-	want, _ := g.want(func(genFrame) bool { return true })
+	g := tracetest.Gen(t, tracetest.GenOpts{Seed: 10, PID: 1, Threads: 2, PerTh: 100, FrameEvents: 30, Line: tracetest.Line24MHz})
+	want, _ := want(g, func(tracetest.GenFrame) bool { return true })
 	p := t.TempDir() + "/s.mtrace"
-	if err := os.WriteFile(p, g.b, 0o644); err != nil {
+	if err := os.WriteFile(p, g.B, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(p)
@@ -832,9 +657,9 @@ func TestProcessSniffs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { pw.Write(g.b); pw.Close() }()
+	go func() { pw.Write(g.B); pw.Close() }()
 	defer pr.Close()
-	for name, r := range map[string]io.Reader{"file": f, "pipe": pr, "reader": bytes.NewBuffer(g.b)} {
+	for name, r := range map[string]io.Reader{"file": f, "pipe": pr, "reader": bytes.NewBuffer(g.B)} {
 		s := &collectSink{}
 		if _, err := engine.Process(r, engine.Options{MaxDepth: -1}, s); err != nil {
 			t.Fatalf("%s: %v", name, err)

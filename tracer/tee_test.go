@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/internal/tracetest"
 	"github.com/msgtrace/msgtrace/tracer/report"
 	"github.com/msgtrace/msgtrace/tracer/sink"
 	"github.com/msgtrace/msgtrace/tracer/stream"
@@ -103,15 +104,15 @@ func teeSame(t *testing.T, name string, ins [][]byte, formats []string, opt engi
 // streams; and tees of the aggregates alone and of the timelines alone.
 func TestTeeSameOutput(t *testing.T) {
 	all := []string{"json", "perfetto", "speedscope", "pprof", "folded", "svg"}
-	g := gen(t, genOpts{seed: 31, pid: 1, threads: 4, perTh: 20_000, frameEvents: 300, line: line24MHz, marks: true, openAfterFrame: 5})
-	damaged := bytes.Clone(g.b)
+	g := tracetest.Gen(t, tracetest.GenOpts{Seed: 31, PID: 1, Threads: 4, PerTh: 20_000, FrameEvents: 300, Line: tracetest.Line24MHz, Marks: true, OpenAfterFrame: 5})
+	damaged := bytes.Clone(g.B)
 	damaged[len(damaged)/2] ^= 0x40
-	g2 := gen(t, genOpts{seed: 32, pid: 2, threads: 2, perTh: 10_000, frameEvents: 200, line: line24MHz, openAfterFrame: 4})
+	g2 := tracetest.Gen(t, tracetest.GenOpts{Seed: 32, PID: 2, Threads: 2, PerTh: 10_000, FrameEvents: 200, Line: tracetest.Line24MHz, OpenAfterFrame: 4})
 	// calls lost without their marks: orphans, a thread the aggregates' path leaves to the
 	// generic one
 	r := rand.New(rand.NewSource(9))
 	tick := uint64(10)
-	evs, _ := runloop(r, 100, 30_000, 60, &tick, false)
+	evs, _ := tracetest.Runloop(r, 100, 30_000, 60, &tick, false)
 	var lossy []stream.StreamEvent
 	for i := 0; i < len(evs); i++ {
 		if e := evs[i]; e.Depth > 0 && e.Depth < 4 && r.Intn(30) == 0 {
@@ -120,8 +121,8 @@ func TestTeeSameOutput(t *testing.T) {
 		}
 		lossy = append(lossy, evs[i])
 	}
-	clean, _ := runloop(r, 101, 5_000, 60, &tick, true)
-	orphans := writeThreads(t, r, [][]stream.StreamEvent{lossy, clean}, 200, true)
+	clean, _ := tracetest.Runloop(r, 101, 5_000, 60, &tick, true)
+	orphans := tracetest.WriteThreads(t, r, [][]stream.StreamEvent{lossy, clean}, 200, true)
 
 	every := engine.Options{MaxDepth: -1}
 	folds := sink.Meta{TimeNanos: 1, Budget: 5_000}
@@ -133,11 +134,11 @@ func TestTeeSameOutput(t *testing.T) {
 	}{
 		{"every call", [][]byte{damaged}, every, sink.Meta{TimeNanos: 1, Budget: -1}},
 		{"budgets", [][]byte{damaged}, every, folds},
-		{"two streams", [][]byte{g.b, g2.b}, every, folds},
-		{"threads", [][]byte{g.b, g2.b}, engine.Options{MaxDepth: -1, Threads: "t1,2001"}, folds},
+		{"two streams", [][]byte{g.B, g2.B}, every, folds},
+		{"threads", [][]byte{g.B, g2.B}, engine.Options{MaxDepth: -1, Threads: "t1,2001"}, folds},
 		{"orphans", [][]byte{orphans}, every, folds},
 		{"max depth", [][]byte{damaged}, engine.Options{MaxDepth: 3}, folds},
-		{"exclude", [][]byte{g.b}, engine.Options{MaxDepth: -1, Exclude: []string{"*[Class3 *]"}, MinNanos: 100}, folds},
+		{"exclude", [][]byte{g.B}, engine.Options{MaxDepth: -1, Exclude: []string{"*[Class3 *]"}, MinNanos: 100}, folds},
 	} {
 		if _, tot, _ := convertAlone(t, c.ins, []string{"folded"}, c.opt, c.m); c.opt.Exclude != nil && tot.Kept == tot.Calls {
 			t.Fatalf("%s: every call kept", c.name)

@@ -99,7 +99,7 @@ func aggregateFiles(files []*streamFile, opt Options, tr *StackTrie, lazy, keep 
 	order := slices.Clone(jobs)
 	sort.SliceStable(order, func(a, b int) bool { return order[a].st.t.Records > order[b].st.t.Records })
 	workers := min(runtime.GOMAXPROCS(0), 2, len(order))
-	if size < AggParallelMin {
+	if size < aggParallelMin {
 		workers = min(workers, 1)
 	}
 	var next atomic.Int64
@@ -199,8 +199,8 @@ func aggregateFiles(files []*streamFile, opt Options, tr *StackTrie, lazy, keep 
 		sf.w.buf = nil
 	}
 	tot.Calls, tot.Kept = kept, kept
-	if AggTestHook != nil {
-		AggTestHook(nFast, nGeneric, lazy)
+	if aggTestHook != nil {
+		aggTestHook(nFast, nGeneric, lazy)
 	}
 	return false, nil
 }
@@ -236,9 +236,9 @@ func (sf *streamFile) estimateEnd() {
 	sf.endEst = max(end, sf.clockMax)
 }
 
-// AggTestHook, when set (by the tests), is told how many threads the aggregates' path read
+// aggTestHook, when set (by the tests), is told how many threads the aggregates' path read
 // backwards and how many it left to the generic path, and whether pass 1 was p1Lazy.
-var AggTestHook func(fast, generic int, lazy bool)
+var aggTestHook func(fast, generic int, lazy bool)
 
 // aggregateGeneric is the generic path for one thread: its pass-1 analysis, then pass 2 into a
 // trie of its own (which it returns, with the calls and open calls it took); keep: the
@@ -374,9 +374,9 @@ type aggReader struct {
 	sf     *streamFile
 }
 
-// AggChunk is the number of events of a frame decoded at once: a bigger frame is decoded
+// aggChunk is the number of events of a frame decoded at once: a bigger frame is decoded
 // once to note where each chunk starts, then chunk by chunk, last first.
-const AggChunk = 1 << 16
+const aggChunk = 1 << 16
 
 // thread reads st of sf backwards into t (lazy: pass 1 was p1Lazy; errLazy when the thread's
 // events are not as it took them).
@@ -403,9 +403,9 @@ func (r *aggReader) thread(sf *streamFile, st *streamThread, t *aggThread, lazy 
 	}
 }
 
-// AggParallelMin is the number of events from which threads are read on two goroutines (a
+// aggParallelMin is the number of events from which threads are read on two goroutines (a
 // variable for the tests).
-var AggParallelMin uint64 = PipeMin
+var aggParallelMin uint64 = pipeMin
 
 // aggRecs is where records and marks are counted from, down (their places only count
 // relative to each other's).
@@ -525,20 +525,20 @@ func (r *aggReader) read(sf *streamFile, st *streamThread, t *aggThread, frames 
 		it := stream.EventIter{Buf: evs, Prev: prev}
 		n := int(frames[f].n)
 		r.checks = append(r.checks[:0], it)
-		if n > AggChunk { // where each chunk starts
+		if n > aggChunk { // where each chunk starts
 			var e stream.StreamEvent
 			for k := 1; k < n; k++ {
 				if ok, err := it.Next(&e); err != nil || !ok {
 					return false, bad
 				}
-				if k%AggChunk == 0 {
+				if k%aggChunk == 0 {
 					r.checks = append(r.checks, it)
 				}
 			}
 		}
 		for c := len(r.checks) - 1; c >= 0; c-- {
 			it := r.checks[c]
-			m := min(AggChunk, n-c*AggChunk)
+			m := min(aggChunk, n-c*aggChunk)
 			if cap(r.evs) < m {
 				r.evs = make([]stream.StreamEvent, m)
 			}
@@ -577,7 +577,7 @@ func (r *aggReader) read(sf *streamFile, st *streamThread, t *aggThread, frames 
 					}
 					start := r.ns(e.Start)
 					r.gap = append(r.gap, aggMark{stream.Mark{Kind: stream.MarkKind(e.ID), StartNanos: start, DurNanos: r.ns(e.End) - start, Count: e.Count},
-						int32(events / uint64(SegEvents)), marks})
+						int32(events / uint64(segEvents)), marks})
 					continue
 				}
 				rec--
@@ -741,7 +741,7 @@ func (r *aggReader) place(depth int64) {
 	m := r.after
 	mSeg := int32(-1) // m's segment (-1: no m)
 	if r.aEv != math.MaxUint64 {
-		mSeg = int32(r.aEv / uint64(SegEvents))
+		mSeg = int32(r.aEv / uint64(segEvents))
 	}
 	next := c // the chain's next call a mark may come before
 	for k := len(r.gap) - 1; k >= 0; k-- {

@@ -17,9 +17,9 @@ import (
 // analysers add up (durations, tick span, bad frames) is merged at the end, and which threads
 // the stream has, in the order the file made them threads, is settled then.
 
-// ParallelPass1Min is the stream size from which pass 1 uses analyser goroutines (a variable
+// parallelPass1Min is the stream size from which pass 1 uses analyser goroutines (a variable
 // for the tests).
-var ParallelPass1Min int64 = 1 << 20
+var parallelPass1Min int64 = 1 << 20
 
 const p1BatchBytes = 128 << 10
 
@@ -94,7 +94,7 @@ func newP1Batch() *p1Batch {
 // startAnalysers makes one inline analyser, or one goroutine per core for a big stream.
 func (sf *streamFile) startAnalysers(size int64, mode pass1Mode) {
 	n := min(runtime.GOMAXPROCS(0), 2)
-	if n < 2 || size < ParallelPass1Min || mode == p1Lazy {
+	if n < 2 || size < parallelPass1Min || mode == p1Lazy {
 		sf.an = []*analyser{{mode: mode}}
 		return
 	}

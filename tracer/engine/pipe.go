@@ -17,8 +17,8 @@ import (
 // memory stays a few MiB whatever the trace. A small trace, or one core, applies each batch
 // on the reader's goroutine instead.
 
-// PipeMin is the number of calls from which a conversion uses a second goroutine.
-const PipeMin = 200_000
+// pipeMin is the number of calls from which a conversion uses a second goroutine.
+const pipeMin = 200_000
 
 const (
 	opBegin = iota
@@ -97,7 +97,7 @@ type emitter struct {
 // newEmitter returns the emitter for a trace of calls calls.
 func newEmitter(a *applier, calls uint64) *emitter {
 	e := &emitter{a: a, cur: newOpBatch()}
-	if calls < PipeMin || runtime.GOMAXPROCS(0) < 2 {
+	if calls < pipeMin || runtime.GOMAXPROCS(0) < 2 {
 		return e
 	}
 	e.piped = true

@@ -235,7 +235,7 @@ func readRaw(rd *stream.Reader, opt Options, sf *streamFile, pre Sink, tot *Tota
 // call's Method is its id, its times are in ns.
 type rawTree struct {
 	a  *applier
-	em *emitter // made at the first thread: piped when it has PipeMin records
+	em *emitter // made at the first thread: piped when it has pipeMin records
 	sf *streamFile
 }
 

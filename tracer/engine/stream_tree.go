@@ -30,13 +30,13 @@ import (
 // in that earlier segment (a spanCall). Pass 2 runs the identical stack, so it tells which
 // records close calls it already entered.
 
-// SegEvents is the number of events of a segment (the working set of pass 2): the calls that
+// segEvents is the number of events of a segment (the working set of pass 2): the calls that
 // span segments are what pass 1 keeps, so segments are made large (several frames), but their
 // nodes (56 bytes each: 0.9 MiB) are kept within a core's 2 MiB L2 with room for the rest of
 // the reader's work: at 32 Ki events (1.8 MiB) a cache simulation of a 2 MiB L2 counted 2.2
 // misses a call replaying oneloop to speedscope, at 16 Ki 0.28.
 // (A variable for the tests, which cut segments of a few events.)
-var SegEvents uint32 = 1 << 14
+var segEvents uint32 = 1 << 14
 
 // segCounter numbers a thread's events' segments.
 type segCounter struct {
@@ -46,7 +46,7 @@ type segCounter struct {
 
 // next returns the next event's segment, and whether that is a new segment after an earlier.
 func (s *segCounter) next() (seg int32, started bool) {
-	if s.fill == SegEvents {
+	if s.fill == segEvents {
 		s.seg, s.fill, started = s.seg+1, 0, true
 	}
 	s.fill++
@@ -192,7 +192,7 @@ type replayer struct {
 
 func (r *replayer) begin(sf *streamFile, st *streamThread) {
 	if r.nodes == nil {
-		r.nodes = make([]segNode, 0, SegEvents+1024)
+		r.nodes = make([]segNode, 0, segEvents+1024)
 	}
 	r.sf, r.thread = sf, &st.t
 	r.sh.pend, r.sh.epoch = r.sh.pend[:0], 0

@@ -6,7 +6,7 @@ import (
 )
 
 // outWriter is the buffered output of the text timelines (Chrome JSON, speedscope): blocks of
-// OutBlock bytes, each written by a goroutine of its own once full, so that the copy into the
+// outBlock bytes, each written by a goroutine of its own once full, so that the copy into the
 // kernel (a JSON of every call of a 12 M-call run is 2 GB) is not on the goroutine that
 // formats, which is the conversion's busiest. Two blocks are in flight at most: memory is a
 // few hundred KiB whatever the output. A sink appends to the current block in place (tail,
@@ -25,10 +25,10 @@ type outWriter struct {
 	spare int
 }
 
-const OutBlock = 256 << 10
+const outBlock = 256 << 10
 
 func newOutWriter(w io.Writer) *outWriter {
-	return &outWriter{w: w, b: make([]byte, 0, OutBlock+OutBlock/4)}
+	return &outWriter{w: w, b: make([]byte, 0, outBlock+outBlock/4)}
 }
 
 // tail is the current block, to append to; commit takes it back.
@@ -38,7 +38,7 @@ func (o *outWriter) tail() []byte { return o.b }
 // the writer once it is full.
 func (o *outWriter) commit(b []byte) {
 	o.b = b
-	if len(b) >= OutBlock {
+	if len(b) >= outBlock {
 		o.send()
 	}
 }
@@ -76,7 +76,7 @@ func (o *outWriter) send() {
 	o.full <- o.b
 	if o.spare > 0 {
 		o.spare--
-		o.b = make([]byte, 0, OutBlock+OutBlock/4)
+		o.b = make([]byte, 0, outBlock+outBlock/4)
 		return
 	}
 	o.b = (<-o.free)[:0]
@@ -101,7 +101,7 @@ func (o *outWriter) Flush() error {
 	if o.full != nil {
 		if o.err == nil && len(o.b) > 0 {
 			o.full <- o.b
-			o.b = make([]byte, 0, OutBlock+OutBlock/4)
+			o.b = make([]byte, 0, outBlock+outBlock/4)
 		}
 		close(o.full)
 		<-o.done

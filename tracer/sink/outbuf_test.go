@@ -45,13 +45,13 @@ func TestOutWriter(t *testing.T) {
 		if !bytes.Equal(got.Bytes(), want.Bytes()) {
 			t.Fatalf("%d writes: %d bytes out of %d, or in another order", n, got.Len(), want.Len())
 		}
-		if n > 10 && want.Len() < 3*OutBlock {
+		if n > 10 && want.Len() < 3*outBlock {
 			t.Fatalf("only %d bytes: fewer blocks than the writer holds", want.Len())
 		}
 	}
 	f := &failAfter{n: 100}
 	o := newOutWriter(f)
-	for i := 0; i < 10*OutBlock/8; i++ {
+	for i := 0; i < 10*outBlock/8; i++ {
 		o.WriteString("01234567")
 	}
 	if err := o.Flush(); err == nil || f.got.Len() != 0 {

@@ -1,4 +1,4 @@
-package tracer
+package engine_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package tracer
+package engine_test
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/internal/tracetest"
 	"github.com/msgtrace/msgtrace/tracer/sink"
 )
 
@@ -31,10 +32,10 @@ func (s *failSink) Call(*engine.Call) error {
 // conversion's goroutines end (the test would hang otherwise).
 func TestSinkErrorStopsConversion(t *testing.T) {
 	for _, calls := range []int{20_000, 2 * engine.PipeMin} {
-		g := gen(t, genOpts{seed: 3, pid: 1, threads: 3, perTh: calls / 3, frameEvents: 2046, line: line24MHz, marks: true})
+		g := tracetest.Gen(t, tracetest.GenOpts{Seed: 3, PID: 1, Threads: 3, PerTh: calls / 3, FrameEvents: 2046, Line: tracetest.Line24MHz, Marks: true})
 		for _, n := range []int{1, calls / 2} {
 			s := &failSink{n: n}
-			_, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(g.b), Size: int64(len(g.b))}}, engine.Options{MaxDepth: -1}, s)
+			_, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(g.B), Size: int64(len(g.B))}}, engine.Options{MaxDepth: -1}, s)
 			if !errors.Is(err, errSinkFull) {
 				t.Errorf("%d calls, failing at call %d: %v", calls, n, err)
 			}
@@ -46,12 +47,12 @@ func TestSinkErrorStopsConversion(t *testing.T) {
 // the reader's goroutine byte for byte: four threads whose frames interleave, marks, open
 // frames, and a frame damaged in the middle.
 func TestParallelPass1SameOutput(t *testing.T) {
-	g := gen(t, genOpts{seed: 11, pid: 1, threads: 4, perTh: 30_000, frameEvents: 300, line: line24MHz, marks: true, openAfterFrame: 5})
-	b := bytes.Clone(g.b)
+	g := tracetest.Gen(t, tracetest.GenOpts{Seed: 11, PID: 1, Threads: 4, PerTh: 30_000, FrameEvents: 300, Line: tracetest.Line24MHz, Marks: true, OpenAfterFrame: 5})
+	b := bytes.Clone(g.B)
 	b[len(b)/2] ^= 0x40 // a bad frame: skipped by both, the same way
 	convert := func(parMin int64, format string) []byte {
-		defer func(v int64) { engine.ParallelPass1Min = v }(engine.ParallelPass1Min)
-		engine.ParallelPass1Min = parMin
+		defer func(v int64) { *engine.ParallelPass1Min = v }(*engine.ParallelPass1Min)
+		*engine.ParallelPass1Min = parMin
 		var out bytes.Buffer
 		s := newSink(t, format, &out, sink.Meta{TimeNanos: 1})
 		tot, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, engine.Options{MaxDepth: -1}, s)

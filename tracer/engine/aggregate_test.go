@@ -1,4 +1,4 @@
-package tracer
+package engine_test
 
 import (
 	"bytes"
@@ -8,19 +8,10 @@ import (
 	"testing"
 
 	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/internal/tracetest"
 	"github.com/msgtrace/msgtrace/tracer/sink"
 	"github.com/msgtrace/msgtrace/tracer/stream"
 )
-
-// genericSink hides an aggregate's trie (Needs.Stacks) from the engine: the sink then takes the
-// generic path (the op pipe and the trie's Enter and Exit).
-type genericSink struct{ engine.Sink }
-
-func (g genericSink) Needs() engine.Needs {
-	n := g.Sink.Needs()
-	n.Stacks = nil
-	return n
-}
 
 // aggConvert converts streams to an aggregate format through the aggregates' path, or (generic)
 // through the generic one, and returns the output and totals.
@@ -29,7 +20,7 @@ func aggConvert(t *testing.T, ins [][]byte, format string, opt engine.Options, g
 	var out bytes.Buffer
 	s := newSink(t, format, &out, sink.Meta{TimeNanos: 1})
 	if generic {
-		s = genericSink{s}
+		s = tracetest.GenericSink{Sink: s}
 	}
 	var in []engine.Input
 	for _, b := range ins {
@@ -47,9 +38,9 @@ func aggConvert(t *testing.T, ins [][]byte, format string, opt engine.Options, g
 // path read backwards and how many it left to the generic path.
 func aggSame(t *testing.T, name string, ins [][]byte, opt engine.Options) (fast, generic int) {
 	t.Helper()
-	defer func() { engine.AggTestHook = nil }()
+	defer func() { *engine.AggTestHook = nil }()
 	lazy := false
-	engine.AggTestHook = func(f, g int, l bool) { fast, generic, lazy = f, g, l }
+	*engine.AggTestHook = func(f, g int, l bool) { fast, generic, lazy = f, g, l }
 	defer func() {
 		// pass 1 leaves events undecoded unless a thread is left to the generic path,
 		// threads are selected or a frame does not decode
@@ -80,13 +71,13 @@ func aggSame(t *testing.T, name string, ins [][]byte, opt engine.Options) (fast,
 // at once. Threads with orphans are left to the generic path, the others are read backwards
 // (checked: both kinds occur).
 func TestAggregateSameOutput(t *testing.T) {
-	defer func(v uint64) { engine.AggParallelMin = v }(engine.AggParallelMin)
-	engine.AggParallelMin = 0 // threads read on two goroutines, whatever their size
+	defer func(v uint64) { *engine.AggParallelMin = v }(*engine.AggParallelMin)
+	*engine.AggParallelMin = 0 // threads read on two goroutines, whatever their size
 	// the generic path places marks segment by segment: small segments, and the default
-	for _, seg := range []uint32{50, engine.SegEvents} {
+	for _, seg := range []uint32{50, *engine.SegEvents} {
 		func() {
-			defer func(s uint32) { engine.SegEvents = s }(engine.SegEvents)
-			engine.SegEvents = seg
+			defer func(s uint32) { *engine.SegEvents = s }(*engine.SegEvents)
+			*engine.SegEvents = seg
 			aggSameStreams(t)
 		}()
 	}
@@ -96,20 +87,20 @@ func aggSameStreams(t *testing.T) {
 	opt := engine.Options{MaxDepth: -1}
 	// four threads, open frames, a damaged frame; with marks, and without
 	for _, marks := range []bool{false, true} {
-		g := gen(t, genOpts{seed: 21, pid: 1, threads: 4, perTh: 20_000, frameEvents: 300, line: line24MHz, marks: marks, openAfterFrame: 5})
-		b := bytes.Clone(g.b)
+		g := tracetest.Gen(t, tracetest.GenOpts{Seed: 21, PID: 1, Threads: 4, PerTh: 20_000, FrameEvents: 300, Line: tracetest.Line24MHz, Marks: marks, OpenAfterFrame: 5})
+		b := bytes.Clone(g.B)
 		b[len(b)/2] ^= 0x40
 		if f, gn := aggSame(t, "gen", [][]byte{b}, opt); f < 3 {
 			t.Errorf("gen marks=%v: %d threads read backwards, %d generic", marks, f, gn)
 		}
 	}
 	// two processes, one with marks, merged in order; and a thread selection
-	g1 := gen(t, genOpts{seed: 22, pid: 1, threads: 3, perTh: 10_000, frameEvents: 200, line: line24MHz, marks: true, openAfterFrame: 3})
-	g2 := gen(t, genOpts{seed: 23, pid: 2, threads: 3, perTh: 10_000, frameEvents: 200, line: line24MHz, openAfterFrame: 4})
-	if f, gn := aggSame(t, "two streams", [][]byte{g1.b, g2.b}, opt); f == 0 {
+	g1 := tracetest.Gen(t, tracetest.GenOpts{Seed: 22, PID: 1, Threads: 3, PerTh: 10_000, FrameEvents: 200, Line: tracetest.Line24MHz, Marks: true, OpenAfterFrame: 3})
+	g2 := tracetest.Gen(t, tracetest.GenOpts{Seed: 23, PID: 2, Threads: 3, PerTh: 10_000, FrameEvents: 200, Line: tracetest.Line24MHz, OpenAfterFrame: 4})
+	if f, gn := aggSame(t, "two streams", [][]byte{g1.B, g2.B}, opt); f == 0 {
 		t.Errorf("two streams: %d threads read backwards, %d generic", f, gn)
 	}
-	aggSame(t, "two streams, threads", [][]byte{g1.b, g2.b}, engine.Options{MaxDepth: -1, Threads: "t1,2001"})
+	aggSame(t, "two streams, threads", [][]byte{g1.B, g2.B}, engine.Options{MaxDepth: -1, Threads: "t1,2001"})
 
 	// run loops: one outermost call per thread, unwound calls, recursion, loss marks after
 	// calls and waits anywhere (one thread without marks); frames of every size, some swapped
@@ -118,13 +109,13 @@ func aggSameStreams(t *testing.T) {
 	tick := uint64(10)
 	var all [][]stream.StreamEvent
 	for th := 0; th < 3; th++ {
-		evs, _ := runloopShaped(r, uint64(100+th), 20_000, 60, &tick, th != 2, th != 1)
+		evs, _ := tracetest.RunloopShaped(r, uint64(100+th), 20_000, 60, &tick, th != 2, th != 1)
 		if th != 2 {
 			evs = sprinkleWaits(r, evs)
 		}
 		all = append(all, evs)
 	}
-	b := writeThreads(t, r, all, 500, true)
+	b := tracetest.WriteThreads(t, r, all, 500, true)
 	if f, gn := aggSame(t, "runloop", [][]byte{b}, opt); f != 3 || gn != 0 {
 		t.Errorf("runloop: %d threads read backwards, %d generic", f, gn)
 	}
@@ -134,7 +125,7 @@ func aggSameStreams(t *testing.T) {
 	for _, withMarks := range []bool{true, false} {
 		r := rand.New(rand.NewSource(9))
 		tick = 10
-		evs, _ := runloop(r, 100, 30_000, 60, &tick, false)
+		evs, _ := tracetest.Runloop(r, 100, 30_000, 60, &tick, false)
 		var kept []stream.StreamEvent
 		for i := 0; i < len(evs); i++ {
 			if e := evs[i]; e.Depth > 0 && e.Depth < 4 && r.Intn(30) == 0 {
@@ -147,8 +138,8 @@ func aggSameStreams(t *testing.T) {
 			}
 			kept = append(kept, evs[i])
 		}
-		clean, _ := runloop(r, 101, 5_000, 60, &tick, true)
-		b := writeThreads(t, r, [][]stream.StreamEvent{kept, clean}, 200, false)
+		clean, _ := tracetest.Runloop(r, 101, 5_000, 60, &tick, true)
+		b := tracetest.WriteThreads(t, r, [][]stream.StreamEvent{kept, clean}, 200, false)
 		if f, gn := aggSame(t, "losses", [][]byte{b}, opt); f != 1 || gn != 1 {
 			t.Errorf("losses (marks %v): %d threads read backwards, %d generic", withMarks, f, gn)
 		}
@@ -158,15 +149,15 @@ func aggSameStreams(t *testing.T) {
 	// cut short), as a thread's first events frame: pass 1 leaves them out, and so does the
 	// conversion made again when pass 2 finds them
 	for _, bad := range [][]byte{{3, 0, 0, 0}, {2, 0, 0x80}} {
-		g := gen(t, genOpts{seed: 24, pid: 1, threads: 3, perTh: 5_000, frameEvents: 200, line: line24MHz, marks: true, openAfterFrame: 4})
+		g := tracetest.Gen(t, tracetest.GenOpts{Seed: 24, PID: 1, Threads: 3, PerTh: 5_000, FrameEvents: 200, Line: tracetest.Line24MHz, Marks: true, OpenAfterFrame: 4})
 		var buf bytes.Buffer
 		w := stream.NewStreamWriter(&buf)
 		pl := binary.LittleEndian.AppendUint64(nil, 1007)
 		pl = binary.LittleEndian.AppendUint64(pl, 0)
 		w.Thread(stream.StreamThread{TID: 1007, Name: "late"})
 		w.Frame(stream.FrameEvents, append(pl, bad...))
-		w.Events(1007, 0, []stream.StreamEvent{{Type: stream.EventCall, ID: 1, Start: line24MHz.tick0 + 1<<32, End: line24MHz.tick0 + 1<<32 + 4}})
-		b := append(bytes.Clone(g.b), buf.Bytes()...)
+		w.Events(1007, 0, []stream.StreamEvent{{Type: stream.EventCall, ID: 1, Start: tracetest.Line24MHz.Tick0 + 1<<32, End: tracetest.Line24MHz.Tick0 + 1<<32 + 4}})
+		b := append(bytes.Clone(g.B), buf.Bytes()...)
 		aggSame(t, "again: malformed", [][]byte{b}, opt)
 	}
 
@@ -193,8 +184,8 @@ func aggSameStreams(t *testing.T) {
 	// frames bigger than the decoding chunk
 	r = rand.New(rand.NewSource(3))
 	tick = 10
-	evs, _ := runloopShaped(r, 100, 3*engine.AggChunk, 60, &tick, true, true)
-	b = writeThreads(t, r, [][]stream.StreamEvent{evs}, 4*engine.AggChunk, false)
+	evs, _ := tracetest.RunloopShaped(r, 100, 3*engine.AggChunk, 60, &tick, true, true)
+	b = tracetest.WriteThreads(t, r, [][]stream.StreamEvent{evs}, 4*engine.AggChunk, false)
 	if f, _ := aggSame(t, "big frames", [][]byte{b}, opt); f != 1 {
 		t.Errorf("big frames: %d threads read backwards", f)
 	}

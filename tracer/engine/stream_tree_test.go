@@ -1,4 +1,4 @@
-package tracer
+package engine_test
 
 import (
 	"bytes"
@@ -7,241 +7,42 @@ import (
 	"math"
 	"math/rand"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/msgtrace/msgtrace/tracer"
 	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/internal/tracetest"
 	"github.com/msgtrace/msgtrace/tracer/sink"
 	"github.com/msgtrace/msgtrace/tracer/stream"
 )
-
-// treeEv is one thing a TreeSink was told.
-type treeEv struct {
-	Kind             byte // 'B' begin thread, 'E' enter, 'X' exit, 'M' mark
-	TID              uint64
-	Name             string
-	Start, Dur, Self uint64
-	Depth, Flags     int
-}
-
-// recTree records what it is told; with pre set it takes calls in pre-order (the stream
-// reader drives it directly), else it is a plain post-order Sink behind PreOrder.
-type recTree struct {
-	evs []treeEv
-	tid uint64
-}
-
-func (r *recTree) BeginThread(_ *stream.Header, t *stream.Thread) error {
-	r.tid = t.TID
-	r.evs = append(r.evs, treeEv{Kind: 'B', TID: t.TID})
-	return nil
-}
-func (r *recTree) Enter(c *engine.Call, d int) error {
-	r.evs = append(r.evs, treeEv{'E', r.tid, c.Name, c.StartNanos, c.DurNanos, 0, d, c.Flags})
-	return nil
-}
-func (r *recTree) Exit(c *engine.Call, d int) error {
-	r.evs = append(r.evs, treeEv{'X', r.tid, c.Name, c.StartNanos, c.DurNanos, c.SelfNanos, d, c.Flags})
-	return nil
-}
-func (r *recTree) Mark(m *stream.Mark, d int) error {
-	r.evs = append(r.evs, treeEv{'M', r.tid, m.Kind.String(), m.StartNanos, m.DurNanos, m.Count, d, 0})
-	return nil
-}
-func (r *recTree) EndThread() error          { return nil }
-func (r *recTree) Close(engine.Totals) error { return nil }
-
-// direct is a recTree the stream reader drives in pre-order.
-type direct struct {
-	engine.Sink
-	r *recTree
-}
-
-func (d direct) Needs() engine.Needs { return engine.Needs{Tree: d.r} }
-
-func newDirect() direct {
-	r := &recTree{}
-	return direct{engine.PreOrder(r), r}
-}
-
-// runloop makes one thread's calls: a single outermost call enclosing n calls in random
-// subtrees (deep recursion now and then), touching and zero-length calls, marks between
-// calls. It returns the events in post-order (what a stream holds) and what a TreeSink must
-// be told, with times relative to base.
-func runloop(r *rand.Rand, tid uint64, n, methods int, tick *uint64, marks bool) (evs []stream.StreamEvent, want []treeEv) {
-	return runloopShaped(r, tid, n, methods, tick, marks, false)
-}
-
-// runloopShaped is runloop; with fixed, a call's method follows from its caller's and its
-// place among its siblings (as in a real program, where stacks repeat), else it is random.
-func runloopShaped(r *rand.Rand, tid uint64, n, methods int, tick *uint64, marks, fixed bool) (evs []stream.StreamEvent, want []treeEv) {
-	count := 0
-	var emit func(depth int, maxDepth int, parent uint64, k int) (dur uint64)
-	emit = func(depth, maxDepth int, parent uint64, k int) uint64 {
-		start := *tick
-		*tick += uint64(r.Intn(3)) // touching and zero-length calls
-		id := uint64(r.Intn(methods) + 1)
-		if fixed { // two callees per method, recursion below depth 4
-			id = parent
-			if depth <= 4 {
-				id = (parent*7+uint64(min(k, 1))+uint64(depth))%uint64(methods) + 1
-			}
-		}
-		name := fmt.Sprintf("-[C%d s%d]", id%7, id)
-		fl := 0
-		typ := stream.EventCall
-		if r.Intn(40) == 0 {
-			typ, fl = stream.EventUnwound, stream.FlagUnwound
-		}
-		wi := len(want)
-		want = append(want, treeEv{Kind: 'E', TID: tid, Name: name, Start: start, Depth: depth, Flags: fl})
-		count++
-		var kids uint64
-		for k := 0; depth < maxDepth && count < n && r.Intn(4) != 0; k++ {
-			kids += emit(depth+1, maxDepth, id, k)
-			if marks && r.Intn(16) == 0 {
-				ms := *tick
-				*tick += uint64(r.Intn(4))
-				cnt := uint64(r.Intn(3) + 1)
-				evs = append(evs, stream.StreamEvent{Type: stream.EventMark, ID: uint64(stream.MarkLost), Start: ms, End: *tick, Count: cnt})
-				want = append(want, treeEv{Kind: 'M', TID: tid, Name: stream.MarkLost.String(), Start: ms, Dur: *tick - ms, Self: cnt, Depth: depth + 1})
-			}
-			*tick += uint64(r.Intn(3))
-		}
-		*tick += uint64(r.Intn(3))
-		dur := *tick - start
-		want[wi].Dur = dur
-		want = append(want, treeEv{Kind: 'X', TID: tid, Name: name, Start: start, Dur: dur, Self: dur - kids, Depth: depth, Flags: fl})
-		evs = append(evs, stream.StreamEvent{Type: typ, ID: id, Start: start, End: *tick, Depth: uint64(depth)})
-		return dur
-	}
-	start := *tick
-	*tick++
-	rootW := len(want)
-	want = append(want, treeEv{Kind: 'E', TID: tid, Name: "-[C1 s1]", Start: start})
-	var kids uint64
-	for count < n {
-		maxDepth := 6
-		if r.Intn(50) == 0 {
-			maxDepth = 200
-		}
-		kids += emit(1, maxDepth, 1, 0)
-		*tick += uint64(r.Intn(5))
-	}
-	*tick++
-	dur := *tick - start
-	want[rootW].Dur = dur
-	want = append(want, treeEv{Kind: 'X', TID: tid, Name: "-[C1 s1]", Start: start, Dur: dur, Self: dur - kids})
-	evs = append(evs, stream.StreamEvent{Type: stream.EventCall, ID: 1, Start: start, End: *tick, Depth: 0})
-	return evs, want
-}
-
-// writeThreads writes threads' events as a stream with 1:1 ticks to ns, in frames of random
-// sizes up to maxFrame, the threads' frames interleaved; with swap, now and then two frames of a
-// thread change places in the file (what a drain that wrote a quiet thread's partial chunk
-// before its previous chunk left).
-func writeThreads(t testing.TB, r *rand.Rand, evs [][]stream.StreamEvent, maxFrame int, swap bool) []byte {
-	var buf bytes.Buffer
-	w := stream.NewStreamWriter(&buf)
-	w.Process(stream.StreamProcess{PID: 7, Name: "loop"})
-	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1, RateDen: 1})
-	var ms []stream.StreamMethod
-	for id := uint64(1); id <= 64; id++ {
-		ms = append(ms, stream.StreamMethod{ID: id, Class: fmt.Sprintf("C%d", id%7), Selector: fmt.Sprintf("s%d", id)})
-	}
-	w.Methods(ms...)
-	type fr struct {
-		tid uint64
-		evs []stream.StreamEvent
-	}
-	var frames []fr
-	for i, e := range evs {
-		w.Thread(stream.StreamThread{TID: uint64(100 + i)})
-		var mine []fr
-		for len(e) > 0 {
-			k := min(len(e), 1+r.Intn(maxFrame))
-			mine = append(mine, fr{uint64(100 + i), e[:k]})
-			e = e[k:]
-		}
-		if swap {
-			for k := 0; k+1 < len(mine); k++ {
-				a, b := mine[k].evs, mine[k+1].evs
-				if r.Intn(5) == 0 && a[len(a)-1].End < b[0].End {
-					mine[k], mine[k+1] = mine[k+1], mine[k]
-					k++
-				}
-			}
-		}
-		frames = append(frames, mine...)
-	}
-	r.Shuffle(len(frames), func(a, b int) {}) // keep per-thread order; interleave below
-	// interleave threads round-robin, each thread's frames in their (possibly swapped) order
-	per := map[uint64][]fr{}
-	var order []uint64
-	for _, f := range frames {
-		if _, ok := per[f.tid]; !ok {
-			order = append(order, f.tid)
-		}
-		per[f.tid] = append(per[f.tid], f)
-	}
-	for left := true; left; {
-		left = false
-		for _, tid := range order {
-			if len(per[tid]) == 0 {
-				continue
-			}
-			left = true
-			f := per[tid][0]
-			per[tid] = per[tid][1:]
-			if _, err := w.Events(f.tid, f.evs[0].End, f.evs); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	w.End(stream.StreamCounters{})
-	if w.Err() != nil {
-		t.Fatal(w.Err())
-	}
-	return buf.Bytes()
-}
-
-func rebase(want []treeEv, base uint64) []treeEv {
-	out := slices.Clone(want)
-	for i := range out {
-		if out[i].Kind != 'B' {
-			out[i].Start -= base
-		}
-	}
-	return out
-}
 
 // TestStreamPreOrder: threads whose whole run is one call, cut into frames of every size (one
 // event to thousands), some frames out of order in the file: the reader tells a TreeSink
 // exactly the pre-order the calls were made in (names, times, depths, self times, marks where
 // they happened), thread by thread.
 func TestStreamPreOrder(t *testing.T) {
-	defer func(s uint32) { engine.SegEvents = s }(engine.SegEvents)
+	defer func(s uint32) { *engine.SegEvents = s }(*engine.SegEvents)
 	for seed := int64(1); seed <= 16; seed++ {
-		engine.SegEvents = []uint32{1, 5, 64, 1000, 1 << 15}[seed%5]
+		*engine.SegEvents = []uint32{1, 5, 64, 1000, 1 << 15}[seed%5]
 		r := rand.New(rand.NewSource(seed))
 		var all [][]stream.StreamEvent
-		var want []treeEv
+		var want []tracetest.TreeEv
 		tick := uint64(1000)
 		base := tick
 		for th := 0; th < 3; th++ {
-			evs, w := runloop(r, uint64(100+th), 2000+r.Intn(3000), 60, &tick, seed%2 == 0)
+			evs, w := tracetest.Runloop(r, uint64(100+th), 2000+r.Intn(3000), 60, &tick, seed%2 == 0)
 			all = append(all, evs)
-			want = append(want, treeEv{Kind: 'B', TID: uint64(100 + th)})
+			want = append(want, tracetest.TreeEv{Kind: 'B', TID: uint64(100 + th)})
 			want = append(want, w...)
 		}
 		maxFrame := []int{1, 3, 50, 700, 5000}[seed%5]
-		b := writeThreads(t, r, all, maxFrame, seed%3 == 0)
-		d := newDirect()
+		b := tracetest.WriteThreads(t, r, all, maxFrame, seed%3 == 0)
+		d := tracetest.NewDirect()
 		tot := processBytes(t, b, d)
-		want = rebase(want, base)
-		if msg := diffEvs(d.r.evs, want); msg != "" {
-			t.Fatalf("seed %d (frames up to %d, segments of %d): %s", seed, maxFrame, engine.SegEvents, msg)
+		want = tracetest.Rebase(want, base)
+		if msg := diffEvs(d.R.Evs, want); msg != "" {
+			t.Fatalf("seed %d (frames up to %d, segments of %d): %s", seed, maxFrame, *engine.SegEvents, msg)
 		}
 		if tot.Calls != tot.Kept || tot.Calls == 0 {
 			t.Fatalf("seed %d: totals %+v", seed, tot)
@@ -249,7 +50,7 @@ func TestStreamPreOrder(t *testing.T) {
 	}
 }
 
-func diffEvs(got, want []treeEv) string {
+func diffEvs(got, want []tracetest.TreeEv) string {
 	for i := 0; i < min(len(got), len(want)); i++ {
 		if got[i] != want[i] {
 			lo := max(0, i-3)
@@ -266,23 +67,23 @@ func diffEvs(got, want []treeEv) string {
 // exclude patterns) the pre-order the reader gives equals what PreOrder makes of the kept calls
 // in the order they ended (the in-memory reference), self times included.
 func TestStreamPreOrderFiltered(t *testing.T) {
-	defer func(s uint32) { engine.SegEvents = s }(engine.SegEvents)
-	engine.SegEvents = 50
+	defer func(s uint32) { *engine.SegEvents = s }(*engine.SegEvents)
+	*engine.SegEvents = 50
 	r := rand.New(rand.NewSource(5))
 	tick := uint64(10)
 	var all [][]stream.StreamEvent
 	for th := 0; th < 2; th++ {
-		evs, _ := runloop(r, uint64(100+th), 20000, 60, &tick, false)
+		evs, _ := tracetest.Runloop(r, uint64(100+th), 20000, 60, &tick, false)
 		all = append(all, evs)
 	}
-	b := writeThreads(t, r, all, 300, false)
+	b := tracetest.WriteThreads(t, r, all, 300, false)
 	for _, opt := range []engine.Options{
 		{MaxDepth: -1, MinNanos: 20},
 		{MaxDepth: 3},
 		{MaxDepth: -1, Include: []string{"-[C3 *]", "-[C1 *]"}},
 		{MaxDepth: -1, Exclude: []string{"-[C2 *]"}, MinNanos: 5},
 	} {
-		d := newDirect()
+		d := tracetest.NewDirect()
 		if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, opt, d); err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +93,7 @@ func TestStreamPreOrderFiltered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref := &recTree{}
+		ref := &tracetest.RecTree{}
 		f := &postFilter{opt: opt, sink: engine.PreOrder(ref)}
 		var tid uint64
 		for _, c := range all.calls {
@@ -308,7 +109,7 @@ func TestStreamPreOrderFiltered(t *testing.T) {
 			f.call(engine.Call{Name: c.Name, StartNanos: c.Start, DurNanos: c.Dur, Depth: c.Depth, Flags: c.Flags})
 		}
 		f.sink.EndThread()
-		if msg := diffEvs(d.r.evs, ref.evs); msg != "" {
+		if msg := diffEvs(d.R.Evs, ref.Evs); msg != "" {
 			t.Fatalf("%+v: %s", opt, msg)
 		}
 	}
@@ -357,11 +158,11 @@ func (f *postFilter) call(c engine.Call) {
 // TestStreamOrphans: calls whose parent's record was lost (drop mode) are not nested under a
 // later sibling of that parent: every thread's enters come in time order.
 func TestStreamOrphans(t *testing.T) {
-	defer func(s uint32) { engine.SegEvents = s }(engine.SegEvents)
-	engine.SegEvents = 100
+	defer func(s uint32) { *engine.SegEvents = s }(*engine.SegEvents)
+	*engine.SegEvents = 100
 	r := rand.New(rand.NewSource(9))
 	tick := uint64(10)
-	evs, _ := runloop(r, 100, 30000, 60, &tick, false)
+	evs, _ := tracetest.Runloop(r, 100, 30000, 60, &tick, false)
 	// runs of calls lost (no buffer space), each followed by its loss mark, as the recorder
 	// writes them
 	var kept []stream.StreamEvent
@@ -377,21 +178,21 @@ func TestStreamOrphans(t *testing.T) {
 		kept = append(kept, evs[i])
 		calls++
 	}
-	b := writeThreads(t, r, [][]stream.StreamEvent{kept}, 200, false)
-	d := newDirect()
+	b := tracetest.WriteThreads(t, r, [][]stream.StreamEvent{kept}, 200, false)
+	d := tracetest.NewDirect()
 	tot := processBytes(t, b, d)
 	if tot.Calls != calls {
 		t.Fatalf("%d calls, want %d", tot.Calls, calls)
 	}
-	checkTimeOrder(t, d.r.evs)
+	checkTimeOrder(t, d.R.Evs)
 }
 
 // checkTimeOrder: per thread, enters, exits and marks never go back in time, and every exit
 // closes the latest call entered.
-func checkTimeOrder(t *testing.T, evs []treeEv) {
+func checkTimeOrder(t *testing.T, evs []tracetest.TreeEv) {
 	t.Helper()
 	var last uint64
-	var open []treeEv
+	var open []tracetest.TreeEv
 	for i, e := range evs {
 		at := e.Start
 		switch e.Kind {
@@ -423,11 +224,11 @@ func TestStreamPreOrderMemory(t *testing.T) {
 	make1 := func(n int) []byte {
 		r := rand.New(rand.NewSource(3))
 		tick := uint64(10)
-		evs, _ := runloopShaped(r, 100, n, 60, &tick, true, true)
-		return writeThreads(t, r, [][]stream.StreamEvent{evs}, 2046, false)
+		evs, _ := tracetest.RunloopShaped(r, 100, n, 60, &tick, true, true)
+		return tracetest.WriteThreads(t, r, [][]stream.StreamEvent{evs}, 2046, false)
 	}
 	small, big := make1(100_000), make1(1_000_000)
-	for _, format := range Formats {
+	for _, format := range tracer.Formats {
 		alloc := func(b []byte) uint64 {
 			var m0, m1 runtime.MemStats
 			runtime.GC()
@@ -453,9 +254,9 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 var _ = strings.Contains
 
-// budgetRec is a timeline sink (a recTree) with a budget.
+// budgetRec is a timeline sink (a tracetest.RecTree) with a budget.
 type budgetRec struct {
-	direct
+	tracetest.Direct
 	budget uint64
 	rep    engine.FoldReport
 	folded uint64 // sum of Call.Folded at exits
@@ -468,14 +269,14 @@ func (b *budgetRec) Needs() engine.Needs {
 type foldCount budgetRec
 
 func (f *foldCount) BeginThread(h *stream.Header, t *stream.Thread) error {
-	return f.r.BeginThread(h, t)
+	return f.R.BeginThread(h, t)
 }
-func (f *foldCount) Enter(c *engine.Call, d int) error { return f.r.Enter(c, d) }
+func (f *foldCount) Enter(c *engine.Call, d int) error { return f.R.Enter(c, d) }
 func (f *foldCount) Exit(c *engine.Call, d int) error {
 	f.folded += c.Folded
-	return f.r.Exit(c, d)
+	return f.R.Exit(c, d)
 }
-func (f *foldCount) Mark(m *stream.Mark, d int) error { return f.r.Mark(m, d) }
+func (f *foldCount) Mark(m *stream.Mark, d int) error { return f.R.Mark(m, d) }
 func (f *foldCount) EndThread() error                 { return nil }
 func (f *foldCount) Close(engine.Totals) error        { return nil }
 
@@ -483,22 +284,22 @@ func (f *foldCount) Close(engine.Totals) error        { return nil }
 // others are folded into their callers: the self times of the kept calls still add up to each
 // thread's run, the folded counts add up, and every thread stays in time order.
 func TestTimelineBudget(t *testing.T) {
-	defer func(s uint32) { engine.SegEvents = s }(engine.SegEvents)
-	engine.SegEvents = 3000
+	defer func(s uint32) { *engine.SegEvents = s }(*engine.SegEvents)
+	*engine.SegEvents = 3000
 	r := rand.New(rand.NewSource(11))
 	tick := uint64(10)
 	var all [][]stream.StreamEvent
 	for th := 0; th < 2; th++ {
-		evs, _ := runloopShaped(r, uint64(100+th), 150_000, 60, &tick, true, true)
+		evs, _ := tracetest.RunloopShaped(r, uint64(100+th), 150_000, 60, &tick, true, true)
 		all = append(all, evs)
 	}
-	b := writeThreads(t, r, all, 2046, false)
+	b := tracetest.WriteThreads(t, r, all, 2046, false)
 	for _, budget := range []uint64{1, 1000, 30_000, 1 << 30} {
-		s := &budgetRec{direct: newDirect(), budget: budget}
+		s := &budgetRec{Direct: tracetest.NewDirect(), budget: budget}
 		tot := processBytes(t, b, s)
-		checkTimeOrder(t, s.r.evs)
+		checkTimeOrder(t, s.R.Evs)
 		var kept, self, roots, nroots uint64
-		for _, e := range s.r.evs {
+		for _, e := range s.R.Evs {
 			if e.Kind == 'X' {
 				kept++
 				self += e.Self
@@ -536,8 +337,8 @@ func TestTimelineBudget(t *testing.T) {
 func TestTimelineBudgetFormats(t *testing.T) {
 	r := rand.New(rand.NewSource(12))
 	tick := uint64(10)
-	evs, _ := runloopShaped(r, 100, 50_000, 60, &tick, false, true)
-	b := writeThreads(t, r, [][]stream.StreamEvent{evs}, 2046, false)
+	evs, _ := tracetest.RunloopShaped(r, 100, 50_000, 60, &tick, false, true)
+	b := tracetest.WriteThreads(t, r, [][]stream.StreamEvent{evs}, 2046, false)
 	for _, format := range []string{"json", "perfetto", "speedscope"} {
 		var out bytes.Buffer
 		s := newSink(t, format, &out, sink.Meta{Budget: 500})
@@ -549,7 +350,7 @@ func TestTimelineBudgetFormats(t *testing.T) {
 		if format == "json" && !bytes.Contains(out.Bytes(), []byte(`"folded_calls":`)) {
 			t.Errorf("json: no folded_calls")
 		}
-		s, _ = NewSink(format, &out, sink.Meta{Budget: -1})
+		s, _ = tracer.NewSink(format, &out, sink.Meta{Budget: -1})
 		if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, engine.Options{MaxDepth: -1}, s); err != nil || engine.Folded(s).FoldNanos != 0 {
 			t.Fatalf("%s: every call: %+v %v", format, engine.Folded(s), err)
 		}
@@ -633,24 +434,4 @@ func TestTimelineBudgetHolds(t *testing.T) {
 			}
 		}
 	}
-}
-
-// newSink is NewSink for a test: an error ends it.
-func newSink(t *testing.T, format string, w io.Writer, m sink.Meta) engine.Sink {
-	t.Helper()
-	s, err := NewSink(format, w, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// processBytes converts the stream b through s, every call, no depth limit: an error ends the test.
-func processBytes(t *testing.T, b []byte, s engine.Sink) engine.Totals {
-	t.Helper()
-	tot, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(b), Size: int64(len(b))}}, engine.Options{MaxDepth: -1}, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tot
 }

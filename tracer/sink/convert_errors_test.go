@@ -1,4 +1,4 @@
-package tracer
+package sink_test
 
 import (
 	"bytes"
@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/msgtrace/msgtrace/tracer"
 	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/internal/tracetest"
 	"github.com/msgtrace/msgtrace/tracer/sink"
 )
 
@@ -29,12 +31,12 @@ func (f *failAfter) Write(p []byte) (int, error) {
 // (a disk that fills up mid-file) ends a big conversion with that error, and its goroutines
 // (the test would hang otherwise).
 func TestTimelineWriteErrorStopsConversion(t *testing.T) {
-	g := gen(t, genOpts{seed: 5, pid: 1, threads: 2, perTh: engine.PipeMin, frameEvents: 2046, line: line24MHz, marks: true})
+	g := tracetest.Gen(t, tracetest.GenOpts{Seed: 5, PID: 1, Threads: 2, PerTh: 200_000 /* the engine pipes conversions of this many calls */, FrameEvents: 2046, Line: tracetest.Line24MHz, Marks: true})
 	for _, format := range []string{"json", "speedscope"} {
 		for _, n := range []int{100, 3 * sink.OutBlock} {
 			f := &failAfter{n: n}
 			s := newSink(t, format, f, sink.Meta{Budget: -1})
-			_, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(g.b), Size: int64(len(g.b))}}, engine.Options{MaxDepth: -1}, s)
+			_, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(g.B), Size: int64(len(g.B))}}, engine.Options{MaxDepth: -1}, s)
 			if err == nil || err.Error() != "disk full" {
 				t.Errorf("%s, failing after %d bytes: %v", format, n, err)
 			}
@@ -62,7 +64,7 @@ func (f *failingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 // goroutine started (the sink's Close is then never called) ends that goroutine: a process
 // that flushes again and again (msgtrace_flush) does not collect parked writers.
 func TestTimelineInputErrorEndsWriter(t *testing.T) {
-	g := gen(t, genOpts{seed: 7, pid: 1, threads: 2, perTh: engine.PipeMin, frameEvents: 2046, line: line24MHz})
+	g := tracetest.Gen(t, tracetest.GenOpts{Seed: 7, PID: 1, Threads: 2, PerTh: 200_000 /* the engine pipes conversions of this many calls */, FrameEvents: 2046, Line: tracetest.Line24MHz})
 	before := runtime.NumGoroutine()
 	for _, format := range []string{"json", "speedscope"} {
 		for i := range 6 {
@@ -72,8 +74,8 @@ func TestTimelineInputErrorEndsWriter(t *testing.T) {
 				s = engine.Tee(s)
 			}
 			// pass 1 reads the stream once; the failure comes well into pass 2
-			in := &failingReaderAt{r: bytes.NewReader(g.b), n: int64(len(g.b)) * 19 / 10}
-			if _, err := engine.ProcessStreams([]engine.Input{{R: in, Size: int64(len(g.b))}}, engine.Options{MaxDepth: -1}, s); err == nil {
+			in := &failingReaderAt{r: bytes.NewReader(g.B), n: int64(len(g.B)) * 19 / 10}
+			if _, err := engine.ProcessStreams([]engine.Input{{R: in, Size: int64(len(g.B))}}, engine.Options{MaxDepth: -1}, s); err == nil {
 				t.Fatalf("%s: the failing input converted", format)
 			}
 			if out.Len() < sink.OutBlock {
@@ -87,4 +89,14 @@ func TestTimelineInputErrorEndsWriter(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before {
 		t.Errorf("%d goroutines after 12 failed conversions, %d before", n, before)
 	}
+}
+
+// newSink is the registry's sink for format writing to w: an error ends the test.
+func newSink(t *testing.T, format string, w io.Writer, m sink.Meta) engine.Sink {
+	t.Helper()
+	s, err := tracer.NewSink(format, w, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
