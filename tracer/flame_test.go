@@ -153,8 +153,8 @@ func TestFlameWidths(t *testing.T) {
 	}
 }
 
-// TestFlameNarrow: frames of any width stay in the file (zooming reaches them); past the cap
-// the narrowest go, and the subtitle says so.
+// TestFlameNarrow: frames of any width stay in the file (zooming reaches them) (past the cap
+// the narrowest go: the sink's TestFlameFramesCap).
 func TestFlameNarrow(t *testing.T) {
 	raw := rawTrace(t, testNames, []node{
 		{cls: clsFoo, sel: selRun, start: 0, end: 1000000, kids: []node{
@@ -175,16 +175,6 @@ func TestFlameNarrow(t *testing.T) {
 	}
 	if f := got["-[Bar tiny]"]; f.Title != "-[Bar tiny] (0.001 ms, 0.1 %)" || f.Label != "" || math.Abs(f.Rect.Width-1.18) > 0.006 {
 		t.Errorf("-[Bar tiny]: %+v", f)
-	}
-	// a cap of 3 frames: the 1 ns frame goes
-	var out bytes.Buffer
-	fs := sink.NewFlameSink(&out, "cap")
-	if _, err := engine.Process(bytes.NewReader(raw), engine.Options{MaxDepth: -1}, fs); err != nil {
-		t.Fatal(err)
-	}
-	frames, dropped := sink.FlameFrames(fs.Agg, 3)
-	if len(frames) != 3 || dropped != 1 || frames[2].Name != "-[Bar tiny]" {
-		t.Errorf("capped: %d dropped, %+v", dropped, frames)
 	}
 }
 

@@ -26,7 +26,7 @@ import (
 // depends only on the input.
 type FlameSink struct {
 	engine.Sink
-	Agg   *engine.StackTrie
+	agg   *engine.StackTrie
 	w     io.Writer
 	title string
 	Width int  // image width in pixels; 0 for 1200
@@ -39,14 +39,14 @@ const FlameMaxFrames = 100000
 
 // NewFlameSink writes to w; title heads the graph.
 func NewFlameSink(w io.Writer, title string) *FlameSink {
-	s := &FlameSink{Agg: engine.NewStackTrie(), w: w, title: title}
-	s.Sink = engine.PreOrder(flameTree{s.Agg, s})
+	s := &FlameSink{agg: engine.NewStackTrie(), w: w, title: title}
+	s.Sink = engine.PreOrder(flameTree{s.agg, s})
 	return s
 }
 
 // Needs: an aggregate, its trie filled directly when no filter drops calls.
 func (s *FlameSink) Needs() engine.Needs {
-	return engine.Needs{Tree: flameTree{s.Agg, s}, Stacks: s.Agg}
+	return engine.Needs{Tree: flameTree{s.agg, s}, Stacks: s.agg}
 }
 
 type flameTree struct {
@@ -75,10 +75,10 @@ type flameFrame struct {
 	root       bool   // the thread's frame
 }
 
-// FlameFrames lays out the trie: per thread (in the order they came), the thread's frame, then
+// flameFrames lays out the trie: per thread (in the order they came), the thread's frame, then
 // its frames parents first, siblings sorted; at most max frames, the narrowest (by share of
 // their thread) left out past that. It returns the frames and how many were left out.
-func FlameFrames(a *engine.StackTrie, maxFrames int) ([]flameFrame, int) {
+func flameFrames(a *engine.StackTrie, maxFrames int) ([]flameFrame, int) {
 	incl := make([]uint64, len(a.Nodes))
 	kids := make([][]int32, len(a.Nodes))
 	for i := len(a.Nodes) - 1; i >= 0; i-- { // children come after their parents
@@ -148,7 +148,7 @@ func (f flameTree) Close(t engine.Totals) error {
 	if width <= 0 {
 		width = 1200
 	}
-	frames, dropped := FlameFrames(f.StackTrie, FlameMaxFrames)
+	frames, dropped := flameFrames(f.StackTrie, FlameMaxFrames)
 	// rows per section, and where each section's bottom row is
 	var rows []int
 	for _, fr := range frames {
