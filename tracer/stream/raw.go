@@ -172,6 +172,8 @@ type Reader struct {
 	done bool
 }
 
+// MaxNameLen is the longest name (a class, a selector, a thread) a raw dump may hold: the
+// reader refuses a longer one as damage (a fact of the format, like MaxFramePayload).
 const MaxNameLen = 1 << 16
 
 // NewReader reads the header and the names section.
