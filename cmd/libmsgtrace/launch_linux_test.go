@@ -400,3 +400,56 @@ func TestGNUstepLibraryLoads(t *testing.T) {
 		}
 	})
 }
+
+// TestGNUstepEarlyStartRefused: under MSGTRACE_METHODS=all the preload loader starts recording
+// and instrumenting gnustep-base's modules in C, before the Go side has read the variables only
+// it checks. When the Go side then refuses the configuration (a bad MSGTRACE_MIN_US,
+// MSGTRACE_MAX_DEPTH, MSGTRACE_FORMAT, MSGTRACE_MAX_CALLS, MSGTRACE_KEEP_STREAM or MSGTRACE_OUT), the
+// program must run as untraced: one line on stderr, no trace, and no method left with a
+// trampoline of the library (testdata/gnustep/sortapp.m's "where" prints which object
+// implements methods of Foundation and of the program). With a good configuration the same
+// methods are the library's: the early start ran.
+func TestGNUstepEarlyStartRefused(t *testing.T) {
+	testfiles.Slow(t, "builds and runs GNUstep programs")
+	g, _, loader, src := launchKit(t)
+	mustGNUstepCC(t, g.dir, "sortapp", src("sortapp.m"))
+	app := filepath.Join(g.dir, "sortapp")
+	plain, _, err := g.runEnv(t, nil, app, "where")
+	if err != nil || strings.Contains(plain, "libmsgtrace") || strings.Count(plain, "implemented in") != 5 {
+		t.Fatalf("untraced: %v\n%s", err, plain)
+	}
+	out := filepath.Join(g.dir, "refused.mtrace")
+	env := func(k, v string) map[string]string {
+		e := map[string]string{"LD_PRELOAD": loader, "MSGTRACE_METHODS": "all", "MSGTRACE_OUT": out}
+		if k != "" {
+			e[k] = v
+		}
+		return e
+	}
+	traced, se, err := g.runEnv(t, env("", ""), app, "where")
+	if err != nil || strings.Count(traced, "implemented in libmsgtrace.so") != 5 {
+		t.Fatalf("accepted configuration: %v\nstdout:\n%s\nstderr:\n%s", err, traced, se)
+	}
+	os.Remove(out)
+	for _, bad := range [][2]string{
+		{"MSGTRACE_MIN_US", "fast"},
+		{"MSGTRACE_MAX_DEPTH", "deep"},
+		{"MSGTRACE_FORMAT", "xml"},
+		{"MSGTRACE_MAX_CALLS", "many"},
+		{"MSGTRACE_KEEP_STREAM", "2"},
+		{"MSGTRACE_OUT", filepath.Join(g.dir, "missing", "t.mtrace")},
+	} {
+		so, se, err := g.runEnv(t, env(bad[0], bad[1]), app, "where")
+		if err != nil || so != plain {
+			t.Errorf("%s=%q: %v\nstdout:\n%s\nwant the untraced run's:\n%s", bad[0], bad[1], err, so, plain)
+		}
+		lines := strings.Split(strings.TrimSpace(se), "\n")
+		if len(lines) != 1 || !strings.Contains(lines[0], bad[0]+"=") || !strings.Contains(lines[0], "tracing is off") {
+			t.Errorf("%s=%q: stderr %q, want one line naming it", bad[0], bad[1], se)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s=%q: a trace was written", bad[0], bad[1])
+			os.Remove(out)
+		}
+	}
+}

@@ -80,8 +80,7 @@ func get() (*agent.Agent, error) {
 //export msgtraceLoad
 func msgtraceLoad() (status C.int) {
 	defer survive("installing", func() {
-		msgtrace.SetActive(false)
-		msgtrace.EndEarlyMethods()
+		giveUp()
 		status = -1
 	})
 	a, err := get()
@@ -89,9 +88,7 @@ func msgtraceLoad() (status C.int) {
 		err = a.Install()
 	}
 	if err != nil {
-		// what the preload loader's early start began (MSGTRACE_METHODS=all) stops here
-		msgtrace.SetActive(false)
-		msgtrace.EndEarlyMethods()
+		giveUp()
 		fmt.Fprintln(stderr, err)
 		return -1
 	}
@@ -100,6 +97,18 @@ func msgtraceLoad() (status C.int) {
 		fmt.Fprintln(stderr, "msgtrace: prepared on the preload loader's thread while the libraries initialized")
 	}
 	return 0
+}
+
+// giveUp leaves the program as it would run untraced when the configuration is refused or the
+// install fails: recording stops, and what the preload loader's early start began
+// (MSGTRACE_METHODS=all on gcc's runtime, in C, before the Go side could read the variables it
+// alone checks) is undone: the methods it gave trampolines get their IMPs back (a +load keeps
+// its trampoline, which forwards to the original untraced), so the refused run costs the
+// program nothing past its start.
+func giveUp() {
+	msgtrace.SetActive(false)
+	msgtrace.EndEarlyMethods()
+	msgtrace.RestoreMethods()
 }
 
 // msgtracePrepare runs from the preload loader's own thread while the program's libraries

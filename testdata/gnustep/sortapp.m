@@ -1,7 +1,8 @@
 /* A Foundation program (gnustep-base, gcc's GNU runtime) whose methods Foundation calls back:
  * -[NSMutableArray sortUsingSelector:] calls -[Num compare:] (inherited by SubNum: named by Num,
  * the class whose implementation runs), inside an NSAutoreleasePool. With the argument "throw",
- * an NSException raised in a traced method is caught two calls up. */
+ * an NSException raised in a traced method is caught two calls up; with "where", it prints
+ * which object implements a few methods (a trampoline of the library, or not). */
 #define _GNU_SOURCE /* Dl_info */
 #import <Foundation/Foundation.h>
 #include <dlfcn.h>
@@ -184,6 +185,22 @@ int main(int argc, char **argv) {
 		printf("after the exception: %s\n", caught ? "caught" : "missed");
 		[pool drain];
 		return caught ? 0 : 1;
+	}
+	if (argc > 1 && strcmp(argv[1], "where") == 0) {
+		/* the object implementing a few methods of the program and of Foundation: a
+		 * trampoline of the library's while they are instrumented */
+		id objs[] = {[NSMutableArray array], @"text", [[NSObject new] autorelease], pool,
+			     [[[Num alloc] initWithValue:1] autorelease]};
+		SEL sels[] = {@selector(addObject:), @selector(length), @selector(description), @selector(drain),
+			      @selector(compare:)};
+		for (int i = 0; i < 5; i++) {
+			Dl_info info;
+			IMP imp = class_getMethodImplementation(object_getClass(objs[i]), sels[i]);
+			const char *f = dladdr((void *)imp, &info) && info.dli_fname ? info.dli_fname : "?";
+			printf("%s implemented in %s\n", sel_getName(sels[i]), strrchr(f, '/') ? strrchr(f, '/') + 1 : f);
+		}
+		[pool drain];
+		return 0;
 	}
 	if (argc > 1 && strcmp(argv[1], "stop") == 0) {
 		/* msgtrace_stop() when the library is preloaded: the method gets its IMP back */
