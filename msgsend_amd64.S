@@ -516,7 +516,8 @@ INTERPOSE msgtrace_method_entry,             msgtrace_orig_objc_msgSend,        
  *
  * Labels: after_record (the call's duration decides), after_write (a record at r10),
  * after_full (the chunk is full), after_return (pop and return), after_close (entries above
- * ours never returned: close them first).
+ * ours never returned: close them first), after_broken (rbx is not an entry in flight: the
+ * method did not keep it; a fault before anything is read or written through it).
  */
 /*
  * Unwinding. CFA = rsp + 0: unwinders set the caller's stack pointer to the CFA (LLVM
@@ -567,10 +568,14 @@ STUB_NAME(msgtrace_after)
 	CFI_AFTER_RET_IN_RBX                    /* its return address from [rbx + E_RET] */
 	nop
 LOCAL(after):
+	LOAD_SELF %r11                          /* r11 = struct mt_thread * */
+	cmpq T_BASE(%r11), %rbx                 /* rbx must be an entry of ours in flight: a */
+	jb LOCAL(after_broken)                  /* method that did not keep it (it must) faults */
+	cmpq T_TOP(%r11), %rbx                  /* here, before anything is read or written */
+	jae LOCAL(after_broken)                 /* through it or closed down to it */
 	movq %rax, E_RV0(%rbx)
 	movq %rdx, E_RV1(%rbx)
 	TICK                                    /* rax = end tick */
-	LOAD_SELF %r11
 	leaq ENTRY_SIZE(%rbx), %rdx
 	movq T_TOP(%r11), %r10
 	cmpq %rdx, %r10
@@ -628,6 +633,9 @@ LOCAL(after_close_next):
 	ja LOCAL(after_close_next)
 	movq %r10, T_TOP(%r11)
 	jmp LOCAL(after_record)
+
+LOCAL(after_broken):                        /* rbx is no entry in flight: SIGILL in the stub, */
+	ud2                                     /* whose crash note names the thread's top entry */
 	.cfi_endproc
 END(msgtrace_after)
 .if LOCAL(after) - LOCAL(after_tail) - AFTER_TAIL_DIST

@@ -490,7 +490,8 @@ INTERPOSE msgtrace_method_entry,       msgtrace_orig_objc_msgSend,       MODE_ME
  *
  * Labels: after_record (the call's duration decides), after_write (a record at x12),
  * after_full (the chunk is full), after_return (pop and return), after_close (entries above
- * ours never returned: close them first).
+ * ours never returned: close them first), after_broken (x19 is not an entry in flight: the
+ * method did not keep it; a fault before anything is read or written through it).
  */
 /*
  * Unwinding (see msgsend_amd64.S for the reasons): CFA = sp + 0, the caller's sp. ELF:
@@ -525,6 +526,11 @@ LOCAL(after):             /* local: ADR to a global needs a relocation Mach-O la
 	LOAD_SELF x9, x16
 	add x11, x19, #ENTRY_SIZE
 	ldr x10, [x9, #T_TOP]
+	ldr x12, [x9, #T_BASE]                  /* x19 must be an entry of ours in flight: a */
+	cmp x19, x12                            /* method that did not keep it (it must) faults */
+	b.lo LOCAL(after_broken)                /* here, before anything is read or written */
+	cmp x19, x10                            /* through it or closed down to it */
+	b.hs LOCAL(after_broken)
 	cmp x10, x11
 	b.hi LOCAL(after_close)                 /* entries above ours never returned */
 LOCAL(after_record):
@@ -576,6 +582,9 @@ LOCAL(after_close):
 	b.hi LOCAL(after_close)
 	str x10, [x9, #T_TOP]
 	b LOCAL(after_record)
+
+LOCAL(after_broken):                        /* x19 is no entry in flight: SIGTRAP in the */
+	brk #0xf19                              /* stub, whose crash note names the top entry */
 	.cfi_endproc
 END(msgtrace_after)
 .if LOCAL(after) - LOCAL(after_tail) - AFTER_TAIL_DIST

@@ -662,3 +662,13 @@ func checkStubUnwindInfo(t *testing.T, arch, obj string) {
 		}
 	}
 }
+
+// TestBrokenCallee: a traced method that does not keep rbx / x19 (where the return stub finds
+// its shadow entry) makes the stub fault at once, in itself, before anything is read or
+// written through the register (testdata/interposer/broken.c: a writable buffer left there is
+// untouched, a small address and one past every mapping trap too).
+func TestBrokenCallee(t *testing.T) {
+	forTargets(t, func(t *testing.T, tg target) {
+		runC(t, tg, tg.buildC(t, "broken", readFile(t, "testdata/interposer/broken.c")))
+	})
+}

@@ -652,13 +652,15 @@ func testCrashDrain(t *testing.T, b built) {
 }
 
 // testCrashStub: a method that returns with rbx / x19 (which the ABI says a callee keeps, and
-// the return stub holds its shadow entry in) overwritten makes the return stub fault: the line
-// names the stub and, from the thread's shadow stack, the call returning.
+// the return stub holds its shadow entry in) overwritten makes the return stub trap at once
+// (ud2: SIGILL; brk: SIGTRAP): the line names the stub and, from the thread's shadow stack, the
+// call returning.
 func testCrashStub(t *testing.T, b built) {
 	out := filepath.Join(t.TempDir(), "clobber.mtrace")
 	traced := runStress(t, b, map[string]string{"LD_PRELOAD": b.lib, "MSGTRACE_OUT": out}, "clobber")
 	lines := crashLines(traced.stderr)
-	if traced.signal != syscall.SIGSEGV || len(lines) != 1 || !strings.Contains(lines[0], ": msgtrace_after+0x") ||
+	trap := map[string]syscall.Signal{"amd64": syscall.SIGILL, "arm64": syscall.SIGTRAP}[b.goarch]
+	if traced.signal != trap || len(lines) != 1 || !strings.Contains(lines[0], ": msgtrace_after+0x") ||
 		!strings.Contains(lines[0], "(return stub) returning from selector clobber (0x") || !strings.Contains(lines[0], " of class App on thread ") {
 		t.Fatalf("traced: %+v", traced)
 	}
