@@ -306,6 +306,7 @@ END(\name)
  *   overflow  the shadow stack is full
  *   register  the thread's first traced call
  *   untraced  straight to the original: tracing off or paused falls through into it
+ *   traced    tracing: the nil receiver test (MODE_SEND), then retry
  */
 .macro INTERPOSE name, orig, recv, sel, mode
 FUNC(\name)
@@ -313,18 +314,19 @@ FUNC(\name)
 .if \mode == MODE_METHOD
 	movq %r11, RZ_DATA(%rsp)                /* the trampoline's data into the red zone */
 .endif
-.if \mode == MODE_SEND
-	testq \recv, \recv
-	jz LOCAL(untraced_\name)                /* nil receiver: untraced */
-.endif
 	cmpl $(0), SYM(msgtrace_active)(%rip)
-	jne LOCAL(retry_\name)                  /* tracing: record */
+	jne LOCAL(traced_\name)                 /* tracing: record */
 LOCAL(untraced_\name):                      /* untraced (off or paused falls through here): */
 .if \mode == MODE_METHOD                    /* straight to the original */
 	movq RZ_DATA(%rsp), %r11
 	jmp *MD_ORIG(%r11)
 .else
 	jmp *SYM(\orig)(%rip)
+.endif
+LOCAL(traced_\name):
+.if \mode == MODE_SEND                      /* the nil test after the flag's: the paused path */
+	testq \recv, \recv                     /* is the flag's test and the jump alone */
+	jz LOCAL(untraced_\name)                /* nil receiver: untraced */
 .endif
 LOCAL(retry_\name):
 	LOAD_SELF %r11                          /* r11 = struct mt_thread * */

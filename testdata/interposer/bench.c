@@ -1,5 +1,6 @@
-/* ns per call: direct IMP, test dispatcher, interposer paused, interposer recording, a
- * per-call-malloc trampoline (React Native profiler style) and one rdtsc read, in one run.
+/* ns per call: direct IMP, test dispatcher, a lone jump in front of it (the floor of any stand-in),
+ * interposer paused, interposer recording, a per-call-malloc trampoline (React Native profiler
+ * style) and one rdtsc read, in one run.
  * Each figure is the best of 7 rounds of N calls on one thread, timed by the thread's CPU clock
  * (a round the scheduler interrupts on a busy machine is not charged for the time it waited). */
 #include "common.h"
@@ -45,6 +46,11 @@ static __attribute__((noinline)) int64_t leaf(struct object *self, void *cmd, in
 static struct method methods[] = {{(void *)1, (void *)leaf}, {0, 0}};
 static struct tclass cls = {0, methods};
 static struct object obj = {&cls};
+
+/* the floor of any stand-in the caller calls and that jumps on to the dispatcher: one
+ * indirect jump through the same kind of variable the interposer forwards through */
+void lone_jump(void);
+__asm__(".text\n.p2align 4\nlone_jump:\n\tjmp *msgtrace_orig_objc_msgSend(%rip)\n");
 
 static double now(void) {
 	struct timespec ts;
@@ -110,6 +116,7 @@ int main(void) {
 	rn_original = (void *)test_msgSend;
 	double direct = run(leaf);
 	double disp = run((send_fn)test_msgSend);
+	double lone = run((send_fn)(void *)lone_jump);
 	msgtrace_active = 0;
 	double paused = run(SEND);
 	msgtrace_active = 1;
@@ -128,6 +135,7 @@ int main(void) {
 	printf("%-44s %8s %10s\n", "path", "ns/call", "vs dispatcher");
 	printf("%-44s %8.2f %+10.2f\n", "direct IMP call", direct, direct - disp);
 	printf("%-44s %8.2f %+10.2f\n", "test dispatcher (objc_msgSend contract)", disp, 0.0);
+	printf("%-44s %8.2f %+10.2f\n", "a lone jump to the dispatcher (the floor)", lone, lone - disp);
 	printf("%-44s %8.2f %+10.2f\n", "interposer, paused", paused, paused - disp);
 	printf("%-44s %8.2f %+10.2f\n", "interposer, recording", rec, rec - disp);
 	printf("%-44s %8.2f %+10.2f\n", "interposer, recording, to the IMP directly", rec_obj, rec_obj - disp);
