@@ -141,10 +141,12 @@ bench-fixedcost: build
 bench-cpu: build
 	bash scripts/bench-cpu.sh $${RUNS:-10} $${THREADS:-64}
 
-# Crashes, not time: a gnustep-base program whose threads first touch Foundation before its main
-# thread does (testdata/gnustep/firsttouch.m; gnustep-base crashes so now and then by itself),
-# RUNS=300 runs each untraced, traced at the default selection and with MSGTRACE_METHODS=all,
-# alternated; how many died of a signal in each (BASE=dir: a second build in the same rounds).
+# Crashes, not time: gnustep-base programs whose threads first touch Foundation before their
+# main thread does (testdata/gnustep/firsttouch.m and poolnew.m, two races of gnustep-base's
+# own), RUNS=300 runs each untraced, traced at the default selection and with
+# MSGTRACE_METHODS=all, alternated; how many died of a signal in each, and Fisher's exact test
+# of each traced count against the untraced one (BASE=dir: a second build in the same rounds;
+# FIRSTTOUCH_PROGS, FIRSTTOUCH_COUNTS: see the script).
 bench-firsttouch: build
 	bash scripts/bench-firsttouch.sh $${RUNS:-300} bin $${BASE:-}
 

@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# Crashes of a program whose threads first touch Foundation before its main thread does
-# (testdata/gnustep/firsttouch.m, gnustep-base on gcc's runtime): gnustep-base itself crashes
-# now and then so, untraced (a thread reaches NSMutableArray while another is still inside
-# +[NSArray initialize]); tracing must not make it crash more often. RUNS runs of each:
-# untraced, preloaded with the library at the default selection, and with MSGTRACE_METHODS=all,
-# alternated (untraced, default, all, untraced, ...) so that a change of the machine's load hits
-# all alike; prints how many runs of each died of a signal (and which), and how many ended
-# otherwise than as they should. A count, not a timing: the rates differ with the machine and
-# its load, so compare configurations of the same run, never with another run's figures. With
-# BASE, a second build (say, the last commit's) runs in the same rounds, for a before and after.
+# Crashes of programs whose threads first touch Foundation before their main thread does
+# (gnustep-base on gcc's runtime): gnustep-base itself crashes now and then so, untraced, in two
+# races of its own; tracing must not make it crash more often.
+#   firsttouch  testdata/gnustep/firsttouch.m: a thread reaches NSMutableArray while another is
+#               still inside +[NSArray initialize] (rare: a few runs in a hundred)
+#   poolnew     testdata/gnustep/poolnew.m: a thread calls +[NSAutoreleasePool new]'s second
+#               static IMP before the first thread set it (often: one run in five or so)
+# RUNS runs of each program in each configuration: untraced, preloaded with the library at the
+# default selection, and with MSGTRACE_METHODS=all, alternated (untraced, default, all, untraced,
+# ...) so that a change of the machine's load hits all alike; prints how many runs of each died
+# of a signal (and which), how many ended otherwise than as they should, and for each traced
+# configuration Fisher's exact test against the untraced runs of the same program (two-sided p:
+# how likely counts at least this far apart are when tracing changes nothing). A count, not a
+# timing: the rates differ with the machine and its load, so compare configurations of the same
+# run, never with another run's figures. With BASE, a second build (say, the last commit's) runs
+# in the same rounds, for a before and after.
 #   bench-firsttouch.sh [RUNS] [BIN] [BASE]   (RUNS: 300; BIN: bin, with libmsgtrace-preload.so)
-# FIRSTTOUCH_THREADS: the threads the program starts (4).
+# FIRSTTOUCH_THREADS: the threads each program starts (4). FIRSTTOUCH_PROGS: which programs
+# ("firsttouch poolnew"). FIRSTTOUCH_COUNTS: a file the counts are also written to, one line per
+# program and configuration (program, configuration, runs, crashed, ended otherwise wrong, p).
 set -euo pipefail
 # the figures also go to docs/bench/firsttouch.md, dated, with the tree and the machine
 source "$(dirname "$0")/bench-record.sh"
-bench_record firsttouch "FIRSTTOUCH_THREADS" "$0" "$@"
+bench_record firsttouch "FIRSTTOUCH_THREADS FIRSTTOUCH_PROGS" "$0" "$@"
 source "$(dirname "$0")/env.sh"
 runs=${1:-300}
 bin=${2:-$MSGTRACE_ROOT/bin}
@@ -28,51 +36,83 @@ done
 command -v gnustep-config >/dev/null || { echo "bench-firsttouch: gnustep-config missing (make setup)" >&2; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+progs=${FIRSTTOUCH_PROGS:-firsttouch poolnew}
 # in $dir: gnustep-config's flags hold -I., and the tree's objc/ would shadow <objc/runtime.h>
-# shellcheck disable=SC2046
-if ! (cd "$dir" && gcc -std=gnu11 $(gnustep-config --objc-flags) -w -o firsttouch "$MSGTRACE_ROOT/testdata/gnustep/firsttouch.m" \
-	$(gnustep-config --base-libs) -lpthread 2>cc.txt); then
-	cat "$dir/cc.txt" >&2
-	exit 1
-fi
+for p in $progs; do
+	[ -f "$MSGTRACE_ROOT/testdata/gnustep/$p.m" ] || { echo "bench-firsttouch: no testdata/gnustep/$p.m" >&2; exit 1; }
+	# shellcheck disable=SC2046
+	if ! (cd "$dir" && gcc -std=gnu11 $(gnustep-config --objc-flags) -w -o "$p" "$MSGTRACE_ROOT/testdata/gnustep/$p.m" \
+		$(gnustep-config --base-libs) -lpthread 2>cc.txt); then
+		cat "$dir/cc.txt" >&2
+		exit 1
+	fi
+done
 mkdir -p "$dir/home"
 export HOME=$dir/home FIRSTTOUCH_THREADS=$threads
-want="firsttouch: $threads threads, $threads touches"
+declare -A want=([firsttouch]="firsttouch: $threads threads, $threads touches" [poolnew]="poolnew: $threads threads")
 # no core files: hundreds of crashes are expected
 ulimit -c 0
 
-# per configuration: runs, crashes, crashes by signal name, runs that ended wrong otherwise
+# per program and configuration ("prog|config"): runs, crashes, crashes by signal name, runs
+# that ended wrong otherwise
 declare -A ran crashed signals wrong
 configs=()
-# one run of configuration name: the program under env's variables
+# one run of program prog in configuration name: the program under env's variables
 run() {
-	local name=$1 status out
-	shift
-	[ -n "${ran[$name]+x}" ] || { configs+=("$name"); ran[$name]=0 crashed[$name]=0 signals[$name]="" wrong[$name]=0; }
+	local prog=$1 name=$2 key status out
+	shift 2
+	key="$prog|$name"
+	[ -n "${ran[$key]+x}" ] || { configs+=("$key"); ran[$key]=0 crashed[$key]=0 signals[$key]="" wrong[$key]=0; }
 	status=0
-	out=$(env "$@" "$dir/firsttouch" 2>/dev/null) || status=$?
-	ran[$name]=$((ran[$name] + 1))
+	out=$(env "$@" "$dir/$prog" 2>/dev/null) || status=$?
+	ran[$key]=$((ran[$key] + 1))
 	if ((status > 128)); then
-		crashed[$name]=$((crashed[$name] + 1))
-		signals[$name]+=" $(kill -l $((status - 128)) 2>/dev/null || echo $((status - 128)))"
-	elif ((status != 0)) || [ "$out" != "$want" ]; then
-		wrong[$name]=$((wrong[$name] + 1))
+		crashed[$key]=$((crashed[$key] + 1))
+		signals[$key]+=" $(kill -l $((status - 128)) 2>/dev/null || echo $((status - 128)))"
+	elif ((status != 0)) || [ "$out" != "${want[$prog]}" ]; then
+		wrong[$key]=$((wrong[$key] + 1))
 	fi
 }
 traced() {
-	local b=$1 tag=$2
-	run "${tag}traced, default" LD_PRELOAD="$b/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/t.mtrace" MSGTRACE_QUIET=1
-	run "${tag}traced, all" LD_PRELOAD="$b/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/a.mtrace" MSGTRACE_QUIET=1 MSGTRACE_METHODS=all
+	local prog=$1 b=$2 tag=$3
+	run "$prog" "${tag}traced, default" LD_PRELOAD="$b/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/t.mtrace" MSGTRACE_QUIET=1
+	run "$prog" "${tag}traced, all" LD_PRELOAD="$b/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/a.mtrace" MSGTRACE_QUIET=1 MSGTRACE_METHODS=all
 }
 for ((i = 0; i < runs; i++)); do
-	run untraced
-	traced "$bin" ""
-	[ -n "$base" ] && traced "$base" "base "
+	for p in $progs; do
+		run "$p" untraced
+		traced "$p" "$bin" ""
+		[ -n "$base" ] && traced "$p" "$base" "base "
+	done
 done 2>/dev/null # bash reports each child's signal; the counts say it
-echo "bench-firsttouch: firsttouch.m, $threads threads, $runs runs of each, alternated"
+
+# fisher A N B M: two-sided p of Fisher's exact test, A of N against B of M
+fisher() {
+	awk -v a="$1" -v n="$2" -v b="$3" -v m="$4" 'BEGIN {
+		t = n + m; c = a + b
+		lf[0] = 0
+		for (k = 1; k <= t; k++) lf[k] = lf[k - 1] + log(k)
+		base = lf[c] + lf[t - c] + lf[n] + lf[m] - lf[t]
+		obs = base - lf[a] - lf[n - a] - lf[b] - lf[m - b]
+		lo = c - m > 0 ? c - m : 0; hi = c < n ? c : n; p = 0
+		for (x = lo; x <= hi; x++) {
+			q = base - lf[x] - lf[n - x] - lf[c - x] - lf[m - c + x]
+			if (q <= obs + 1e-7 && q > -700) p += exp(q) # past -700: nothing a double holds
+		}
+		printf "%.3g", (p > 1 ? 1 : p)
+	}'
+}
+[ -n "${FIRSTTOUCH_COUNTS:-}" ] && : >"$FIRSTTOUCH_COUNTS"
+echo "bench-firsttouch: $threads threads, $runs runs of each, alternated"
 for c in "${configs[@]}"; do
+	prog=${c%%|*} name=${c#*|}
 	by=$(tr ' ' '\n' <<<"${signals[$c]}" | sed '/^$/d' | sort | uniq -c | awk '{printf " %s %s", $2, $1}')
-	printf '  %-22s %4d of %d crashed (%4.1f %%)%s%s\n' "$c" "${crashed[$c]}" "${ran[$c]}" \
+	p=-
+	[ "$name" != untraced ] && p=$(fisher "${crashed[$prog|untraced]}" "${ran[$prog|untraced]}" "${crashed[$c]}" "${ran[$c]}")
+	printf '  %-11s %-22s %4d of %d crashed (%4.1f %%)%s%s%s\n' "$prog" "$name" "${crashed[$c]}" "${ran[$c]}" \
 		"$(awk -v a="${crashed[$c]}" -v b="${ran[$c]}" 'BEGIN {print 100 * a / b}')" \
-		"${by:+:$by}" "$( ((wrong[$c] > 0)) && echo ", ${wrong[$c]} ended otherwise wrong")"
+		"${by:+:$by}" "$( ((wrong[$c] > 0)) && echo ", ${wrong[$c]} ended otherwise wrong")" \
+		"$([ "$p" != - ] && echo "; against untraced p = $p")"
+	[ -n "${FIRSTTOUCH_COUNTS:-}" ] && printf '%s\t%s\t%d\t%d\t%d\t%s\n' "$prog" "$name" "${ran[$c]}" "${crashed[$c]}" "${wrong[$c]}" "$p" >>"$FIRSTTOUCH_COUNTS"
 done
+exit 0
