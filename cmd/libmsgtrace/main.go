@@ -54,6 +54,28 @@ func init() {
 		syscall.CloseOnExec(fd)
 		stderr = os.NewFile(uintptr(fd), "stderr")
 	}
+	procs = runtime.GOMAXPROCS(0)
+}
+
+// procs is the number of processors the Go runtime would use (GOMAXPROCS's default or the
+// variable's): the load runs with them, then the Go side keeps one (oneProc), and a conversion
+// is given them again (withProcs). Every call from C into Go (the load, a class registered
+// later) returns to C with its processor parked in a system call; while another one is idle,
+// Go's monitor thread takes it back only after 10 ms, waking every 20 µs for the first of them
+// (then 40, 80 ... µs): 50 to 60 wake-ups, each preempting one of the program's threads on a
+// busy machine, from the moment the program's main starts its threads. With one processor it
+// takes it back at its next wake-up and sleeps. Those wake-ups made a race of gnustep-base's
+// own crash more often (testdata/gnustep/poolnew.m, make bench-firsttouch).
+var procs = 1
+
+// oneProc leaves the Go runtime one processor (above), at the end of the load and of a start.
+func oneProc() { runtime.GOMAXPROCS(1) }
+
+// withProcs runs f (a conversion) with the Go runtime's usual processors, then one again.
+func withProcs(f func()) {
+	runtime.GOMAXPROCS(procs)
+	defer runtime.GOMAXPROCS(1)
+	f()
 }
 
 // get returns the agent, configured from the environment on first use.
@@ -83,6 +105,7 @@ func msgtraceLoad() (status C.int) {
 		giveUp()
 		status = -1
 	})
+	defer oneProc()
 	a, err := get()
 	if err == nil {
 		err = a.Install()
@@ -140,7 +163,9 @@ func msgtraceExit() {
 	if err != nil {
 		return
 	}
-	f, wrote, err := a.AtExit()
+	var f agent.Flushed
+	var wrote bool
+	withProcs(func() { f, wrote, err = a.AtExit() })
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return
@@ -216,6 +241,7 @@ func status(a *agent.Agent, err error) C.int {
 
 //export msgtrace_start
 func msgtrace_start() C.int {
+	defer oneProc()
 	a, err := get()
 	if err != nil {
 		return -1
@@ -264,7 +290,7 @@ func msgtrace_flush(path *C.char) C.int {
 	if path != nil {
 		p = C.GoString(path)
 	}
-	_, err = a.Flush(p)
+	withProcs(func() { _, err = a.Flush(p) })
 	return status(a, err)
 }
 
