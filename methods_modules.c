@@ -12,6 +12,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "hops.h"
 #include "methods.h"
 #include "methods_internal.h"
 #include "rt.h"
@@ -389,10 +390,12 @@ void msgtrace_exec_class(void *module, void (*real)(void *)) {
 #else
 	if (mt_objc_kind() != MT_RT_GNU) { /* libobjc2's older ABI: its classes are instrumented once loaded */
 		real(module);
+		msgtrace_hops_install();
 		return;
 	}
 	if (__atomic_load_n(&early_modules, __ATOMIC_ACQUIRE) && module) {
 		early_module(module, real);
+		msgtrace_hops_install();
 		return;
 	}
 	int watched = __atomic_load_n(&modules_watched, __ATOMIC_ACQUIRE) && module && mt_objc_kind() == MT_RT_GNU;
@@ -403,6 +406,7 @@ void msgtrace_exec_class(void *module, void (*real)(void *)) {
 		module_fixup(module);
 		msgtraceModuleLoaded(module);
 	}
+	msgtrace_hops_install(); /* the work items' classes, as they arrive */
 #endif
 }
 
@@ -421,6 +425,7 @@ void msgtrace_objc_load(void *init, void (*real)(void *)) {
 	int early = __atomic_load_n(&early_modules, __ATOMIC_ACQUIRE);
 	int watched = __atomic_load_n(&modules_watched, __ATOMIC_ACQUIRE);
 	mt_gs_objc_load(init, real, early, watched, &early_stats);
+	msgtrace_hops_install();
 #endif
 }
 

@@ -69,4 +69,11 @@ static inline int mt_env_methods_all(void) {
 	return mt_env_word("MSGTRACE_METHODS", w, sizeof w) && strcmp(w, "all") == 0;
 }
 
+/* MSGTRACE_FLOWS is 1 or unset (on, the default; hops.c): 0 turns it off, and any other value
+ * is one internal/agent rejects (nothing is traced), so it is off here too. */
+static inline int mt_env_flows(void) {
+	char w[4];
+	return mt_env_word("MSGTRACE_FLOWS", w, sizeof w) && (w[0] == 0 || strcmp(w, "1") == 0);
+}
+
 #endif

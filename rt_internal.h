@@ -169,6 +169,10 @@ void msgtrace_thread_gone_mark(struct mt_thread_info *i); /* final bookkeeping b
  * copies them into out (3 records) and returns how many; 0 when none wait, or their record is
  * not written yet, or the thread took them. */
 int msgtrace_claim_marks(struct mt_thread_info *i, struct mt_chunk *c, struct mt_record *cur, struct mt_record *out);
+/* A mark (kind, start and end ticks, count) on the calling thread, from the library's C outside
+ * the assembly's slow paths (hops.c): 0, or -1 when the thread is not traced (excluded, inside
+ * the tracer) or no chunk had room. */
+int msgtrace_thread_mark(int kind, uint64_t start, uint64_t end, uint64_t count);
 /* The recorder's counters (every field but the drain's: written, lost_bytes). */
 void msgtrace_recorder_counters(struct mt_counters *c);
 #endif

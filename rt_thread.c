@@ -274,6 +274,34 @@ static void put(struct mt_thread_info *i, struct mt_record r) {
 	__atomic_store_n(&t->rec_cur, t->rec_cur + 1, __ATOMIC_RELEASE);
 }
 
+/* A mark made by the library's C on the calling thread (hops.c): registered first if it made no
+ * traced call yet. Unlike put's marks it is never made again: with no room it takes a chunk as a
+ * call's record would (the marks a switch makes follow it). */
+int msgtrace_thread_mark(int kind, uint64_t start, uint64_t end, uint64_t count) {
+	struct mt_thread *t = get_self();
+	if (!t) {
+		msgtrace_register_thread();
+		t = get_self();
+	}
+	if (!t || t == &untraced || t->busy)
+		return -1;
+	t->busy++;
+	struct mt_thread_info *i = info_of(t);
+	if (t->rec_cur >= t->rec_end) {
+		settle(i);
+		if (t->rec_cur >= t->rec_end)
+			next_chunk(i, 1);
+	}
+	int ok = t->rec_cur < t->rec_end;
+	if (ok) {
+		*t->rec_cur = mark(kind, start, end, count);
+		i->marks++;
+		__atomic_store_n(&t->rec_cur, t->rec_cur + 1, __ATOMIC_RELEASE);
+	}
+	t->busy--;
+	return ok ? 0 : -1;
+}
+
 /* Slow path: the thread's chunk is full (or it has none, or room for one record only); the
  * assembly writes its record when this returns. */
 void msgtrace_chunk_full(void) {

@@ -38,6 +38,9 @@
 #define MT_MARK_WAIT 2 /* the thread waited for buffer space */
 #define MT_MARK_OVERFLOW 3 /* calls nested deeper than the shadow stack, untraced */
 #define MT_MARK_OVERWRITTEN 4 /* ring mode: calls overwritten before the snapshot */
+#define MT_MARK_HOP_ENQUEUE 10 /* work handed to another thread or for later (count: the hop's id), where it was enqueued */
+#define MT_MARK_HOP_BEGIN 11 /* the hop's work item starts to run on this thread (count: the hop's id) */
+#define MT_MARK_HOP_END 12 /* the hop's work item returned (count: the hop's id) */
 
 /* Method flags in a methods frame (bits). */
 #define MT_METHOD_CLASS 1 /* class method: +[Class sel] */

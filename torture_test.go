@@ -365,7 +365,7 @@ func TestTaggedReceivers(t *testing.T) {
 // static, for qemu); the trampolines themselves are checked on both by TestABITortureMethods.
 func TestAppleMethods(t *testing.T) {
 	tg := targets[0]
-	bin := tg.buildC(t, "objc4", readFile(t, "testdata/interposer/objc4.c"), "trampoline_"+tg.arch+".S", "methods.c", "methods_tramps.c", "methods_images.c", "methods_modules.c", "-DMT_APPLE_API=1", "-rdynamic")
+	bin := tg.buildC(t, "objc4", readFile(t, "testdata/interposer/objc4.c"), "trampoline_"+tg.arch+".S", "methods.c", "methods_tramps.c", "methods_images.c", "methods_modules.c", "hops.c", "-DMT_APPLE_API=1", "-rdynamic")
 	runC(t, tg, bin)
 	out, err := tg.command(bin, "busy", filepath.Join(t.TempDir(), "busy.mtrace")).CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "OK") || strings.Contains(string(out), "FAIL") {

@@ -33,6 +33,9 @@ type Config struct {
 	BufferMB int      // MSGTRACE_BUFFER_MB: the chunk pool every thread records into
 	Drop     bool     // MSGTRACE_FULL=drop: drop and count when the pool is empty (default: wait)
 	Ring     bool     // MSGTRACE_MODE=ring: the flight recorder
+	// Flows (MSGTRACE_FLOWS, on unless 0) links work handed to another thread (performers,
+	// timers, operations, threads, queued notifications) from its enqueue to its execution.
+	Flows bool
 	// KeepStream (MSGTRACE_KEEP_STREAM=1) keeps the stream file next to a converted output.
 	KeepStream bool
 	// CPU (MSGTRACE_CPU, on unless 0) samples each recording thread's CPU time into the stream.
@@ -161,6 +164,14 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 		c.Ring = true
 	default:
 		return c, &ConfigError{"MSGTRACE_MODE", v, "must be stream (written as the program runs) or ring (the last MSGTRACE_BUFFER_MB kept, written on flush, at exit, on SIGUSR2)"}
+	}
+	// rt_env.h's mt_env_flows reads it alike before Go runs (hops.c)
+	switch v := getenv("MSGTRACE_FLOWS"); strings.ToLower(strings.TrimSpace(v)) {
+	case "", "1":
+		c.Flows = true
+	case "0":
+	default:
+		return c, &ConfigError{"MSGTRACE_FLOWS", v, "must be 1 (default: work handed to another thread is linked to where it was enqueued) or 0"}
 	}
 	switch v := getenv("MSGTRACE_KEEP_STREAM"); strings.TrimSpace(v) {
 	case "", "0":

@@ -16,7 +16,7 @@ func TestFromEnvDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Out: "/var/tmp/x/msgtrace-%p.json", Format: "json", MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB, Methods: []string{"app"}, CPU: true}
+	want := Config{Out: "/var/tmp/x/msgtrace-%p.json", Format: "json", MaxDepth: -1, Threads: "all", BufferMB: DefaultBufferMB, Methods: []string{"app"}, CPU: true, Flows: true}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got %+v\nwant %+v", c, want)
 	}
@@ -27,7 +27,7 @@ func TestFromEnvValues(t *testing.T) {
 		"MSGTRACE_OUT": "/tmp/a.pb.gz", "MSGTRACE_MIN_US": "2.5", "MSGTRACE_MAX_DEPTH": "3",
 		"MSGTRACE_INCLUDE": "-[UIView *], +[NSObject new]", "MSGTRACE_EXCLUDE": "*[RAC* *]",
 		"MSGTRACE_THREADS": "main,worker-1", "MSGTRACE_START": "paused", "MSGTRACE_BUFFER_MB": "64",
-		"MSGTRACE_FULL": "drop", "MSGTRACE_KEEP_STREAM": "1", "MSGTRACE_CPU": " 0 ",
+		"MSGTRACE_FULL": "drop", "MSGTRACE_KEEP_STREAM": "1", "MSGTRACE_CPU": " 0 ", "MSGTRACE_FLOWS": " 0",
 		"MSGTRACE_METHODS": "Calc*, libgnustep-base.so*", "MSGTRACE_CAPTURE": "Methods",
 	}), 1)
 	if err != nil {
@@ -106,6 +106,7 @@ func TestFromEnvBad(t *testing.T) {
 		{"MSGTRACE_MODE", "circular"},
 		{"MSGTRACE_KEEP_STREAM", "yes"},
 		{"MSGTRACE_CPU", "off"},
+		{"MSGTRACE_FLOWS", "yes"},
 		{"MSGTRACE_METHODS", "[abc"},
 		{"MSGTRACE_METHODS", " , "},
 		{"MSGTRACE_CAPTURE", "calls"},

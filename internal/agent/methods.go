@@ -50,6 +50,9 @@ func (a *Agent) capturesMethods() bool {
 func (a *Agent) installMethodsWith(rt machobind.Runtime, h *machobind.Hook) error {
 	m := &a.methods
 	m.locked(func() { m.install(a.cfg.Methods, rt) })
+	if a.cfg.Flows {
+		msgtrace.InstallHops() // the classes registered before; later ones as they register
+	}
 	if h == nil {
 		return nil
 	}

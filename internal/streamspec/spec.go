@@ -82,6 +82,9 @@ var MarkKinds = Group{
 		{"Wait", 2, "the thread waited for buffer space"},
 		{"Overflow", 3, "calls nested deeper than the shadow stack, untraced"},
 		{"Overwritten", 4, "ring mode: calls overwritten before the snapshot"},
+		{"HopEnqueue", 10, "work handed to another thread or for later (count: the hop's id), where it was enqueued"},
+		{"HopBegin", 11, "the hop's work item starts to run on this thread (count: the hop's id)"},
+		{"HopEnd", 12, "the hop's work item returned (count: the hop's id)"},
 	},
 }
 

@@ -49,10 +49,13 @@ type MarkKind int
 
 // Mark kinds, as numbered in the stream format (a mark event's code above its type).
 const (
-	MarkLost        MarkKind = 1 // calls not recorded: no buffer space (MSGTRACE_FULL=drop)
-	MarkWait        MarkKind = 2 // the thread waited for buffer space
-	MarkOverflow    MarkKind = 3 // calls nested deeper than the shadow stack, untraced
-	MarkOverwritten MarkKind = 4 // ring mode: calls overwritten before the snapshot
+	MarkLost        MarkKind = 1  // calls not recorded: no buffer space (MSGTRACE_FULL=drop)
+	MarkWait        MarkKind = 2  // the thread waited for buffer space
+	MarkOverflow    MarkKind = 3  // calls nested deeper than the shadow stack, untraced
+	MarkOverwritten MarkKind = 4  // ring mode: calls overwritten before the snapshot
+	MarkHopEnqueue  MarkKind = 10 // work handed to another thread or for later (count: the hop's id), where it was enqueued
+	MarkHopBegin    MarkKind = 11 // the hop's work item starts to run on this thread (count: the hop's id)
+	MarkHopEnd      MarkKind = 12 // the hop's work item returned (count: the hop's id)
 )
 
 func (k MarkKind) String() string {
@@ -65,6 +68,12 @@ func (k MarkKind) String() string {
 		return "overflow"
 	case MarkOverwritten:
 		return "overwritten"
+	case MarkHopEnqueue:
+		return "hopenqueue"
+	case MarkHopBegin:
+		return "hopbegin"
+	case MarkHopEnd:
+		return "hopend"
 	}
 	return "mark"
 }

@@ -1,0 +1,4 @@
+package msgtrace
+
+// HopsEnv is hopsEnv, for the external tests.
+var HopsEnv = hopsEnv
