@@ -5,7 +5,7 @@ GO ?= go
 FIXTURES := testdata/fixtures
 CORPUS := testdata/corpus
 
-.PHONY: all setup build fixtures corpus check test test-race fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-firsttouch bench-cpu bench-viewers bench-convert cross clean
+.PHONY: all setup build fixtures corpus check test test-race fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-firsttouch bench-cpu bench-hops bench-viewers bench-convert cross clean
 
 all: build
 
@@ -123,6 +123,12 @@ bench-convert: build
 # ns per call: interposer paused / recording vs direct call, dispatcher, malloc trampoline, rdtsc.
 bench-interposer: setup
 	bash scripts/bench-interposer.sh
+
+# The cost of an async hop (hops.c): a gnustep-base program's timers added and fired, untraced,
+# traced with MSGTRACE_FLOWS=0 and with flows on, alternated (RUNS=5, N=20000 timers each);
+# medians, what a hop adds and the ratios against untraced.
+bench-hops: build
+	bash scripts/bench-hops.sh $${RUNS:-5} $${N:-20000}
 
 # What preloading the library costs a process: /bin/true alone vs preloaded.
 bench-startup: build
