@@ -160,6 +160,19 @@ void msgtrace_hops_counters(struct mt_hops_counters *c) {
 
 /* ---- the marks ---- */
 
+uint64_t mt_hop_enqueue(void) {
+	if (!__atomic_load_n(&msgtrace_active, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&tab.lock);
+	uint64_t id = ++tab.next_id;
+	tab.c.enqueued++;
+	pthread_mutex_unlock(&tab.lock);
+	uint64_t now = msgtrace_now_ticks();
+	if (msgtrace_thread_mark(MT_MARK_HOP_ENQUEUE, now, now, id) != 0)
+		__atomic_add_fetch(&tab.c.unmarked, 1, __ATOMIC_RELAXED);
+	return id;
+}
+
 static void mark_enqueue(uint64_t id) {
 	if (!id || !__atomic_load_n(&msgtrace_active, __ATOMIC_RELAXED))
 		return;
@@ -168,8 +181,7 @@ static void mark_enqueue(uint64_t id) {
 		__atomic_add_fetch(&tab.c.unmarked, 1, __ATOMIC_RELAXED);
 }
 
-/* Begin: returns whether the end is to be marked. */
-static int mark_begin(uint64_t id) {
+int mt_hop_begin(uint64_t id) {
 	if (!id || !__atomic_load_n(&msgtrace_active, __ATOMIC_RELAXED))
 		return 0;
 	uint64_t now = msgtrace_now_ticks();
@@ -181,7 +193,7 @@ static int mark_begin(uint64_t id) {
 	return 1;
 }
 
-static void mark_end(uint64_t id) {
+void mt_hop_end(uint64_t id) {
 	uint64_t now = msgtrace_now_ticks();
 	msgtrace_thread_mark(MT_MARK_HOP_END, now, now, id);
 }
@@ -233,10 +245,10 @@ static void *hop_call(struct hop_hook *h, void *self, void *cmd, void *a, void *
 	case RUN_SELF_KEEP:
 	case RUN_ARG: {
 		uint64_t id = hop_take(h->role == RUN_ARG ? a : self, h->role == RUN_SELF_KEEP);
-		int end = mark_begin(id);
+		int end = mt_hop_begin(id);
 		void *r = orig(self, cmd, a, b, c, d);
 		if (end)
-			mark_end(id);
+			mt_hop_end(id);
 		return r;
 	}
 	case FORGET_SELF:

@@ -19,18 +19,20 @@ import (
 
 // Agent is the tracer inside the traced process. Its methods are safe for concurrent use.
 type Agent struct {
-	mu      sync.Mutex
-	cfg     Config
-	hook    *machobind.Hook
-	flushes int    // successful flushes
-	written uint64 // calls in the stream at the last flush
-	closed  bool
-	started bool // the pool sized and the drain started (Prepare, or Install's first step)
-	plan    *prepared
-	lastErr string
-	methods methodState // method capture (methods.go)
-	born    time.Time   // when the agent was made (the process's start, near enough)
-	output  string      // the last output this agent wrote to its configured name
+	mu   sync.Mutex
+	cfg  Config
+	hook *machobind.Hook
+	// dispatch is GCD's async calls rebound (hops_dispatch.c); nil where there are none
+	dispatch *machobind.Hook
+	flushes  int    // successful flushes
+	written  uint64 // calls in the stream at the last flush
+	closed   bool
+	started  bool // the pool sized and the drain started (Prepare, or Install's first step)
+	plan     *prepared
+	lastErr  string
+	methods  methodState // method capture (methods.go)
+	born     time.Time   // when the agent was made (the process's start, near enough)
+	output   string      // the last output this agent wrote to its configured name
 }
 
 // New returns an agent with a configuration; nothing is installed yet.
@@ -89,7 +91,7 @@ func (a *Agent) Install() error {
 	if err != nil {
 		return a.fail(fmt.Errorf("msgtrace: installing: %w", err))
 	}
-	a.hook = h
+	a.hook, a.dispatch = h, more[1]
 	if p.methods {
 		if err := a.installMethodsWith(p.rt, more[0]); err != nil {
 			return a.fail(err)
@@ -143,7 +145,12 @@ func (a *Agent) planCapture() (*prepared, error) {
 	if p.methods {
 		watch = a.methods.watchRebindings() // methods.go
 	}
-	if p.capture, err = msgtrace.PlanCapture(machobind.NewRebinder(p.rt), a.cfg.captureSends(), watch); err != nil {
+	// and GCD's async calls, where flows are on (Apple platforms: nothing elsewhere)
+	var dispatch []machobind.Rebinding
+	if a.cfg.Flows {
+		dispatch = msgtrace.DispatchRebindings()
+	}
+	if p.capture, err = msgtrace.PlanCapture(machobind.NewRebinder(p.rt), a.cfg.captureSends(), watch, dispatch); err != nil {
 		return nil, fmt.Errorf("msgtrace: installing: %w", err)
 	}
 	return p, nil
