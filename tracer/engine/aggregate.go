@@ -575,6 +575,9 @@ func (r *aggReader) read(sf *streamFile, st *streamThread, t *aggThread, frames 
 					case stream.MarkOverflow:
 						learnt.overflow += e.Count
 					}
+					if stream.MarkKind(e.ID).Hop() { // no stack of its own: a flow's end
+						continue
+					}
 					start := r.ns(e.Start)
 					r.gap = append(r.gap, aggMark{stream.Mark{Kind: stream.MarkKind(e.ID), StartNanos: start, DurNanos: r.ns(e.End) - start, Count: e.Count},
 						int32(events / uint64(segEvents)), marks})

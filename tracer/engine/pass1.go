@@ -207,7 +207,7 @@ func (a *analyser) analyse(st *streamThread, off int64, prev uint64, b []byte) e
 	a.undo.pend, a.undo.epoch = append(a.undo.pend[:0], st.sh.pend...), st.sh.epoch
 	spans, unordered, segs := len(st.spans), st.unordered, st.segs
 	fr := frameRef{off: off, minDepth: stream.MaxStreamDepth + 1}
-	var calls, lost, overflow, marks uint64
+	var calls, lost, overflow, marks, hops uint64
 	lo, hi := uint64(math.MaxUint64), uint64(0)
 	analyse := !st.unordered && (a.mode == p1Shapes || a.mode == p1Spans)
 	it := stream.EventIter{Buf: b, Prev: prev}
@@ -255,6 +255,8 @@ func (a *analyser) analyse(st *streamThread, off int64, prev uint64, b []byte) e
 			}
 		case stream.MarkKind(e.ID) == stream.MarkOverflow:
 			overflow += e.Count
+		case stream.MarkKind(e.ID).Hop():
+			hops++
 		}
 	}
 	if fr.n == 0 {
@@ -270,6 +272,7 @@ func (a *analyser) analyse(st *streamThread, off int64, prev uint64, b []byte) e
 	st.t.Dropped += lost
 	st.t.Overflow += overflow
 	st.marks += marks
+	st.hopMarks += hops
 	if hi >= lo {
 		if !a.haveTick {
 			a.lo, a.hi, a.haveTick = lo, hi, true

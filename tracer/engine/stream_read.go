@@ -148,6 +148,13 @@ func replayStreams(files []*streamFile, opt Options, em *emitter, tot *Totals) e
 	r := &replayer{em: em, tot: tot}
 	for _, sf := range files {
 		tot.Processes++
+		if sf.hdr.Hops == nil {
+			h, err := sf.resolveHops()
+			if err != nil {
+				return err
+			}
+			sf.hdr.Hops = h
+		}
 		for _, st := range sf.threads {
 			t := &st.t
 			if !threadSelected(opt.Threads, t) {
@@ -237,6 +244,7 @@ type streamThread struct {
 	evReg     int64      // its first valid events frame with events (-1: none; the analyser's)
 	worker    int        // the analyser of its events frames
 	marks     uint64     // mark events in its valid frames
+	hopMarks  uint64     // of them, async hops' (hops.go)
 	suspect   bool       // p1Lazy: a frame whose events could not be counted
 	lazy      lazyLearnt // p1Lazy: what pass 1 did not learn of its events, from pass 2
 }

@@ -636,6 +636,9 @@ func (sf *streamFile) replayThread(r *replayer, st *streamThread) error {
 				}
 			}
 			if e.Type == stream.EventMark {
+				if stream.MarkKind(e.ID).Hop() { // in the header's Hops instead
+					continue
+				}
 				r.tot.Marks++
 				start := sf.ns(e.Start)
 				r.marks = append(r.marks, stream.Mark{Kind: stream.MarkKind(e.ID), StartNanos: start, DurNanos: sf.ns(e.End) - start, Count: e.Count, Thread: r.thread})

@@ -66,6 +66,7 @@ type ChromeSink struct {
 	ptTid   uint64
 	ptOK    bool
 	times   decCache
+	hops    *stream.Hops // the process's (hops.go)
 }
 
 // chromeEnd is an end written in the current group, without its self and total time: at
@@ -360,7 +361,7 @@ func (c chromeTree) BeginThread(h *stream.Header, t *stream.Thread) error {
 		}
 	}
 	s.inst.reset(h, t.TID)
-	s.tid, s.lost, s.label = t.TID, 0, engine.ThreadLabel(t)
+	s.tid, s.lost, s.label, s.hops = t.TID, 0, engine.ThreadLabel(t), h.Hops
 	if err := s.meta("thread_name", t.TID, "name", appendJSONString(nil, s.label)); err != nil {
 		return err
 	}
@@ -575,6 +576,9 @@ func (c chromeTree) Enter(call *engine.Call, d int) error {
 	}
 	if call.DurNanos == 0 && call.Flags&stream.FlagOpen == 0 {
 		return c.s.writeInstant(call, d)
+	}
+	if from, ran, runs, ok := hopsOf(c.s.hops, c.s.tid, call); ok {
+		return c.s.writeHopBegin(call, from, ran, runs)
 	}
 	return c.s.writeBegin(call)
 }

@@ -143,6 +143,7 @@ type PerfettoSink struct {
 	zp *pfCompressor // nil until a batch is full
 
 	inst instantQueue // the thread's instants not written yet
+	hops *stream.Hops // the process's (hops.go)
 }
 
 // NewPerfettoSink writes to w.
@@ -429,7 +430,7 @@ func (t perfettoTree) BeginThread(h *stream.Header, th *stream.Thread) error {
 			s.instant(&ins[i])
 		}
 	}
-	s.tid, s.label, s.counter, s.lost = th.TID, engine.ThreadLabel(th), 0, 0
+	s.tid, s.label, s.counter, s.lost, s.hops = th.TID, engine.ThreadLabel(th), 0, 0, h.Hops
 	s.thread = ThreadUUID(s.pid, th.TID)
 	s.inst.reset(h, th.TID)
 	s.sequence(s.thread)
@@ -457,6 +458,10 @@ func (t perfettoTree) Enter(c *engine.Call, _ int) error {
 		s.instantsBefore(c.StartNanos)
 	}
 	iid, tell := s.iidOf(c)
+	if from, ran, runs, ok := hopsOf(s.hops, s.tid, c); ok {
+		s.event(c.StartNanos, pfSliceBegin, iid, tell, 0, pfHopFields(s.pid, from, ran, runs))
+		return s.err
+	}
 	b, start := s.appendHead()
 	// the parts that vary last, so that the packet repeats an earlier one as far as can be
 	if iid < 0x4000 { // the varint by hand: most are 2 bytes

@@ -86,6 +86,8 @@ type Header struct {
 	// CPU is the process's threads' CPU time as the drain sampled it (streams written with
 	// MSGTRACE_CPU on), by thread id; a thread left out by Options.Threads is left out.
 	CPU map[uint64]*ThreadCPU
+	// Hops are the process's async hops (streams; nil when it has none), read from their marks.
+	Hops *Hops
 }
 
 // Nanos converts a tick count relative to the base tick into nanoseconds.
