@@ -69,6 +69,8 @@ var pfSchema = map[string]map[protowire.Number]pfField{
 		11: {"track_uuid", protowire.VarintType, ""},
 		30: {"counter_value", protowire.VarintType, ""},
 		44: {"double_counter_value", protowire.Fixed64Type, ""},
+		47: {"flow_ids", protowire.Fixed64Type, ""},
+		48: {"terminating_flow_ids", protowire.Fixed64Type, ""},
 	},
 	"InternedData":    {2: {"event_names", protowire.BytesType, "EventName"}},
 	"EventName":       {1: {"iid", protowire.VarintType, ""}, 2: {"name", protowire.BytesType, "string"}},
@@ -125,12 +127,16 @@ func pfDecode(b []byte, typ string) (pfMsg, error) {
 			}
 			out[f.name] = append(out[f.name], v)
 			b = b[n:]
-		case protowire.Fixed64Type: // a double (the only fixed64 in the schema)
+		case protowire.Fixed64Type: // a double (double_counter_value) or an id (flow_ids)
 			v, n := protowire.ConsumeFixed64(b)
 			if n < 0 {
 				return nil, fmt.Errorf("%s.%s: bad fixed64", typ, f.name)
 			}
-			out[f.name] = append(out[f.name], math.Float64frombits(v))
+			if f.name == "double_counter_value" {
+				out[f.name] = append(out[f.name], math.Float64frombits(v))
+			} else {
+				out[f.name] = append(out[f.name], v)
+			}
 			b = b[n:]
 		case protowire.BytesType:
 			v, n := protowire.ConsumeBytes(b)

@@ -166,8 +166,8 @@ func (sf *streamFile) resolveHops() (*stream.Hops, error) {
 		for _, p := range pend { // no call around them
 			finish(p)
 		}
-		for k := range open { // never returned: to the end of the thread's events
-			sf.closeRun(list, &open[k], max(last, open[k].begin), false)
+		for k := range open { // never returned: to the end of the trace
+			sf.closeRun(list, &open[k], max(sf.maxTick, last, open[k].begin), false)
 		}
 	}
 	if len(list) == 0 {

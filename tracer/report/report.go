@@ -117,6 +117,7 @@ type ReportCall struct {
 	Stack      []string    `json:"stack"`
 	Children   []ChildStat `json:"children,omitempty"`
 	CPU        *CallCPU    `json:"cpu,omitempty"` // running and not, from the thread's CPU samples (report_cpu.go)
+	EnqueuedBy *HopRef     `json:"enqueued_by,omitempty"` // work handed to its thread: who asked (hops.go)
 }
 
 // ChildStat is what the direct children of a call named Method added up to.
@@ -236,6 +237,7 @@ type reportTree struct {
 	launchOrder []uint64
 	launch      *launchState       // the current thread's process
 	cpu         []stream.CPUSample // the current thread's CPU samples (report_cpu.go)
+	hops        *stream.Hops       // the current thread's process's (hops.go)
 }
 
 type threadMethod struct {
@@ -270,6 +272,7 @@ func (r *reportTree) BeginThread(h *stream.Header, t *stream.Thread) error {
 	r.label = r.th.Name
 	r.launch = r.launchOf(h)
 	r.cpu = cpuOf(h, t.TID)
+	r.hops = h.Hops
 	r.methods = map[string]*threadMethod{}
 	r.stack = r.stack[:0]
 	return nil
@@ -344,6 +347,7 @@ func (r *reportTree) Exit(c *engine.Call, depth int) error {
 		for i := 0; i < depth; i++ {
 			rc.Stack[i] = r.stack[i].m.name
 		}
+		rc.EnqueuedBy = hopRef(r.hops, th.TID, f.start)
 		return rc
 	}
 	if long && idle == 0 && !m.idle && !f.longKid {

@@ -32,7 +32,7 @@ type HopRun struct {
 	TID        uint64
 	Thread     string // ThreadLabel of the executing thread
 	BeginNanos uint64
-	EndNanos   uint64 // the end of its thread's events when it never returned (Ended false)
+	EndNanos   uint64 // the end of the trace when it never returned (Ended false)
 	Ended      bool
 	// Call is the first call that started inside the execution: what the work item ran
 	// (Depth -1 when no call was recorded inside it).
