@@ -3,133 +3,53 @@
 package main
 
 import (
+	"bytes"
+	"compress/zlib"
+	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/msgtrace/msgtrace/internal/testfiles"
+	"github.com/msgtrace/msgtrace/tracer"
 	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/report"
+	"github.com/msgtrace/msgtrace/tracer/sink"
 	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
-// hopSink keeps every call and mark of a trace, with its thread's name.
+// hopSink keeps a trace's calls and its hops (the header's: what the reader made of the
+// recorder's hop marks).
 type hopSink struct {
-	calls []hopCall
-	marks []hopMark
+	calls int
+	hops  *stream.Hops
 }
 
-type hopCall struct {
-	name, thread string
-	start, end   uint64
-	depth        int
-}
-
-type hopMark struct {
-	kind   stream.MarkKind
-	id     uint64
-	thread string
-	at     uint64
-}
-
-func (s *hopSink) BeginThread(*stream.Header, *stream.Thread) error { return nil }
-
-// threadName is the thread's name ("main" for the main thread), or its id.
-func threadName(t *stream.Thread) string {
-	if t.Main {
-		return "main"
-	}
-	if t.Name != "" {
-		return t.Name
-	}
-	return strconv.FormatUint(t.TID, 10)
-}
-func (s *hopSink) Call(c *engine.Call) error {
-	s.calls = append(s.calls, hopCall{c.Name, threadName(c.Thread), c.StartNanos, c.StartNanos + c.DurNanos, c.Depth})
+func (s *hopSink) BeginThread(h *stream.Header, _ *stream.Thread) error {
+	s.hops = h.Hops
 	return nil
 }
-func (s *hopSink) Skip(int) error      { return nil }
-func (s *hopSink) Needs() engine.Needs { return engine.Needs{} }
-func (s *hopSink) Mark(m *stream.Mark) error {
-	s.marks = append(s.marks, hopMark{m.Kind, m.Count, threadName(m.Thread), m.StartNanos})
-	return nil
-}
+func (s *hopSink) Call(*engine.Call) error   { s.calls++; return nil }
+func (s *hopSink) Skip(int) error            { return nil }
+func (s *hopSink) Needs() engine.Needs       { return engine.Needs{} }
+func (s *hopSink) Mark(m *stream.Mark) error { return nil }
 func (s *hopSink) EndThread() error          { return nil }
 func (s *hopSink) Close(engine.Totals) error { return nil }
-
-// innermost is the deepest call of the thread that encloses the moment, or "".
-func (s *hopSink) innermost(thread string, at uint64) string {
-	best, depth := "", -1
-	for _, c := range s.calls {
-		if c.thread == thread && c.start <= at && at <= c.end && c.depth > depth {
-			best, depth = c.name, c.depth
-		}
-	}
-	return best
-}
-
-// within is the calls of the thread that start inside [from, to], outermost first.
-func (s *hopSink) within(thread string, from, to uint64) []string {
-	var in []hopCall
-	for _, c := range s.calls {
-		if c.thread == thread && c.start >= from && c.end <= to {
-			in = append(in, c)
-		}
-	}
-	sort.SliceStable(in, func(i, j int) bool { return in[i].depth < in[j].depth })
-	var names []string
-	for _, c := range in {
-		names = append(names, c.name)
-	}
-	return names
-}
-
-// hop is one work item as the marks tell it: where it was enqueued, where it ran.
-type hop struct {
-	enqThread, enqIn string // the enqueuing thread and its innermost call at the enqueue
-	runThread        string
-	ran              []string // calls inside the execution (begin..end), outermost first
-	begins, ends     int
-}
-
-func (s *hopSink) hops() map[uint64]*hop {
-	hs := map[uint64]*hop{}
-	get := func(id uint64) *hop {
-		if hs[id] == nil {
-			hs[id] = &hop{}
-		}
-		return hs[id]
-	}
-	begin := map[uint64]hopMark{}
-	for _, m := range s.marks {
-		switch m.kind {
-		case stream.MarkHopEnqueue:
-			h := get(m.id)
-			h.enqThread, h.enqIn = m.thread, s.innermost(m.thread, m.at)
-		case stream.MarkHopBegin:
-			get(m.id).begins++
-			begin[m.id] = m
-		case stream.MarkHopEnd:
-			h := get(m.id)
-			h.ends++
-			if b, ok := begin[m.id]; ok && b.thread == m.thread {
-				h.runThread = m.thread
-				h.ran = append(h.ran, s.within(m.thread, b.at, m.at)...)
-			}
-		}
-	}
-	return hs
-}
 
 // TestGNUstepHopsRecorded runs a gcc + gnustep-base program that hands work to a worker
 // NSThread (detachNewThreadSelector:, performSelector:onThread: with waitUntilDone: NO and YES),
 // to an NSOperationQueue, and to the main run loop (performSelector:withObject:afterDelay:, a
-// repeating NSTimer, an NSNotificationQueue post), preloaded at the defaults: each work item's
-// enqueue is marked inside the app method that enqueued it, on its thread, and its execution,
-// on the thread that ran it, brackets the app method it ran, under the same id; with
-// MSGTRACE_FLOWS=0 there is no hop at all.
+// repeating NSTimer, an NSNotificationQueue post), preloaded at the defaults. Each work item is
+// a hop enqueued by the app method that asked for it, on its thread, that ran the app method
+// it carries on the thread that ran it (the timer's twice); Perfetto has a flow from the one to
+// the other (as trace_processor binds them) and Chrome JSON flow events (as its JSON importer
+// binds them), the executed call labelled with who enqueued it; the report's calls say the
+// same. With MSGTRACE_FLOWS=0 there is no hop and no flow.
 func TestGNUstepHopsRecorded(t *testing.T) {
 	testfiles.Slow(t, "builds and runs a GNUstep program")
 	testfiles.NeedTools(t, "gnustep-config", "gcc")
@@ -159,7 +79,6 @@ func TestGNUstepHopsRecorded(t *testing.T) {
 		return &s
 	}
 	s := run("on", map[string]string{})
-	hs := s.hops()
 	// each work item: the app method that enqueued it, the thread and app method that ran it
 	want := []struct{ enq, enqThread, runThread, ran string }{
 		{"-[App startWorker]", "main", "worker", "-[Worker loop:]"},
@@ -171,51 +90,311 @@ func TestGNUstepHopsRecorded(t *testing.T) {
 		{"-[App scheduleNote]", "main", "main", "-[App noted:]"},
 		{"-[App stopWorker]", "main", "worker", "-[Worker stop:]"},
 	}
+	if s.hops.Len() == 0 {
+		t.Fatal("no hops in the trace")
+	}
+	// the worker names itself in -[Worker loop:], after its hop began (and registered it
+	// under the name it inherited): it is the thread that ran -[Worker loop:]
+	tids := map[string]uint64{}
 	for _, w := range want {
-		found := false
-		for id, h := range hs {
-			if h.enqIn != w.enq || h.enqThread != w.enqThread || !contains(h.ran, w.ran) {
+		found, ended := false, false
+		for i := range s.hops.List {
+			h := &s.hops.List[i]
+			if !h.Enqueued || h.EnqueuedBy != w.enq || h.EnqThread != w.enqThread {
 				continue
 			}
-			if w.runThread != "" && h.runThread != w.runThread {
-				t.Errorf("hop %d from %s ran %s on %q, want %q", id, w.enq, w.ran, h.runThread, w.runThread)
+			for _, r := range h.Runs {
+				if r.Call.Name != w.ran {
+					continue
+				}
+				found, ended = true, ended || r.Ended
+				switch tid, ok := tids[w.runThread]; {
+				case w.runThread == "main":
+					if r.Thread != "main" {
+						t.Errorf("%s ran %s on thread %q, want main", w.enq, w.ran, r.Thread)
+					}
+				case w.runThread == "":
+				case !ok:
+					tids[w.runThread] = r.TID
+				case tid != r.TID:
+					t.Errorf("%s ran %s on thread %d (%s), want %s's, %d", w.enq, w.ran, r.TID, r.Thread, w.runThread, tid)
+				}
 			}
-			if w.ran == "-[App ticked:]" && h.begins != 2 {
-				t.Errorf("the repeating timer's hop %d began %d times, want 2 (one per firing)", id, h.begins)
+			if w.ran == "-[App ticked:]" && len(h.Runs) != 2 {
+				t.Errorf("the repeating timer's hop ran %d times, want 2 (one per firing)", len(h.Runs))
 			}
-			found = true
 		}
 		if !found {
 			t.Errorf("no hop from %s (thread %s) to %s", w.enq, w.enqThread, w.ran)
+		} else if !ended {
+			t.Errorf("%s: the run of %s did not end", w.enq, w.ran)
 		}
 	}
 	if t.Failed() || testing.Verbose() {
-		for id, h := range hs {
-			t.Logf("hop %d: enqueued on %q in %s; ran on %q: %v (%d begins, %d ends)", id, h.enqThread, h.enqIn, h.runThread, h.ran, h.begins, h.ends)
+		for _, h := range s.hops.List {
+			t.Logf("%s: %+v", h.String(), h.Runs)
 		}
 	}
-	// a work item that never returns has no end: the operation queue's threads leave their
-	// -[NSThread main] by +[NSThread exit]
-	for id, h := range hs {
-		if h.ends > h.begins {
-			t.Errorf("hop %d: %d begins, %d ends", id, h.begins, h.ends)
+
+	// the outputs: a flow from the enqueuing app method to the executed one in Perfetto and in
+	// Chrome JSON, the executed call labelled; the report's calls say who enqueued them
+	onStream := filepath.Join(dir, "on.mtrace")
+	wantFlows := map[string]string{}
+	for _, w := range want {
+		wantFlows[w.enq+" -> "+w.ran] = w.enq + " on thread " + w.enqThread
+	}
+	checkFlows := func(format string, got map[string]string) {
+		t.Helper()
+		for f, by := range wantFlows {
+			if got[f] != by {
+				t.Errorf("%s: flow %s labelled %q, want %q", format, f, got[f], by)
+			}
+		}
+		if t.Failed() {
+			t.Logf("%s flows: %v", format, got)
+		}
+	}
+	checkFlows("perfetto", pfFlows(t, convertStream(t, onStream, "perfetto")))
+	checkFlows("json", jsonFlows(t, convertStream(t, onStream, "json")))
+	rs := report.NewReportSink(report.ReportOptions{Top: 100})
+	processStream(t, onStream, rs)
+	by := map[string]string{}
+	for _, c := range rs.Report().Longest {
+		if c.EnqueuedBy != nil {
+			by[c.Method] = c.EnqueuedBy.String()
+		}
+	}
+	for _, w := range want {
+		if got, wantBy := by[w.ran], "enqueued by "+w.enq+" on thread "+w.enqThread; got != wantBy {
+			t.Errorf("report: %s %q, want %q", w.ran, got, wantBy)
 		}
 	}
 
 	off := run("off", map[string]string{"MSGTRACE_FLOWS": "0"})
-	if n := len(off.hops()); n != 0 {
+	if n := off.hops.Len(); n != 0 {
 		t.Errorf("MSGTRACE_FLOWS=0: %d hops recorded, want none", n)
 	}
-	if len(off.calls) == 0 {
+	if off.calls == 0 {
 		t.Errorf("MSGTRACE_FLOWS=0: no calls recorded")
+	}
+	offStream := filepath.Join(dir, "off.mtrace")
+	if f := pfFlows(t, convertStream(t, offStream, "perfetto")); len(f) != 0 {
+		t.Errorf("MSGTRACE_FLOWS=0: Perfetto flows %v", f)
+	}
+	if f := jsonFlows(t, convertStream(t, offStream, "json")); len(f) != 0 {
+		t.Errorf("MSGTRACE_FLOWS=0: JSON flows %v", f)
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
+// processStream reads a stream file into a sink.
+func processStream(t *testing.T, path string, sk engine.Sink) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := engine.Process(f, engine.Options{MaxDepth: -1}, sk); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// convertStream converts a stream file to a format, in memory.
+func convertStream(t *testing.T, path, format string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	sk, err := tracer.NewSink(format, &b, sink.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	processStream(t, path, sk)
+	return b.Bytes()
+}
+
+// pfFlows reads a Perfetto trace's flows as trace_processor binds TrackEvent flows (to the
+// event's own slice: flow_ids begin a flow there, terminating_flow_ids end it there): "SOURCE
+// -> TARGET" -> the target's enqueued_by. Only what that needs is decoded: the packets (and
+// those of compressed_packets), each sequence's interned event names, the events' names,
+// flows and debug annotations.
+func pfFlows(t *testing.T, b []byte) map[string]string {
+	t.Helper()
+	type end struct{ name, by string }
+	src, dst := map[uint64]string{}, map[uint64]end{}
+	names := map[uint64]map[uint64]string{} // sequence -> iid -> name
+	var packets func(b []byte)
+	field := func(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, u uint64)) {
+		for len(b) > 0 {
+			num, typ, n := protowire.ConsumeTag(b)
+			if n < 0 {
+				t.Fatal("bad tag")
+			}
+			b = b[n:]
+			switch typ {
+			case protowire.VarintType:
+				u, n := protowire.ConsumeVarint(b)
+				fn(num, typ, nil, u)
+				b = b[n:]
+			case protowire.Fixed64Type:
+				u, n := protowire.ConsumeFixed64(b)
+				fn(num, typ, nil, u)
+				b = b[n:]
+			case protowire.BytesType:
+				v, n := protowire.ConsumeBytes(b)
+				fn(num, typ, v, 0)
+				b = b[n:]
+			default:
+				t.Fatalf("wire type %d", typ)
+			}
+			if n < 0 {
+				t.Fatal("bad field")
+			}
 		}
 	}
-	return false
+	packet := func(p []byte) {
+		var seq uint64
+		var ev, interned, compressed []byte
+		field(p, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
+			switch num {
+			case 10:
+				seq = u
+			case 11:
+				ev = v
+			case 12:
+				interned = v
+			case 50:
+				compressed = v
+			}
+		})
+		if compressed != nil {
+			z, err := zlib.NewReader(bytes.NewReader(compressed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			inner, err := io.ReadAll(z)
+			if err != nil {
+				t.Fatal(err)
+			}
+			packets(inner)
+			return
+		}
+		if names[seq] == nil {
+			names[seq] = map[uint64]string{}
+		}
+		field(interned, func(num protowire.Number, _ protowire.Type, v []byte, _ uint64) {
+			if num != 2 { // event_names
+				return
+			}
+			var iid uint64
+			var name string
+			field(v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
+				if num == 1 {
+					iid = u
+				} else if num == 2 {
+					name = string(v)
+				}
+			})
+			names[seq][iid] = name
+		})
+		if ev == nil {
+			return
+		}
+		var name, by string
+		var out, in []uint64
+		field(ev, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
+			switch num {
+			case 10:
+				name = names[seq][u]
+			case 47:
+				out = append(out, u)
+			case 48:
+				in = append(in, u)
+			case 4: // debug_annotations: name 10, string_value 6
+				var an, av string
+				field(v, func(num protowire.Number, _ protowire.Type, v []byte, _ uint64) {
+					if num == 10 {
+						an = string(v)
+					} else if num == 6 {
+						av = string(v)
+					}
+				})
+				if an == "enqueued_by" {
+					by = av
+				}
+			}
+		})
+		for _, id := range out {
+			src[id] = name
+		}
+		for _, id := range in {
+			dst[id] = end{name, by}
+		}
+	}
+	packets = func(b []byte) {
+		field(b, func(num protowire.Number, _ protowire.Type, v []byte, _ uint64) {
+			if num == 1 {
+				packet(v)
+			}
+		})
+	}
+	packets(b)
+	got := map[string]string{}
+	for id, d := range dst {
+		if s, ok := src[id]; ok { // trace_processor drops a terminating id it never saw begin
+			got[s+" -> "+d.name] = d.by
+		}
+	}
+	return got
+}
+
+// jsonFlows reads Chrome JSON's flow events as trace_processor's JSON importer binds them
+// ("s" and "f" with "bp":"e" to the innermost slice open on their thread at their time, events
+// taken in time order, file order at equal times): "SOURCE -> TARGET" -> the target's
+// args.enqueued_by.
+func jsonFlows(t *testing.T, b []byte) map[string]string {
+	t.Helper()
+	var f struct {
+		TraceEvents []struct {
+			Ph, Name, Bp string
+			Ts           float64
+			Tid          uint64
+			ID           uint64
+			Args         map[string]any
+		}
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	evs := f.TraceEvents
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].Ts < evs[j].Ts })
+	type open struct{ name, by string }
+	stacks := map[uint64][]open{}
+	src, dst := map[uint64]string{}, map[uint64]open{}
+	for _, e := range evs {
+		st := stacks[e.Tid]
+		switch e.Ph {
+		case "B":
+			by, _ := e.Args["enqueued_by"].(string)
+			stacks[e.Tid] = append(st, open{e.Name, by})
+		case "E":
+			if len(st) > 0 {
+				stacks[e.Tid] = st[:len(st)-1]
+			}
+		case "s", "f":
+			if e.Bp != "e" || len(st) == 0 {
+				t.Fatalf("flow event not bound to an open slice: %+v", e)
+			}
+			if e.Ph == "s" {
+				src[e.ID] = st[len(st)-1].name
+			} else {
+				dst[e.ID] = st[len(st)-1]
+			}
+		}
+	}
+	got := map[string]string{}
+	for id, d := range dst {
+		if s, ok := src[id]; ok {
+			got[s+" -> "+d.name] = d.by
+		}
+	}
+	return got
 }

@@ -6,6 +6,7 @@
  * every one (no timing) and prints what ran. Built with gcc (no blocks: addOperationWithBlock:
  * is addOperation: of an NSBlockOperation, the same hook). */
 #import <Foundation/Foundation.h>
+#include <unistd.h>
 
 @interface Worker : NSObject {
 @public
@@ -40,7 +41,7 @@
 - (void)loop:(id)arg {
 	NSAutoreleasePool *pool = [NSAutoreleasePool new];
 	NSRunLoop *rl = [NSRunLoop currentRunLoop];
-	thread = [NSThread currentThread];
+	thread = [[NSThread currentThread] retain]; /* outlives the thread: stopWorker asks it */
 	[thread setName:@"worker"];
 	/* a far timer keeps the run loop running until stop: */
 	[rl addTimer:[[[NSTimer alloc] initWithFireDate:[NSDate distantFuture] interval:0 target:self
@@ -116,6 +117,9 @@
 	[w performSelector:@selector(stop:) onThread:w->thread withObject:nil waitUntilDone:NO];
 	[w->state lockWhenCondition:2];
 	[w->state unlock];
+	/* -[Worker loop:] and -[NSThread main] return after that: wait for the thread to be done */
+	while (![w->thread isFinished])
+		usleep(1000);
 }
 @end
 
