@@ -49,7 +49,12 @@ package stream
 //	             they were lost), 2 wait (the thread waited duration ticks for buffer space;
 //	             count 0), 3 overflow (count calls nested deeper than the shadow stack went
 //	             untraced), 4 overwritten (ring mode: count calls of this thread were overwritten
-//	             before the snapshot; the mark spans them).
+//	             before the snapshot; the mark spans them); an async hop's (count is its id,
+//	             unique in the process; duration 0): 10 enqueued (work handed to another thread
+//	             or to later, inside the call that enqueued it), 11 begins (its work item
+//	             starts to run on this thread), 12 ends (it returned; a run without an end lasts
+//	             to the end of the trace). A hop may run more than once (a repeating timer).
+//	             The reader makes them Header.Hops, and hands no sink these marks.
 //	open    (6)  tid u64, tick u64 (when taken), then the calls open on the thread at that tick,
 //	             outermost first: id uvarint, age uvarint (tick minus the call's start tick),
 //	             depth uvarint. The latest open frame of a thread (the one with the greatest
