@@ -541,6 +541,19 @@ func FuzzStream(f *testing.F) {
 	w.Events(1, 0, []stream.StreamEvent{{ID: 1, Start: 20, End: 30, Depth: 1}})
 	f.Add(buf.Bytes())
 	f.Add(cpuTrace(f)) // cpu frames (cpu_test.go)
+	// async hops: enqueued in a call, run on another thread (ended, and still running)
+	hop := func(k stream.MarkKind, id, at uint64) stream.StreamEvent {
+		return stream.StreamEvent{Type: stream.EventMark, ID: uint64(k), Start: at, End: at, Count: id}
+	}
+	buf.Reset()
+	w.Process(stream.StreamProcess{PID: 4})
+	w.Methods(stream.StreamMethod{ID: 1, Class: "A", Selector: "b"}, stream.StreamMethod{ID: 2, Class: "NSOperationQueue", Selector: "addOperation:"})
+	w.Events(1, 0, []stream.StreamEvent{hop(stream.MarkHopEnqueue, 1, 12), {ID: 2, Start: 11, End: 13, Depth: 1},
+		hop(stream.MarkHopEnqueue, 2, 14), {ID: 1, Start: 10, End: 20, Depth: 0}})
+	w.Events(2, 0, []stream.StreamEvent{hop(stream.MarkHopBegin, 1, 21), {ID: 1, Start: 22, End: 23, Depth: 0},
+		hop(stream.MarkHopEnd, 1, 24), hop(stream.MarkHopBegin, 2, 25)})
+	w.Open(2, 40, []stream.OpenCall{{ID: 1, Start: 26, Depth: 0}})
+	f.Add(buf.Bytes())
 	f.Add([]byte("\x01\x2c\x01\x00\x00\x00\x00\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
 		"\x03\x07\x01\x00\x01A\x01b\x05\x14\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04\x14\x05\x02"))
 	f.Fuzz(func(t *testing.T, b []byte) {
