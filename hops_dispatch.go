@@ -25,11 +25,16 @@ func DispatchRebindings() []machobind.Rebinding {
 	return dispatchRebindings()
 }
 
-// dispatchRebindings is DispatchRebindings on any platform (the tests rebind a stand-in's).
+// dispatchRebindings is DispatchRebindings on any platform.
 func dispatchRebindings() []machobind.Rebinding {
 	if C.msgtrace_hops_dispatch_init() == 0 {
 		return nil
 	}
+	return dispatchRebindingList()
+}
+
+// dispatchRebindingList is the rebindings themselves (the tests rebind a simulated image's).
+func dispatchRebindingList() []machobind.Rebinding {
 	publish := func(p *unsafe.Pointer) func(uintptr) {
 		return func(orig uintptr) { *(*uintptr)(unsafe.Pointer(p)) = orig }
 	}
