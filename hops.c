@@ -31,8 +31,8 @@
  * installed as the classes arrive (after each module registers, msgtrace_hops_install) unless
  * MSGTRACE_FLOWS says not to (rt_env.h), and cost nothing on the sends' path. Each hooked
  * method takes pointer and integer arguments only, so one wrapper shape forwards them all.
- * Depends on: objc/runtime.h (the runtime), methods_internal.h (the trampolines), rt_thread.c
- * (msgtrace_thread_mark), rt_env.h.
+ * Depends on: objc/runtime.c (the runtime), trampoline_*.S (the trampolines' data), rt.c (the
+ * tick, recording on or off), rt_thread.c (msgtrace_thread_mark), rt_env.h.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

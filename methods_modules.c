@@ -7,7 +7,8 @@
  * and the early start serve libobjc2's modules too (__objc_load: methods_gnustep.c does the
  * work).
  * Depends on: methods_tramps.c (the trampolines), methods_gnustep.c (libobjc2's modules),
- * objc/runtime.c, rt_launch.c (the early recording), trampoline_*.S.
+ * objc/runtime.c, rt_launch.c (the early recording), trampoline_*.S, hops.c (the work items'
+ * classes hooked as they arrive).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
