@@ -326,6 +326,10 @@ static int install_one(struct hop_hook *h, void *cls, void **changed, size_t *nc
 
 static int hops_state; /* 0 not decided, 1 on, 2 off (MSGTRACE_FLOWS=0, or every hook in) */
 
+/* A fork child: the table's lock may have been held by a thread the child does not have; the
+ * entries stay (work enqueued before the fork may run in the child). */
+static void hops_after_fork(void) { pthread_mutex_init(&tab.lock, NULL); }
+
 void msgtrace_hops_install(void) {
 	int st = __atomic_load_n(&hops_state, __ATOMIC_ACQUIRE);
 	if (st == 2)
@@ -335,6 +339,7 @@ void msgtrace_hops_install(void) {
 		__atomic_store_n(&hops_state, st, __ATOMIC_RELEASE);
 		if (st == 2)
 			return;
+		pthread_atfork(NULL, NULL, hops_after_fork);
 	}
 	int k = mt_objc_kind();
 	if (k != MT_RT_GNU && k != MT_RT_GNUSTEP)
