@@ -114,7 +114,7 @@ static uint64_t hop_new(const void *obj, int again, int *fresh) {
 		pthread_mutex_unlock(&tab.lock);
 		return id;
 	}
-	uint64_t id = ++tab.next_id;
+	uint64_t id = __atomic_add_fetch(&tab.next_id, 1, __ATOMIC_RELAXED); /* mt_hop_enqueue takes ids without the lock */
 	if (!s) {
 		if (room() != 0) {
 			tab.c.untracked++;
@@ -131,7 +131,7 @@ static uint64_t hop_new(const void *obj, int again, int *fresh) {
 		tab.live++;
 	}
 	s->id = id;
-	tab.c.enqueued++;
+	__atomic_add_fetch(&tab.c.enqueued, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&tab.lock);
 	return id;
 }
@@ -163,10 +163,8 @@ void msgtrace_hops_counters(struct mt_hops_counters *c) {
 uint64_t mt_hop_enqueue(void) {
 	if (!__atomic_load_n(&msgtrace_active, __ATOMIC_RELAXED))
 		return 0;
-	pthread_mutex_lock(&tab.lock);
-	uint64_t id = ++tab.next_id;
-	tab.c.enqueued++;
-	pthread_mutex_unlock(&tab.lock);
+	uint64_t id = __atomic_add_fetch(&tab.next_id, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&tab.c.enqueued, 1, __ATOMIC_RELAXED);
 	uint64_t now = msgtrace_now_ticks();
 	if (msgtrace_thread_mark(MT_MARK_HOP_ENQUEUE, now, now, id) != 0)
 		__atomic_add_fetch(&tab.c.unmarked, 1, __ATOMIC_RELAXED);

@@ -14,3 +14,12 @@ func TestDispatchHops(t *testing.T) {
 	runC(t, tg, tg.buildC(t, "hops_dispatch", readFile(t, "testdata/interposer/hops_dispatch.c"),
 		"hops.c", "hops_dispatch.c", "trampoline_"+tg.arch+".S", "-rdynamic"))
 }
+
+// TestBenchHopsProgram keeps `make bench-hops`'s program (testdata/interposer/bench_hops.c)
+// building and running: with few hops, every hop marked and every work item run (its figures
+// are not checked: they are the benchmark's).
+func TestBenchHopsProgram(t *testing.T) {
+	tg := targets[0]
+	runC(t, tg, tg.buildC(t, "bench_hops", readFile(t, "testdata/interposer/bench_hops.c"), "-DN=2000",
+		"hops.c", "hops_dispatch.c", "trampoline_"+tg.arch+".S", "-rdynamic"))
+}
