@@ -116,7 +116,7 @@ type ReportCall struct {
 	Unwound    bool        `json:"unwound,omitempty"`          // an exception (longjmp, thread exit) went through it
 	Stack      []string    `json:"stack"`
 	Children   []ChildStat `json:"children,omitempty"`
-	CPU        *CallCPU    `json:"cpu,omitempty"` // running and not, from the thread's CPU samples (report_cpu.go)
+	CPU        *CallCPU    `json:"cpu,omitempty"`         // running and not, from the thread's CPU samples (report_cpu.go)
 	EnqueuedBy *HopRef     `json:"enqueued_by,omitempty"` // work handed to its thread: who asked (hops.go)
 }
 
