@@ -93,7 +93,7 @@ FUZZ_TARGETS := \
 	./machobind:FuzzDump ./machobind:FuzzELFImage \
 	./tracer:FuzzStream ./tracer:FuzzProcess ./tracer:FuzzFlame ./tracer:FuzzFlameNames ./tracer/engine:FuzzAggregate \
 	./internal/simdyld:FuzzLoad \
-	.:FuzzEncoder .:FuzzEarlyConfig .:FuzzExpandPath \
+	.:FuzzEncoder .:FuzzEarlyConfig .:FuzzExpandPath .:FuzzWaitsEnv \
 	./internal/cli:FuzzCommandLine ./swiftname:FuzzDemangle
 fuzz: fixtures
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -118,6 +118,19 @@ static inline void mt_enc_mark(struct mt_buf *pl, uint64_t *prev, uint64_t kind,
 	mt_put_uv(pl, count);
 	*prev = end;
 }
+/* A wait (MT_EVENT_WAIT): the primitive in the code, then end delta, duration, depth (the
+ * waiting call's shadow-stack depth: nested under the innermost call open), address, holder
+ * (the thread id the primitive named as its owner; 0 unknown). */
+static inline void mt_enc_wait(struct mt_buf *pl, uint64_t *prev, uint64_t prim, uint64_t end, uint64_t dur, uint64_t depth,
+			       uint64_t addr, uint64_t holder) {
+	mt_put_uv(pl, prim << MT_EVENT_TYPE_BITS | MT_EVENT_WAIT);
+	mt_put_v(pl, (int64_t)(end - *prev));
+	mt_put_uv(pl, dur);
+	mt_put_uv(pl, depth);
+	mt_put_uv(pl, addr);
+	mt_put_uv(pl, holder);
+	*prev = end;
+}
 static inline void mt_enc_events_end(struct mt_buf *out, const struct mt_buf *pl) { mt_frame(out, MT_FRAME_EVENTS, pl); }
 
 /* An open frame: begin, the calls outermost first (age: tick minus the call's start), end. */

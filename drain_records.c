@@ -10,6 +10,7 @@
 #endif
 #include "drain_internal.h"
 #include "rt_launch.h"
+#include "waits.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -105,7 +106,11 @@ void mt_encode(struct mt_thread_info *i, const struct mt_record *from, const str
 		uint64_t flags = r->cls >> FLAG_SHIFT, end = r->end, dur = end >= r->start ? end - r->start : 0;
 		if (too_short(r, min_ticks))
 			continue;
-		if (flags & F_MARK) {
+		if (flags & F_MARK && (r->cls & REC_MARK_KIND_MASK) == REC_WAIT) {
+			mt_enc_wait(b, &prev, r->sel >> REC_WAIT_PRIM_SHIFT, end, dur, r->cls >> DEPTH_SHIFT & REC_DEPTH_MASK,
+				    r->sel & REC_WAIT_ADDR_MASK, r->cls >> REC_WAIT_HOLDER_SHIFT & REC_WAIT_HOLDER_MASK);
+			mt_rec.written_marks++;
+		} else if (flags & F_MARK) {
 			mt_enc_mark(b, &prev, r->cls & REC_MARK_KIND_MASK, end, dur, r->sel);
 			mt_rec.written_marks++;
 		} else {

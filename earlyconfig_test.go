@@ -133,3 +133,47 @@ func FuzzEarlyConfig(f *testing.F) {
 		checkEarlyConfig(t, pairs...)
 	})
 }
+
+// checkWaitsEnv sets MSGTRACE_WAITS to v and checks that the C (rt_env.h's mt_env_waits, which
+// waits.c reads at load) and internal/agent's FromEnv read it alike: on, off, or refused.
+func checkWaitsEnv(t *testing.T, v string) {
+	t.Helper()
+	os.Setenv("MSGTRACE_WAITS", v)
+	c := msgtrace.EnvWaits()
+	g, err := agent.FromEnv(os.Getenv, 1)
+	want := 1
+	switch {
+	case err != nil && strings.Contains(err.Error(), "MSGTRACE_WAITS"):
+		want = -1
+	case err != nil:
+		t.Fatalf("MSGTRACE_WAITS=%q: %v", v, err)
+	case g.NoWaits:
+		want = 0
+	}
+	if c != want {
+		t.Errorf("MSGTRACE_WAITS=%q: C reads %d, Go %d (1 on, 0 off, -1 refused)", v, c, want)
+	}
+}
+
+// TestWaitsEnvAgrees: MSGTRACE_WAITS is read alike by the C and Go on fixed values (FuzzWaitsEnv
+// on any).
+func TestWaitsEnvAgrees(t *testing.T) {
+	t.Setenv("MSGTRACE_WAITS", "")
+	for _, v := range []string{"", "0", "1", "on", "off", "ON", " Off\t", "\u00a00\u3000", "2", "yes", "o n", "0\u200b", "offf", "01"} {
+		checkWaitsEnv(t, v)
+	}
+}
+
+// FuzzWaitsEnv: the C and Go read any MSGTRACE_WAITS alike (`make fuzz` runs it).
+func FuzzWaitsEnv(f *testing.F) {
+	for _, v := range []string{"0", "1", " on ", "OFF", "\u20000", "x"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if strings.IndexByte(v, 0) >= 0 {
+			t.Skip("a NUL byte cannot be in an environment")
+		}
+		t.Setenv("MSGTRACE_WAITS", "")
+		checkWaitsEnv(t, v)
+	})
+}

@@ -82,7 +82,8 @@ func PlanCapture(r *machobind.Rebinder, sends bool, more ...[]machobind.Rebindin
 			Publish:     func(orig uintptr) { *v.orig = *(*unsafe.Pointer)(unsafe.Pointer(&orig)) },
 		})
 	}
-	p, err := r.PlanSets(append([][]machobind.Rebinding{append(rs, platformRebindings()...)}, more...)...)
+	rs = append(append(rs, platformRebindings()...), WaitRebindings()...) // waits.go: unless SetWaits(false)
+	p, err := r.PlanSets(append([][]machobind.Rebinding{rs}, more...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -76,4 +76,17 @@ static inline int mt_env_flows(void) {
 	return mt_env_word("MSGTRACE_FLOWS", w, sizeof w) && (w[0] == 0 || strcmp(w, "1") == 0);
 }
 
+/* MSGTRACE_WAITS: 1 on (unset, "", 1, on), 0 off (0, off), -1 anything else (which Go refuses,
+ * tracing nothing). internal/agent reads it alike (TestEarlyConfigAgrees). */
+static inline int mt_env_waits(void) {
+	char w[8];
+	if (!mt_env_word("MSGTRACE_WAITS", w, sizeof w))
+		return -1;
+	if (!w[0] || strcmp(w, "1") == 0 || strcmp(w, "on") == 0)
+		return 1;
+	if (strcmp(w, "0") == 0 || strcmp(w, "off") == 0)
+		return 0;
+	return -1;
+}
+
 #endif

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE /* pthread_getname_np */
 #endif
 #include "rt_internal.h"
+#include "waits.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -300,6 +301,30 @@ int msgtrace_thread_mark(int kind, uint64_t start, uint64_t end, uint64_t count)
 	}
 	t->busy--;
 	return ok ? 0 : -1;
+}
+
+/* A wait or a release (waits.c, waits.h): a mark record at the shadow stack's depth, written
+ * as a call's is (a full chunk is switched, never dropped while one can be had). */
+void msgtrace_put_wait(uint64_t start, uint64_t end, uint64_t kind_holder, uint64_t sel) {
+	struct mt_thread *t = get_self();
+	if (!t || t == &untraced || t->busy || !msgtrace_active)
+		return;
+	t->busy++;
+	struct mt_thread_info *i = info_of(t);
+	uint64_t depth = (uint64_t)(t->top - t->base);
+	if (depth > DEPTH_MAX)
+		depth = DEPTH_MAX;
+	if (t->rec_cur >= t->rec_end) {
+		settle(i);
+		if (t->rec_cur >= t->rec_end)
+			next_chunk(i, 1);
+	}
+	if (t->rec_cur < t->rec_end) {
+		*t->rec_cur = (struct mt_record){start, end, kind_holder | depth << DEPTH_SHIFT | (uint64_t)F_MARK << FLAG_SHIFT, sel};
+		i->marks++;
+		__atomic_store_n(&t->rec_cur, t->rec_cur + 1, __ATOMIC_RELEASE);
+	}
+	t->busy--;
 }
 
 /* Slow path: the thread's chunk is full (or it has none, or room for one record only); the

@@ -32,12 +32,14 @@
 #define MT_EVENT_CALL 0 /* a call: end delta, duration, depth */
 #define MT_EVENT_UNWOUND 1 /* a call an exception, a longjmp or the thread's exit went past: same fields */
 #define MT_EVENT_MARK 2 /* a mark: end delta, duration, count */
+#define MT_EVENT_WAIT 3 /* a contended wait (the rest of the code is its primitive): end delta, duration, depth, address, holder */
 
 /* Mark kinds, as numbered in the stream format (a mark event's code above its type). */
 #define MT_MARK_LOST 1 /* calls not recorded: no buffer space (MSGTRACE_FULL=drop) */
 #define MT_MARK_WAIT 2 /* the thread waited for buffer space */
 #define MT_MARK_OVERFLOW 3 /* calls nested deeper than the shadow stack, untraced */
 #define MT_MARK_OVERWRITTEN 4 /* ring mode: calls overwritten before the snapshot */
+#define MT_MARK_RELEASE 5 /* the thread released a primitive others waited on (unlock, signal, post): count is its address */
 #define MT_MARK_HOP_ENQUEUE 10 /* work handed to another thread or for later (count: the hop's id), where it was enqueued */
 #define MT_MARK_HOP_BEGIN 11 /* the hop's work item starts to run on this thread (count: the hop's id) */
 #define MT_MARK_HOP_END 12 /* the hop's work item returned (count: the hop's id) */
@@ -71,5 +73,19 @@
 #define MT_CPU_RUNNING 1 /* ns the thread ran on a CPU */
 #define MT_CPU_RUNNABLE 2 /* ns the thread waited runnable on a run queue */
 #define MT_CPU_SLICES 4 /* timeslices the thread ran */
+
+/* Wait primitives, as numbered in the stream format (a wait event's code above its type). */
+#define MT_WAIT_MUTEX_LOCK 1 /* pthread_mutex_lock */
+#define MT_WAIT_RWLOCK_RDLOCK 2 /* pthread_rwlock_rdlock */
+#define MT_WAIT_RWLOCK_WRLOCK 3 /* pthread_rwlock_wrlock */
+#define MT_WAIT_COND_WAIT 4 /* pthread_cond_wait */
+#define MT_WAIT_COND_TIMEDWAIT 5 /* pthread_cond_timedwait */
+#define MT_WAIT_SEM_WAIT 6 /* sem_wait */
+#define MT_WAIT_SEM_TIMEDWAIT 7 /* sem_timedwait */
+#define MT_WAIT_SYNC_ENTER 8 /* objc_sync_enter (@synchronized): the lock inside it, the address the object's */
+#define MT_WAIT_UNFAIR_LOCK 9 /* os_unfair_lock_lock (Apple) */
+#define MT_WAIT_DISPATCH_SYNC 10 /* dispatch_sync, dispatch_sync_f (Apple): from the call to the block's start */
+#define MT_WAIT_DISPATCH_SEMAPHORE 11 /* dispatch_semaphore_wait (Apple) */
+#define MT_WAIT_DISPATCH_GROUP 12 /* dispatch_group_wait (Apple) */
 
 #endif

@@ -150,6 +150,7 @@ func (a *Agent) planCapture() (*prepared, error) {
 	if a.cfg.Flows {
 		dispatch = msgtrace.DispatchRebindings()
 	}
+	msgtrace.SetWaits(!a.cfg.NoWaits)
 	if p.capture, err = msgtrace.PlanCapture(machobind.NewRebinder(p.rt), a.cfg.captureSends(), watch, dispatch); err != nil {
 		return nil, fmt.Errorf("msgtrace: installing: %w", err)
 	}

@@ -42,6 +42,7 @@ type Config struct {
 	CPU     bool
 	Methods []string // MSGTRACE_METHODS: app (default), all, or a comma list of image and class patterns
 	Capture string   // MSGTRACE_CAPTURE: sends, methods or both; "" = both where objc_msgSend exists, else methods
+	NoWaits bool     // MSGTRACE_WAITS=0: contended waits are not recorded (the primitives are not rebound)
 }
 
 // Default values (the recorder's, which its early start reads the variable with too).
@@ -202,6 +203,13 @@ func FromEnv(getenv func(string) string, pid int) (Config, error) {
 		c.Capture = v
 	default:
 		return c, &ConfigError{"MSGTRACE_CAPTURE", getenv("MSGTRACE_CAPTURE"), "must be sends, methods or both"}
+	}
+	switch v := strings.ToLower(strings.TrimSpace(getenv("MSGTRACE_WAITS"))); v {
+	case "", "1", "on":
+	case "0", "off":
+		c.NoWaits = true
+	default:
+		return c, &ConfigError{"MSGTRACE_WAITS", getenv("MSGTRACE_WAITS"), "must be 1 (default: contended waits recorded with their holder) or 0"}
 	}
 	return c, nil
 }

@@ -70,6 +70,7 @@ var EventTypes = Group{
 		{"Call", 0, "a call: end delta, duration, depth"},
 		{"Unwound", 1, "a call an exception, a longjmp or the thread's exit went past: same fields"},
 		{"Mark", 2, "a mark: end delta, duration, count"},
+		{"Wait", 3, "a contended wait (the rest of the code is its primitive): end delta, duration, depth, address, holder"},
 	},
 }
 
@@ -82,6 +83,7 @@ var MarkKinds = Group{
 		{"Wait", 2, "the thread waited for buffer space"},
 		{"Overflow", 3, "calls nested deeper than the shadow stack, untraced"},
 		{"Overwritten", 4, "ring mode: calls overwritten before the snapshot"},
+		{"Release", 5, "the thread released a primitive others waited on (unlock, signal, post): count is its address"},
 		{"HopEnqueue", 10, "work handed to another thread or for later (count: the hop's id), where it was enqueued"},
 		{"HopBegin", 11, "the hop's work item starts to run on this thread (count: the hop's id)"},
 		{"HopEnd", 12, "the hop's work item returned (count: the hop's id)"},
@@ -154,8 +156,29 @@ var CPUFields = Group{
 	},
 }
 
+// WaitPrimitives are what a wait event waited in (its code above its type): the function that
+// blocked. Numbers 1-12 are the first set; a reader names one it does not know by its number.
+var WaitPrimitives = Group{
+	Doc:      "Wait primitives, as numbered in the stream format (a wait event's code above its type).",
+	GoPrefix: "Wait", CPrefix: "WAIT", GoType: "WaitPrimitive",
+	Values: []Value{
+		{"MutexLock", 1, "pthread_mutex_lock"},
+		{"RwlockRdlock", 2, "pthread_rwlock_rdlock"},
+		{"RwlockWrlock", 3, "pthread_rwlock_wrlock"},
+		{"CondWait", 4, "pthread_cond_wait"},
+		{"CondTimedwait", 5, "pthread_cond_timedwait"},
+		{"SemWait", 6, "sem_wait"},
+		{"SemTimedwait", 7, "sem_timedwait"},
+		{"SyncEnter", 8, "objc_sync_enter (@synchronized): the lock inside it, the address the object's"},
+		{"UnfairLock", 9, "os_unfair_lock_lock (Apple)"},
+		{"DispatchSync", 10, "dispatch_sync, dispatch_sync_f (Apple): from the call to the block's start"},
+		{"DispatchSemaphore", 11, "dispatch_semaphore_wait (Apple)"},
+		{"DispatchGroup", 12, "dispatch_group_wait (Apple)"},
+	},
+}
+
 // Groups is every group, in the order they are generated.
-var Groups = []*Group{&FrameKinds, &EventTypes, &MarkKinds, &MethodFlags, &ThreadFlags, &ProcessModes, &InstantKinds, &InstantClocks, &CPUFields}
+var Groups = []*Group{&FrameKinds, &EventTypes, &MarkKinds, &MethodFlags, &ThreadFlags, &ProcessModes, &InstantKinds, &InstantClocks, &CPUFields, &WaitPrimitives}
 
 // Scalars are the framing's numbers.
 var Scalars = []Scalar{

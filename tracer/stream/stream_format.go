@@ -42,6 +42,7 @@ const (
 	EventCall    = 0 // a call: end delta, duration, depth
 	EventUnwound = 1 // a call an exception, a longjmp or the thread's exit went past: same fields
 	EventMark    = 2 // a mark: end delta, duration, count
+	EventWait    = 3 // a contended wait (the rest of the code is its primitive): end delta, duration, depth, address, holder
 )
 
 // MarkKind says what a mark is.
@@ -53,6 +54,7 @@ const (
 	MarkWait        MarkKind = 2  // the thread waited for buffer space
 	MarkOverflow    MarkKind = 3  // calls nested deeper than the shadow stack, untraced
 	MarkOverwritten MarkKind = 4  // ring mode: calls overwritten before the snapshot
+	MarkRelease     MarkKind = 5  // the thread released a primitive others waited on (unlock, signal, post): count is its address
 	MarkHopEnqueue  MarkKind = 10 // work handed to another thread or for later (count: the hop's id), where it was enqueued
 	MarkHopBegin    MarkKind = 11 // the hop's work item starts to run on this thread (count: the hop's id)
 	MarkHopEnd      MarkKind = 12 // the hop's work item returned (count: the hop's id)
@@ -68,6 +70,8 @@ func (k MarkKind) String() string {
 		return "overflow"
 	case MarkOverwritten:
 		return "overwritten"
+	case MarkRelease:
+		return "release"
 	case MarkHopEnqueue:
 		return "hopenqueue"
 	case MarkHopBegin:
@@ -121,4 +125,23 @@ const (
 	CPURunning  = 1 // ns the thread ran on a CPU
 	CPURunnable = 2 // ns the thread waited runnable on a run queue
 	CPUSlices   = 4 // timeslices the thread ran
+)
+
+// WaitPrimitive says what a wait is.
+type WaitPrimitive int
+
+// Wait primitives, as numbered in the stream format (a wait event's code above its type).
+const (
+	WaitMutexLock         WaitPrimitive = 1  // pthread_mutex_lock
+	WaitRwlockRdlock      WaitPrimitive = 2  // pthread_rwlock_rdlock
+	WaitRwlockWrlock      WaitPrimitive = 3  // pthread_rwlock_wrlock
+	WaitCondWait          WaitPrimitive = 4  // pthread_cond_wait
+	WaitCondTimedwait     WaitPrimitive = 5  // pthread_cond_timedwait
+	WaitSemWait           WaitPrimitive = 6  // sem_wait
+	WaitSemTimedwait      WaitPrimitive = 7  // sem_timedwait
+	WaitSyncEnter         WaitPrimitive = 8  // objc_sync_enter (@synchronized): the lock inside it, the address the object's
+	WaitUnfairLock        WaitPrimitive = 9  // os_unfair_lock_lock (Apple)
+	WaitDispatchSync      WaitPrimitive = 10 // dispatch_sync, dispatch_sync_f (Apple): from the call to the block's start
+	WaitDispatchSemaphore WaitPrimitive = 11 // dispatch_semaphore_wait (Apple)
+	WaitDispatchGroup     WaitPrimitive = 12 // dispatch_group_wait (Apple)
 )
