@@ -5,7 +5,7 @@ GO ?= go
 FIXTURES := testdata/fixtures
 CORPUS := testdata/corpus
 
-.PHONY: all setup build fixtures corpus check test test-race fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-tracer bench-startup bench-fixedcost bench-firsttouch bench-cpu bench-hops bench-viewers bench-convert cross clean
+.PHONY: all setup build fixtures corpus check test test-race fuzz lint demo bench bench-dump bench-rebind bench-interposer bench-waits bench-tracer bench-startup bench-fixedcost bench-firsttouch bench-cpu bench-hops bench-viewers bench-convert cross clean
 
 all: build
 
@@ -130,6 +130,11 @@ bench-interposer: setup
 # N=20000 timers each); medians, what a hop adds and the ratios against untraced.
 bench-hops: build
 	bash scripts/bench-hops.sh $${RUNS:-5} $${N:-20000}
+
+# What recording contended waits costs: an uncontended pthread mutex untraced vs through the
+# replacements (waits on, off), and one recorded wait.
+bench-waits: setup
+	bash scripts/bench-waits.sh
 
 # What preloading the library costs a process: /bin/true alone vs preloaded.
 bench-startup: build

@@ -40,10 +40,13 @@
 
 volatile uint32_t msgtrace_waits_on = 1;
 
+static void forget_tid(void);
+
 /* MSGTRACE_WAITS at load: the replacements forward only, whatever Go does, when it is off. */
 __attribute__((constructor)) static void waits_env(void) {
 	if (mt_env_waits() == 0)
 		msgtrace_waits_on = 0;
+	pthread_atfork(NULL, NULL, forget_tid);
 }
 
 #define MT_WAIT_DEFINE_ORIG(name) void *msgtrace_orig_w_##name;
@@ -75,6 +78,16 @@ static void *resolve(void **slot, const char *name) {
  * releases are labelled with it), or NULL. */
 static __thread void *sync_obj __attribute__((tls_model("initial-exec")));
 
+/* The calling thread's id as thread frames name it, read once per thread (a system call on
+ * Linux); a fork child's forking thread reads it again. */
+static __thread uint64_t self_tid __attribute__((tls_model("initial-exec")));
+static uint64_t my_tid(void) {
+	if (!self_tid)
+		self_tid = msgtrace_thread_id();
+	return self_tid;
+}
+static void forget_tid(void) { self_tid = 0; }
+
 /* Waits shorter than this are not recorded: MSGTRACE_MIN_US, as for calls. */
 static int too_short(uint64_t t0, uint64_t t1) {
 	uint64_t min = __atomic_load_n(&msgtrace_min_ticks, __ATOMIC_RELAXED);
@@ -84,7 +97,7 @@ static int too_short(uint64_t t0, uint64_t t1) {
 static void record_wait(int prim, const void *addr, uint64_t holder, uint64_t t0, uint64_t t1) {
 	if (too_short(t0, t1))
 		return;
-	if (holder && holder == msgtrace_thread_id())
+	if (holder && holder == my_tid())
 		return; /* its own lock (an error-checking mutex's EDEADLK): no wait */
 	msgtrace_put_wait(t0, t1, (holder & REC_WAIT_HOLDER_MASK) << REC_WAIT_HOLDER_SHIFT | REC_WAIT,
 			  (uint64_t)prim << REC_WAIT_PRIM_SHIFT | ((uint64_t)(uintptr_t)addr & REC_WAIT_ADDR_MASK));
@@ -112,6 +125,14 @@ int msgtrace_w_pthread_mutex_lock(pthread_mutex_t *m) {
 	int (*lock)(pthread_mutex_t *) = ORIG(pthread_mutex_lock, int (*)(pthread_mutex_t *));
 	if (!msgtrace_waits_on)
 		return lock(m);
+#if defined(__GLIBC__)
+	/* A free lock word (0, every kind but priority-protected, whose word keeps the ceiling) is
+	 * taken as untraced: glibc's trylock costs three times its lock, and this look costs a
+	 * load. A wait on a lock another thread takes between this look and the lock's own
+	 * compare-and-swap (a window of a few instructions) goes unrecorded. */
+	if (__atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) == 0 && !(m->__data.__kind & 0x40))
+		return lock(m);
+#endif
 	int r = pthread_mutex_trylock(m);
 	if (r != EBUSY)
 		return r; /* taken (or a robust mutex's owner died: the same news lock would give) */
@@ -389,7 +410,7 @@ struct sync_ctx {
 static void sync_tramp(void *p) {
 	struct sync_ctx *s = p;
 	s->t1 = msgtrace_now_ticks();
-	s->runner = msgtrace_thread_id();
+	s->runner = my_tid();
 	if (s->runner == s->waiter && s->t1 - s->t0 >= floor_ticks())
 		record_wait(MT_WAIT_DISPATCH_SYNC, s->queue, 0, s->t0, s->t1);
 	s->fn(s->ctx);
@@ -401,7 +422,7 @@ static void sync_via(void *queue, void *ctx, void (*fn)(void *)) {
 		sync_f(queue, ctx, fn);
 		return;
 	}
-	struct sync_ctx s = {ctx, fn, queue, msgtrace_now_ticks(), 0, msgtrace_thread_id(), 0};
+	struct sync_ctx s = {ctx, fn, queue, msgtrace_now_ticks(), 0, my_tid(), 0};
 	sync_f(queue, &s, sync_tramp);
 	if (s.runner && s.runner != s.waiter && s.t1 - s.t0 >= floor_ticks())
 		record_wait(MT_WAIT_DISPATCH_SYNC, queue, s.runner, s.t0, s.t1);

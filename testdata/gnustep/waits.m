@@ -6,12 +6,18 @@
  *   nslock      -[NSLock lock]
  *   condition   -[NSCondition wait], signalled by the worker's -[Index produce]
  *   uncontended -[App frame:] takes an NSLock nobody else wants a million times
+ *   bench N     the costs: -[App bench:] takes a pthread mutex nobody else wants N million times,
+ *               then waits N/10 million times on a condition with a time limit already past
+ *               (a wait recorded every time); prints ns per lock and unlock, and per wait
  *
  * The worker takes the lock first and says so through a flag the main thread polls (no lock of
  * its own, so that no other wait is recorded), then holds it for the time the argument says.
  * Prints what it did (the same traced or not). */
 #import <Foundation/Foundation.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -61,7 +67,14 @@ static const char *mode;
 
 @interface App : NSObject
 - (int)frame:(int)n;
+- (void)bench:(long)n;
 @end
+
+static double now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
 
 @implementation App
 - (int)frame:(int)n {
@@ -88,6 +101,25 @@ static const char *mode;
 	}
 	return n;
 }
+- (void)bench:(long)n {
+	static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+	static volatile long sink;
+	double t0 = now_ns();
+	for (long i = 0; i < n; i++) {
+		pthread_mutex_lock(&m);
+		sink++;
+		pthread_mutex_unlock(&m);
+	}
+	double t1 = now_ns();
+	struct timespec past = {1, 0};
+	pthread_mutex_lock(&m);
+	for (long i = 0; i < n / 10; i++)
+		pthread_cond_timedwait(&c, &m, &past);
+	pthread_mutex_unlock(&m);
+	double t2 = now_ns();
+	printf("lock+unlock %.2f ns, timedwait %.1f ns\n", (t1 - t0) / n, (t2 - t1) / (n / 10));
+}
 @end
 
 int main(int argc, char **argv) {
@@ -97,6 +129,11 @@ int main(int argc, char **argv) {
 	lock = [NSLock new];
 	cond = [NSCondition new];
 	App *app = [App new];
+	if (strcmp(mode, "bench") == 0) {
+		[app bench:(argc > 2 ? atol(argv[2]) : 1) * 1000000];
+		[pool drain];
+		return 0;
+	}
 	if (strcmp(mode, "uncontended") != 0) {
 		Index *ix = [Index new];
 		NSThread *worker = [[NSThread alloc] initWithTarget:ix selector:@selector(run:) object:nil];
