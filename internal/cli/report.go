@@ -298,6 +298,9 @@ func writeCalls(w io.Writer, cs []report.ReportCall, children, pids bool) {
 		if c.CPU != nil {
 			fmt.Fprintf(w, "                 %s\n", c.CPU.Phrase(c.DurNanos))
 		}
+		if c.Why != "" {
+			fmt.Fprintf(w, "                 %s\n", c.Why)
+		}
 		if children && len(c.Children) > 0 {
 			var ks []string
 			for _, k := range c.Children {

@@ -574,6 +574,8 @@ func (r *aggReader) read(sf *streamFile, st *streamThread, t *aggThread, frames 
 						learnt.dropped += e.Count
 					case stream.MarkOverflow:
 						learnt.overflow += e.Count
+					case stream.MarkRelease: // a lock's release: no frame of its own
+						continue
 					}
 					if stream.MarkKind(e.ID).Hop() { // no stack of its own: a flow's end
 						continue

@@ -339,7 +339,7 @@ func (a *applier) enter(o *rawOp) error {
 	}
 	a.kept++
 	c := &a.call
-	c.Name, c.Method, c.names, c.Thread, c.Depth, c.Flags = name, m, a.sf.names, a.thread, int(o.depth), flags
+	c.Name, c.Method, c.names, c.Thread, c.Depth, c.Flags, c.ID = name, m, a.sf.names, a.thread, int(o.depth), flags, o.id
 	c.StartNanos, c.DurNanos, c.SelfNanos, c.Folded = start, dur, 0, 0
 	if a.foldKeys {
 		c.foldKey = a.sf.durKey(o.end - min(o.end, o.start))

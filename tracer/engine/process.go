@@ -33,6 +33,9 @@ type Call struct {
 	Flags      int    // FlagSuper, FlagTagged, FlagUnwound, FlagOpen
 	Thread     *stream.Thread
 	Folded     uint64 // timelines: calls inside it folded into its self time by the budget (at Exit)
+	// ID is the call's method id in its stream: for a wait (FlagWait), its stream.WaitID
+	// (primitive, holder, address: stream.WaitOf).
+	ID uint64
 
 	foldKey uint64 // at Enter, what a budget compares (streamFile.durKey), when one folds calls
 	names   *Names // the table Method is in

@@ -680,6 +680,10 @@ func (sf *streamFile) methodSlow(id uint64) (string, int, Method) {
 	if m, ok := sf.methods[id]; ok {
 		return m.name, m.flags, m.m
 	}
+	if _, _, _, ok := stream.WaitOf(id); ok { // a wait event's id (stream.WaitID)
+		name := stream.WaitName(id)
+		return name, stream.FlagWait, sf.names.intern(name)
+	}
 	name := "?[method " + strconv.FormatUint(id, 10) + "]"
 	return name, 0, sf.names.intern(name)
 }

@@ -230,6 +230,9 @@ func (a *StackTrie) Exit(c *Call, depth int) error {
 }
 
 func (a *StackTrie) Mark(m *stream.Mark, depth int) error {
+	if m.Kind == stream.MarkRelease { // a lock's release: no frame of its own
+		return nil
+	}
 	parent := a.path[depth]
 	n := a.kidID(parent, a.markName(m))
 	a.Nodes[n].Count += m.Count

@@ -118,6 +118,11 @@ type ReportCall struct {
 	Children   []ChildStat `json:"children,omitempty"`
 	CPU        *CallCPU    `json:"cpu,omitempty"`         // running and not, from the thread's CPU samples (report_cpu.go)
 	EnqueuedBy *HopRef     `json:"enqueued_by,omitempty"` // work handed to its thread: who asked (hops.go)
+	// Waits are the contended waits inside the call, longest first (waits.go), and
+	// WaitNanos their time: the call's time less it was spent running (or runnable).
+	Waits        []ReportWait `json:"waits,omitempty"`
+	WaitingNanos uint64       `json:"waiting_ns,omitempty"`
+	Why          string       `json:"why,omitempty"` // the sentence: time outside waits, each wait and its holder
 }
 
 // ChildStat is what the direct children of a call named Method added up to.
@@ -238,6 +243,8 @@ type reportTree struct {
 	launch      *launchState       // the current thread's process
 	cpu         []stream.CPUSample // the current thread's CPU samples (report_cpu.go)
 	hops        *stream.Hops       // the current thread's process's (hops.go)
+
+	w waitState // contended waits (waits.go)
 }
 
 type threadMethod struct {
@@ -300,6 +307,7 @@ func (r *reportTree) Enter(c *engine.Call, depth int) error {
 	m := r.method(c.Name)
 	m.active++
 	r.launchEnter(c)
+	r.waitEnter(depth)
 	if cap(r.stack) > depth {
 		r.stack = r.stack[:depth+1]
 		f := &r.stack[depth]
@@ -330,7 +338,8 @@ func (r *reportTree) Exit(c *engine.Call, depth int) error {
 		idle += self
 	}
 	busy := dur - min(dur, idle)
-	long := busy > r.opt.BudgetNanos
+	waits := r.waitExit(c, depth)
+	long := busy > r.opt.BudgetNanos && c.Flags&stream.FlagWait == 0 // a wait is its caller's
 	open, unwound := c.Flags&stream.FlagOpen != 0, c.Flags&stream.FlagUnwound != 0
 	if open {
 		th.Open++
@@ -343,7 +352,10 @@ func (r *reportTree) Exit(c *engine.Call, depth int) error {
 	mk := func() ReportCall {
 		rc := ReportCall{Thread: r.label, PID: th.PID, TID: th.TID, Method: m.name, Display: engine.DisplayIfOther(m.name), StartNanos: f.start,
 			DurNanos: dur, SelfNanos: self, IdleNanos: idle, WaitNanos: f.wait, Open: open, Unwound: unwound,
-			Stack: make([]string, depth), CPU: callCPU(r.cpu, f.start, dur)}
+			Stack: make([]string, depth), CPU: callCPU(r.cpu, f.start, dur), Waits: waits}
+		for _, w := range waits {
+			rc.WaitingNanos += w.DurNanos
+		}
 		for i := 0; i < depth; i++ {
 			rc.Stack[i] = r.stack[i].m.name
 		}
@@ -437,6 +449,9 @@ func (r *reportTree) Mark(m *stream.Mark, depth int) error {
 	case stream.MarkOverwritten:
 		l.Overwritten.Marks++
 		l.Overwritten.Calls += m.Count
+	case stream.MarkRelease: // a lock released with waiters: who held it (waits.go)
+		r.waitReleased(m)
+		return nil
 	case stream.MarkWait:
 		l.Waits.Count++
 		l.Waits.Nanos += m.DurNanos
@@ -483,6 +498,7 @@ func (r *reportTree) Close(t engine.Totals) error {
 	rep.OffMain = r.offMain.list()
 	rep.Longest = r.longest.list()
 	rep.Open = r.open.list()
+	r.waitsClose(rep)
 	ms := make([]MethodStat, 0, len(r.all))
 	for _, m := range r.all {
 		ms = append(ms, *m)

@@ -594,6 +594,9 @@ func (c chromeTree) Exit(call *engine.Call, _ int) error {
 }
 
 func (c chromeTree) Mark(m *stream.Mark, _ int) error {
+	if m.Kind == stream.MarkRelease { // a lock's release: no event of its own
+		return nil
+	}
 	if err := c.s.at(m.StartNanos); err != nil {
 		return err
 	}

@@ -538,6 +538,9 @@ func (t perfettoTree) Exit(c *engine.Call, _ int) error {
 // and for a loss the thread's lost calls so far on its counter track; without allocating
 // but for a name not seen before.
 func (t perfettoTree) Mark(m *stream.Mark, _ int) error {
+	if m.Kind == stream.MarkRelease { // a lock's release: no event of its own
+		return nil
+	}
 	s := t.s
 	s.instantsBefore(m.StartNanos)
 	label := append(s.scratch[:0], '[')

@@ -198,6 +198,9 @@ func (t speedscopeTree) Exit(c *engine.Call, d int) error {
 }
 
 func (t speedscopeTree) Mark(m *stream.Mark, d int) error {
+	if m.Kind == stream.MarkRelease { // a lock's release: no event of its own
+		return nil
+	}
 	t.s.running(d, m.StartNanos)
 	f := t.s.named(engine.MarkLabel(m))
 	t.s.event('O', f, m.StartNanos)

@@ -129,6 +129,22 @@ func (it *EventIter) Next(e *StreamEvent) (bool, error) {
 		e.Depth, e.Count = arg, 0
 	case EventMark:
 		e.Depth, e.Count = 0, arg
+	case EventWait: // then its address and holder; the id becomes a wait id (waits.go)
+		addr, n := binary.Uvarint(b[i:])
+		if n <= 0 {
+			return false, ErrMalformed
+		}
+		holder, m := binary.Uvarint(b[i+n:])
+		if m <= 0 {
+			return false, ErrMalformed
+		}
+		i += n + m
+		if arg > MaxStreamDepth || e.ID == 0 || e.ID > 0x7f {
+			return false, ErrMalformed
+		}
+		it.i = i
+		e.Depth, e.Count, e.Addr, e.Holder = arg, 0, addr, holder
+		e.ID = WaitID(WaitPrimitive(e.ID), addr, holder)
 	default:
 		return false, ErrMalformed
 	}

@@ -45,11 +45,13 @@ type StreamThread struct {
 // StreamEvent is one event of an events frame, with absolute ticks (the writer encodes the
 // deltas).
 type StreamEvent struct {
-	Type       int    // EventCall, EventUnwound, EventMark
-	ID         uint64 // method id, or mark kind for a mark
+	Type       int    // EventCall, EventUnwound, EventMark, EventWait
+	ID         uint64 // method id, or mark kind for a mark; a wait: its primitive (written), its WaitID (read)
 	Start, End uint64 // ticks
-	Depth      uint64 // calls
+	Depth      uint64 // calls and waits
 	Count      uint64 // marks
+	Addr       uint64 // waits: the primitive's address
+	Holder     uint64 // waits: the holder's thread id, 0 unknown
 }
 
 // OpenCall is one entry of an open frame.
@@ -170,13 +172,20 @@ func (sw *StreamWriter) Events(tid, prevEnd uint64, evs []StreamEvent) (uint64, 
 			if len(b) > MaxFramePayload-64 {
 				break
 			}
-			b = binary.AppendUvarint(b, e.ID<<EventTypeBits|uint64(e.Type)&EventTypeMask)
+			id := e.ID
+			if p, _, _, ok := WaitOf(id); ok && e.Type == EventWait {
+				id = uint64(p) // as read back: the primitive
+			}
+			b = binary.AppendUvarint(b, id<<EventTypeBits|uint64(e.Type)&EventTypeMask)
 			b = binary.AppendVarint(b, int64(e.End-prev))
 			b = binary.AppendUvarint(b, e.End-e.Start)
 			if e.Type == EventMark {
 				b = binary.AppendUvarint(b, e.Count)
 			} else {
 				b = binary.AppendUvarint(b, e.Depth)
+			}
+			if e.Type == EventWait {
+				b = binary.AppendUvarint(binary.AppendUvarint(b, e.Addr), e.Holder)
 			}
 			prev = e.End
 			n++
