@@ -1,0 +1,71 @@
+package tracer
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/msgtrace/msgtrace/tracer/engine"
+	"github.com/msgtrace/msgtrace/tracer/report"
+	"github.com/msgtrace/msgtrace/tracer/stream"
+)
+
+// waitsStream is a stream where the main thread's -[App frame:] waits in objc_sync_enter (a
+// wait event under it) and in pthread_cond_wait (holder unknown to the lock) while thread
+// "indexer" runs -[Index compact], which releases both (release marks) before it returns.
+func waitsStream(t *testing.T) []byte {
+	var buf bytes.Buffer
+	w := stream.NewStreamWriter(&buf)
+	w.Process(stream.StreamProcess{PID: 7, Name: "app"})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1000, RateDen: 1}) // a tick is 1 us
+	w.Methods(stream.StreamMethod{ID: 1, Class: "App", Selector: "frame:"}, stream.StreamMethod{ID: 2, Class: "Index", Selector: "compact"})
+	w.Thread(stream.StreamThread{TID: 100, Flags: stream.ThreadMain, Name: "app"})
+	w.Thread(stream.StreamThread{TID: 200, Name: "indexer"})
+	w.Events(200, 0, []stream.StreamEvent{
+		{Type: stream.EventMark, ID: uint64(stream.MarkRelease), Start: 30000, End: 30000, Count: 0x7f00cafe0010},
+		{Type: stream.EventMark, ID: uint64(stream.MarkRelease), Start: 44000, End: 44000, Count: 0x7f00cafe0020},
+		{Type: stream.EventCall, ID: 2, Start: 1000, End: 45000, Depth: 0},
+	})
+	w.Events(100, 0, []stream.StreamEvent{
+		{Type: stream.EventWait, ID: uint64(stream.WaitSyncEnter), Start: 5000, End: 30010, Depth: 1, Addr: 0x7f00cafe0010, Holder: 200},
+		{Type: stream.EventWait, ID: uint64(stream.WaitCondWait), Start: 30020, End: 44020, Depth: 1, Addr: 0x7f00cafe0020},
+		{Type: stream.EventCall, ID: 1, Start: 4000, End: 45000, Depth: 0},
+	})
+	if w.Err() != nil {
+		t.Fatal(w.Err())
+	}
+	return buf.Bytes()
+}
+
+// TestWaitsRead: wait events read back as slices "wait PRIMITIVE" under the call that waited,
+// never hitches themselves; the report lists them in the hitch with their holders (the lock's
+// owner; the thread whose release came last before a condition's wait ended) and the holder's
+// method at the release, and says so in the sentence; release marks draw nothing.
+func TestWaitsRead(t *testing.T) {
+	s := waitsStream(t)
+	rep := reportOf(t, report.ReportOptions{BudgetNanos: 16e6}, s)
+	if len(rep.Hitches) != 1 || rep.Hitches[0].Method != "-[App frame:]" {
+		t.Fatalf("hitches %+v, want -[App frame:] alone", callKeys(rep.Hitches))
+	}
+	h := rep.Hitches[0]
+	if len(h.Waits) != 2 || h.WaitingNanos != 25010e3+14000e3 {
+		t.Fatalf("waits %+v (%d ns)", h.Waits, h.WaitingNanos)
+	}
+	sync, cond := h.Waits[0], h.Waits[1]
+	if sync.Primitive != "objc_sync_enter" || sync.Address != "0xcafe0010" || sync.HolderThread != "indexer" || sync.HolderFrom != "owner" ||
+		sync.HolderMethod != "-[Index compact]" || sync.ReleaseNanos != 29000e3 { // the trace starts at tick 1000
+		t.Errorf("objc_sync_enter wait %+v", sync)
+	}
+	if cond.Primitive != "pthread_cond_wait" || cond.HolderTID != 200 || cond.HolderFrom != "release" || cond.HolderMethod != "-[Index compact]" {
+		t.Errorf("pthread_cond_wait wait %+v", cond)
+	}
+	want := "-[App frame:] 41.000 ms on thread main: 1.990 ms outside waits, 25.010 ms waiting in objc_sync_enter for the lock held by thread indexer in -[Index compact], 14.000 ms waiting in pthread_cond_wait for a signal from thread indexer in -[Index compact]"
+	if h.Why != want {
+		t.Errorf("sentence\n%s\nwant\n%s", h.Why, want)
+	}
+	// the timelines: the waits as slices under -[App frame:]; no release drawn
+	out, _ := aggConvert(t, [][]byte{s}, "folded", engine.Options{MaxDepth: -1}, false)
+	if !strings.Contains(string(out), "-[App frame:];wait objc_sync_enter 25010000") || strings.Contains(string(out), "release") {
+		t.Errorf("folded:\n%s", out)
+	}
+}
