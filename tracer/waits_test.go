@@ -13,7 +13,7 @@ import (
 // waitsStream is a stream where the main thread's -[App frame:] waits in objc_sync_enter (a
 // wait event under it) and in pthread_cond_wait (holder unknown to the lock) while thread
 // "indexer" runs -[Index compact], which releases both (release marks) before it returns.
-func waitsStream(t *testing.T) []byte {
+func waitsStream(t testing.TB) []byte {
 	var buf bytes.Buffer
 	w := stream.NewStreamWriter(&buf)
 	w.Process(stream.StreamProcess{PID: 7, Name: "app"})
