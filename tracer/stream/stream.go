@@ -42,6 +42,10 @@ package stream
 //	               type 1, a call unwound:    same; an exception, a longjmp or the thread's
 //	                                          exit went past it: it ended without returning
 //	               type 2, a mark:            end delta varint, duration uvarint, count uvarint
+//	               type 3, a wait:            end delta varint, duration uvarint, depth uvarint,
+//	                                          address uvarint, holder uvarint; the code's rest is
+//	                                          the primitive (WaitPrimitive: 1 pthread_mutex_lock
+//	                                          ... 12 dispatch_group_wait)
 //	             end delta is the event's end tick minus the previous event's (the header's for
 //	             the first); duration is end minus start in ticks; depth is the call's nesting on
 //	             the thread's shadow stack (0 outermost). Mark kinds: 1 lost (count calls were
@@ -49,12 +53,20 @@ package stream
 //	             they were lost), 2 wait (the thread waited duration ticks for buffer space;
 //	             count 0), 3 overflow (count calls nested deeper than the shadow stack went
 //	             untraced), 4 overwritten (ring mode: count calls of this thread were overwritten
-//	             before the snapshot; the mark spans them); an async hop's (count is its id,
+//	             before the snapshot; the mark spans them), 5 release (the thread released a
+//	             primitive others waited on: an unlock, signal or post; count is its address,
+//	             duration 0); an async hop's (count is its id,
 //	             unique in the process; duration 0): 10 enqueued (work handed to another thread
 //	             or to later, inside the call that enqueued it), 11 begins (its work item
 //	             starts to run on this thread), 12 ends (it returned; a run without an end lasts
 //	             to the end of the trace). A hop may run more than once (a repeating timer).
 //	             The reader makes them Header.Hops, and hands no sink these marks.
+//	             A wait (the recorder's waits.c) is a contended wait: the thread
+//	             blocked duration ticks in the primitive at address, nested at depth under the
+//	             call open at depth-1 (the order and depth rules of a call); holder is the thread
+//	             id (as thread frames name threads) the primitive named as its owner when the
+//	             wait began, 0 when it names none. Readers before waits fail an events frame with
+//	             a wait in it (a malformed frame, skipped) and show a release as an unknown mark.
 //	open    (6)  tid u64, tick u64 (when taken), then the calls open on the thread at that tick,
 //	             outermost first: id uvarint, age uvarint (tick minus the call's start tick),
 //	             depth uvarint. The latest open frame of a thread (the one with the greatest
