@@ -2,11 +2,14 @@ package tracer
 
 import (
 	"bytes"
+	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/msgtrace/msgtrace/tracer/engine"
 	"github.com/msgtrace/msgtrace/tracer/report"
+	"github.com/msgtrace/msgtrace/tracer/sink"
 	"github.com/msgtrace/msgtrace/tracer/stream"
 )
 
@@ -68,4 +71,78 @@ func TestWaitsRead(t *testing.T) {
 	if !strings.Contains(string(out), "-[App frame:];wait objc_sync_enter 25010000") || strings.Contains(string(out), "release") {
 		t.Errorf("folded:\n%s", out)
 	}
+}
+
+// TestWaitsFlows: each wait whose release was recorded is a flow from the holder's release to
+// the waiter's wake-up: in Chrome JSON a flow start ("s") on the holder's thread at the release
+// and a flow end ("f", bound to the enclosing slice) on the waiter's at the wake-up; in Perfetto
+// (read back as trace_processor reads the packets) an instant "release PRIMITIVE" with flow_ids
+// on the holder's track and "wake PRIMITIVE" with terminating_flow_ids on the waiter's, and the
+// wait's slice carries its address and holder.
+func TestWaitsFlows(t *testing.T) {
+	s := waitsStream(t)
+	in := []engine.Input{{R: bytes.NewReader(s), Size: int64(len(s))}}
+	var js bytes.Buffer
+	if _, err := engine.ProcessStreams(in, engine.Options{MaxDepth: -1}, sink.NewChromeSink(&js)); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []struct {
+			Ph, Name, Bp string
+			Ts           float64
+			TID          uint64
+			ID           uint64
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var flows []string
+	for _, e := range doc.TraceEvents {
+		if e.Ph == "s" || e.Ph == "f" {
+			flows = append(flows, fmtFlow(e.Ph, e.Name, e.TID, e.Ts, e.ID, e.Bp))
+		}
+	}
+	want := []string{
+		"s wait objc_sync_enter tid 200 at 29000 id 1099511627777 ",
+		"f wait objc_sync_enter tid 100 at 29010 id 1099511627777 e",
+		"s wait pthread_cond_wait tid 200 at 43000 id 1099511627778 ",
+		"f wait pthread_cond_wait tid 100 at 43020 id 1099511627778 e",
+	}
+	if strings.Join(flows, "\n") != strings.Join(want, "\n") {
+		t.Errorf("Chrome flows\n%s\nwant\n%s", strings.Join(flows, "\n"), strings.Join(want, "\n"))
+	}
+
+	var pb bytes.Buffer
+	if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, engine.Options{MaxDepth: -1}, sink.NewPerfettoSink(&pb, sink.Meta{})); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range pfSequences(t, pb.Bytes()) {
+		ev := p.m("track_event")
+		if ev == nil {
+			continue
+		}
+		name := ev.s("name")
+		switch {
+		case ev.has("flow_ids") || ev.has("terminating_flow_ids"):
+			id := ev.u("flow_ids") | ev.u("terminating_flow_ids")
+			got = append(got, fmtFlow(name, "", p.track, float64(p.ts), id, ""))
+		case strings.HasPrefix(name, "wait ") && len(ev["debug_annotations"]) != 2:
+			t.Errorf("%s: debug annotations %v, want address and holder_tid", name, ev["debug_annotations"])
+		}
+	}
+	wantPf := []string{
+		fmtFlow("release objc_sync_enter", "", sink.ThreadUUID(7, 200), 29000e3, 1<<40+1, ""),
+		fmtFlow("wake objc_sync_enter", "", sink.ThreadUUID(7, 100), 29010e3, 1<<40+1, ""),
+		fmtFlow("release pthread_cond_wait", "", sink.ThreadUUID(7, 200), 43000e3, 1<<40+2, ""),
+		fmtFlow("wake pthread_cond_wait", "", sink.ThreadUUID(7, 100), 43020e3, 1<<40+2, ""),
+	}
+	if strings.Join(got, "\n") != strings.Join(wantPf, "\n") {
+		t.Errorf("Perfetto flows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantPf, "\n"))
+	}
+}
+
+func fmtFlow(ph, name string, tid uint64, ts float64, id uint64, bp string) string {
+	return strings.TrimSpace(ph+" "+name) + " tid " + strconv.FormatUint(tid, 10) + " at " + strconv.FormatUint(uint64(ts), 10) + " id " + strconv.FormatUint(id, 10) + " " + bp
 }

@@ -41,6 +41,7 @@ import (
 // Memory is what PreOrder holds: one outermost call tree at a time.
 type ChromeSink struct {
 	w       *outWriter
+	flows   waitFlows // releases and waits, drawn as flows at Close (waits.go)
 	buf     []byte
 	pid     uint64
 	tid     uint64
@@ -303,6 +304,9 @@ func (s *ChromeSink) EndThread() error { return s.pre.EndThread() }
 // Close ends the JSON with the counters and flushes.
 func (s *ChromeSink) Close(t engine.Totals) error {
 	if err := s.start(); err != nil {
+		return err
+	}
+	if err := s.writeFlows(); err != nil {
 		return err
 	}
 	b := s.buf[:0]
@@ -584,6 +588,9 @@ func (c chromeTree) Enter(call *engine.Call, d int) error {
 }
 
 func (c chromeTree) Exit(call *engine.Call, _ int) error {
+	if call.Flags&stream.FlagWait != 0 {
+		c.s.flows.wait(c.s.pid, c.s.tid, call)
+	}
 	if call.Flags&stream.FlagOpen != 0 || call.DurNanos == 0 {
 		return nil // open: no end, a slice that did not end; no time: an instant
 	}
@@ -594,7 +601,8 @@ func (c chromeTree) Exit(call *engine.Call, _ int) error {
 }
 
 func (c chromeTree) Mark(m *stream.Mark, _ int) error {
-	if m.Kind == stream.MarkRelease { // a lock's release: no event of its own
+	if m.Kind == stream.MarkRelease { // a lock's release: a flow's start, at Close (waits.go)
+		c.s.flows.release(c.s.pid, c.s.tid, m)
 		return nil
 	}
 	if err := c.s.at(m.StartNanos); err != nil {
@@ -673,3 +681,33 @@ func appendJSONString(b []byte, s string) []byte {
 
 // abort ends the output's writer goroutine: the conversion failed before Close.
 func (s *ChromeSink) abort() { s.w.abort() }
+
+// writeFlows writes a flow from each release to the wake-up of the wait it ended: a flow start
+// ("s") on the holder's thread at the release and a flow end ("f", bound to the enclosing
+// slice: the call that waited) on the waiter's at its wake-up, category "wait", named as the
+// wait, the end's args the address (low 32 bits) and the holder's thread id.
+func (s *ChromeSink) writeFlows() error {
+	for _, f := range s.flows.flows() {
+		s.pid, s.tid = f.from.pid, f.from.tid
+		b := s.head(s.evBegin(), 's', f.name, f.from.ns)
+		b = append(b, `,"cat":"wait","id":`...)
+		b = appendDec(b, f.id)
+		b = append(b, '}')
+		if err := s.evEnd(b); err != nil {
+			return err
+		}
+		s.pid, s.tid = f.to.pid, f.to.tid
+		b = s.head(s.evBegin(), 'f', f.name, f.to.ns)
+		b = append(b, `,"bp":"e","cat":"wait","id":`...)
+		b = appendDec(b, f.id)
+		b = append(b, `,"args":{"address":`...)
+		b = appendDec(b, f.addr)
+		b = append(b, `,"holder_tid":`...)
+		b = appendDec(b, f.holder)
+		b = append(b, `}}`...)
+		if err := s.evEnd(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -107,6 +107,7 @@ const pfBatchBytes = 448 << 10
 // batch is encoded. Inflated, the file is exactly what Uncompressed writes.
 type PerfettoSink struct {
 	engine.Sink
+	flows waitFlows // releases and waits, drawn as flows at Close (waits.go)
 
 	// Uncompressed, set before the first call, writes the packets as they are instead of in
 	// compressed_packets: a file 3-4 times bigger, for readers that do not inflate.
@@ -458,6 +459,12 @@ func (t perfettoTree) Enter(c *engine.Call, _ int) error {
 		s.instantsBefore(c.StartNanos)
 	}
 	iid, tell := s.iidOf(c)
+	if c.Flags&stream.FlagWait != 0 { // a wait: its address and holder as debug annotations
+		s.flows.wait(s.pid, s.tid, c)
+		_, addr, holder, _ := stream.WaitOf(c.ID)
+		s.event(c.StartNanos, pfSliceBegin, iid, tell, 0, appendDebugUint(appendDebugUint(nil, "address", addr), "holder_tid", holder))
+		return s.err
+	}
 	if from, ran, runs, ok := hopsOf(s.hops, s.tid, c); ok {
 		s.event(c.StartNanos, pfSliceBegin, iid, tell, 0, pfHopFields(s.pid, from, ran, runs))
 		return s.err
@@ -538,7 +545,8 @@ func (t perfettoTree) Exit(c *engine.Call, _ int) error {
 // and for a loss the thread's lost calls so far on its counter track; without allocating
 // but for a name not seen before.
 func (t perfettoTree) Mark(m *stream.Mark, _ int) error {
-	if m.Kind == stream.MarkRelease { // a lock's release: no event of its own
+	if m.Kind == stream.MarkRelease { // a lock's release: a flow's start, at Close (waits.go)
+		t.s.flows.release(t.s.pid, t.s.tid, m)
 		return nil
 	}
 	s := t.s
@@ -593,6 +601,7 @@ func (t perfettoTree) EndThread() error {
 
 func (t perfettoTree) Close(engine.Totals) error {
 	s := t.s
+	s.writeFlows()
 	s.flush()
 	if s.zp != nil {
 		if err := s.zp.close(); s.err == nil {
@@ -767,4 +776,31 @@ func (z *pfCompressor) close() error {
 	close(z.order)
 	<-z.done
 	return z.err()
+}
+
+
+// writeFlows writes, in a sequence of their own, a flow from each release to the wake-up of the
+// wait it ended: an instant "release PRIMITIVE" on the holder's thread track at the release
+// (flow_ids) and an instant "wake PRIMITIVE" on the waiter's at its wake-up
+// (terminating_flow_ids), each with the address (low 32 bits) and the holder's thread id.
+func (s *PerfettoSink) writeFlows() {
+	fs := s.flows.flows()
+	if len(fs) == 0 {
+		return
+	}
+	s.sequence(ThreadUUID(fs[0].to.pid, fs[0].to.tid))
+	for _, f := range fs {
+		prim := f.name[len("wait "):]
+		args := appendDebugUint(appendDebugUint(nil, "address", f.addr), "holder_tid", f.holder)
+		for _, end := range []struct {
+			p     flowPoint
+			name  string
+			field protowire.Number
+		}{{f.from, "release " + prim, pfEventFlowIDs}, {f.to, "wake " + prim, pfEventTermFlowID}} {
+			iid, tell := s.iid(end.name)
+			e := protowire.AppendTag(append([]byte(nil), args...), end.field, protowire.Fixed64Type)
+			e = protowire.AppendFixed64(e, f.id)
+			s.event(end.p.ns, PfInstant, iid, tell, ThreadUUID(end.p.pid, end.p.tid), e)
+		}
+	}
 }
