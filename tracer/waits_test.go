@@ -146,3 +146,38 @@ func TestWaitsFlows(t *testing.T) {
 func fmtFlow(ph, name string, tid uint64, ts float64, id uint64, bp string) string {
 	return strings.TrimSpace(ph+" "+name) + " tid " + strconv.FormatUint(tid, 10) + " at " + strconv.FormatUint(uint64(ts), 10) + " id " + strconv.FormatUint(id, 10) + " " + bp
 }
+
+// TestWaitsDiff: diff counts the time a method waited in contended waits (metric wait) beside
+// its self time: a run whose -[App frame:] waits where the base's did not is a wait regression
+// of -[App frame:], and the wait itself a new method.
+func TestWaitsDiff(t *testing.T) {
+	prof := func(s []byte) *report.RunProfile {
+		ps := report.NewProfileSink()
+		if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, engine.Options{MaxDepth: -1}, ps); err != nil {
+			t.Fatal(err)
+		}
+		return ps.Profile()
+	}
+	var buf bytes.Buffer
+	w := stream.NewStreamWriter(&buf)
+	w.Process(stream.StreamProcess{PID: 7, Name: "app"})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1000, RateDen: 1})
+	w.Methods(stream.StreamMethod{ID: 1, Class: "App", Selector: "frame:"})
+	w.Thread(stream.StreamThread{TID: 100, Flags: stream.ThreadMain})
+	w.Events(100, 0, []stream.StreamEvent{{Type: stream.EventCall, ID: 1, Start: 4000, End: 6000, Depth: 0}})
+	base, head := prof(buf.Bytes()), prof(waitsStream(t))
+	if got := head.Waits["-[App frame:]"]; got != 39010e3 {
+		t.Errorf("-[App frame:] waited %d ns in the profile, want 39010000", got)
+	}
+	d := report.Diff([]*report.RunProfile{base}, []*report.RunProfile{head}, report.DefaultDiffOptions())
+	var wait, newWait bool
+	for _, e := range d.Regressions {
+		wait = wait || (e.Metric == "wait" && e.Method == "-[App frame:]" && e.Head == 39010e3 && e.ChangePct == nil)
+	}
+	for _, p := range d.New {
+		newWait = newWait || (p.Method == "wait objc_sync_enter" && p.Regression)
+	}
+	if !wait || !newWait || !d.Regressed() {
+		t.Errorf("regressions %+v, new %+v: want -[App frame:]'s wait and the new wait objc_sync_enter", d.Regressions, d.New)
+	}
+}

@@ -20,6 +20,9 @@ import (
 type RunProfile struct {
 	Methods map[string]MethodStat
 	Edges   map[[2]string]struct{} // (caller, callee) pairs seen
+	// Waits is the time each method spent in contended waits directly inside its calls
+	// ("wait PRIMITIVE" calls; absent: none).
+	Waits map[string]uint64
 }
 
 // ProfileSink builds a RunProfile; memory grows with distinct methods and caller-callee pairs.
@@ -78,6 +81,12 @@ func (t *profileTree) Exit(c *engine.Call, depth int) error {
 	m := t.stack[depth]
 	m.Calls++
 	m.SelfNanos += c.SelfNanos
+	if c.Flags&stream.FlagWait != 0 && depth > 0 { // a contended wait: its caller's wait time
+		if t.p.Waits == nil {
+			t.p.Waits = map[string]uint64{}
+		}
+		t.p.Waits[t.stack[depth-1].Method] += c.DurNanos
+	}
 	if m.active--; m.active == 0 {
 		m.TotalNanos += c.DurNanos
 	}
@@ -115,8 +124,10 @@ func DefaultDiffOptions() DiffOptions {
 	return DiffOptions{ThresholdPct: 10, MinSelfNanos: 1e6, MinCalls: 100, Alpha: 0.05}
 }
 
-// DiffEntry is one method's change in one metric: self (ns per run), calls (per run) or total
-// (ns per run, for callers slower through their callees). Base and Head are medians over the
+// DiffEntry is one method's change in one metric: self (ns per run), calls (per run), total
+// (ns per run, for callers slower through their callees) or wait (ns per run in contended waits
+// directly inside its calls: a regression that is a new wait shows here, the wait itself as a
+// new method "wait PRIMITIVE"). Base and Head are medians over the
 // runs, BaseMin and HeadMin the smallest values; ChangePct (of the medians) is nil when the base
 // is 0.
 type DiffEntry struct {
@@ -208,9 +219,17 @@ func Diff(base, head []*RunProfile, opt DiffOptions) *DiffResult {
 		}
 		return out
 	}
+	waits := func(side []*RunProfile, name string) []uint64 {
+		out := make([]uint64, len(side))
+		for i, r := range side {
+			out[i] = r.Waits[name]
+		}
+		return out
+	}
 	self := func(m MethodStat) uint64 { return m.SelfNanos }
 	calls := func(m MethodStat) uint64 { return m.Calls }
 	total := func(m MethodStat) uint64 { return m.TotalNanos }
+
 	// candidates: changes that pass the thresholds, per metric; the rank test decides after
 	type cand struct {
 		e     DiffEntry
@@ -240,7 +259,8 @@ func Diff(base, head []*RunProfile, opt DiffOptions) *DiffResult {
 			metric string
 			b, h   []uint64
 			floor  float64
-		}{{"self", bs, hs, opt.MinSelfNanos}, {"calls", bc, hc, opt.MinCalls}, {"total", runs(base, name, total), runs(head, name, total), opt.MinSelfNanos}} {
+		}{{"self", bs, hs, opt.MinSelfNanos}, {"calls", bc, hc, opt.MinCalls}, {"total", runs(base, name, total), runs(head, name, total), opt.MinSelfNanos},
+			{"wait", waits(base, name), waits(head, name), opt.MinSelfNanos}} {
 			if e, dir := screen(name, m.metric, m.b, m.h, m.floor, opt); dir != 0 && (m.metric != "total" || dir > 0) {
 				fams[m.metric] = append(fams[m.metric], cand{e, dir, constant(m.b) && constant(m.h)})
 			}
@@ -250,7 +270,7 @@ func Diff(base, head []*RunProfile, opt DiffOptions) *DiffResult {
 	// evidence each one needs (noisy runs move many)
 	selfRegressed := map[string]bool{}
 	var totals []DiffEntry
-	for _, metric := range []string{"self", "calls", "total"} {
+	for _, metric := range []string{"self", "calls", "total", "wait"} {
 		cs := fams[metric]
 		ps := make([]float64, len(cs))
 		for i := range cs {
