@@ -88,6 +88,10 @@ static uint64_t my_tid(void) {
 }
 static void forget_tid(void) { self_tid = 0; }
 
+/* Inside a wait timed whole (dispatch_sync before its block starts, Apple's objc_sync_enter):
+ * the waits it makes inside (its own lock's) are part of it, not recorded apart. */
+static __thread int timed_whole __attribute__((tls_model("initial-exec")));
+
 /* Waits shorter than this are not recorded: MSGTRACE_MIN_US, as for calls. */
 static int too_short(uint64_t t0, uint64_t t1) {
 	uint64_t min = __atomic_load_n(&msgtrace_min_ticks, __ATOMIC_RELAXED);
@@ -95,7 +99,7 @@ static int too_short(uint64_t t0, uint64_t t1) {
 }
 
 static void record_wait(int prim, const void *addr, uint64_t holder, uint64_t t0, uint64_t t1) {
-	if (too_short(t0, t1))
+	if (timed_whole || too_short(t0, t1))
 		return;
 	if (holder && holder == my_tid())
 		return; /* its own lock (an error-checking mutex's EDEADLK): no wait */
@@ -313,7 +317,9 @@ int msgtrace_w_objc_sync_enter(void *obj) {
 	sync_obj = obj;
 #if defined(__APPLE__)
 	uint64_t t0 = msgtrace_now_ticks();
+	timed_whole++;
 	int r = enter(obj);
+	timed_whole--;
 	uint64_t t1 = msgtrace_now_ticks();
 	if (t1 - t0 >= floor_ticks())
 		record_wait(MT_WAIT_SYNC_ENTER, obj, 0, t0, t1);
@@ -411,8 +417,14 @@ static void sync_tramp(void *p) {
 	struct sync_ctx *s = p;
 	s->t1 = msgtrace_now_ticks();
 	s->runner = my_tid();
-	if (s->runner == s->waiter && s->t1 - s->t0 >= floor_ticks())
-		record_wait(MT_WAIT_DISPATCH_SYNC, s->queue, 0, s->t0, s->t1);
+	if (s->runner == s->waiter) {
+		timed_whole--; /* the block's own waits are recorded */
+		if (s->t1 - s->t0 >= floor_ticks())
+			record_wait(MT_WAIT_DISPATCH_SYNC, s->queue, 0, s->t0, s->t1);
+		s->fn(s->ctx);
+		timed_whole++;
+		return;
+	}
 	s->fn(s->ctx);
 }
 
@@ -423,7 +435,9 @@ static void sync_via(void *queue, void *ctx, void (*fn)(void *)) {
 		return;
 	}
 	struct sync_ctx s = {ctx, fn, queue, msgtrace_now_ticks(), 0, my_tid(), 0};
+	timed_whole++;
 	sync_f(queue, &s, sync_tramp);
+	timed_whole--;
 	if (s.runner && s.runner != s.waiter && s.t1 - s.t0 >= floor_ticks())
 		record_wait(MT_WAIT_DISPATCH_SYNC, queue, s.runner, s.t0, s.t1);
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -148,4 +149,61 @@ func TestGNUstepWaits(t *testing.T) {
 			t.Errorf("MSGTRACE_MIN_US=1000000: %d waits of about 40 ms kept", n)
 		}
 	})
+}
+
+// TestAppleWaitsStandIn: the replacements of Apple's blocking calls (os_unfair_lock_lock,
+// dispatch_sync_f, dispatch_semaphore_wait, dispatch_group_wait: waits.c) on Linux, against the
+// stand-in of testdata/waits/standin_dispatch.c (futexes; its os_unfair_lock keeps the owner as
+// Apple's does, by thread, with the no-waiters bit) that testdata/gnustep/waits_apple.m links:
+// the same rebinding carries them (the slots are rebound by name wherever an image imports
+// them), and the report names the wait under -[App frame:], with the holder where one is known:
+// the lock's owner, the thread whose dispatch_semaphore_signal woke the waiter.
+func TestAppleWaitsStandIn(t *testing.T) {
+	testfiles.Slow(t, "builds and runs GNUstep programs")
+	if runtime.GOARCH != "amd64" {
+		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
+	}
+	testfiles.NeedTools(t, "gnustep-config", "gcc")
+	root := testfiles.Root(t)
+	g := gnustep{dir: t.TempDir()}
+	buildLib(t, "c-shared", filepath.Join(g.dir, "libmsgtrace.so"), "amd64", "gcc")
+	g.lib = filepath.Join(g.dir, "libmsgtrace-preload.so")
+	buildLoader(t, "gcc", g.lib)
+	standin := filepath.Join(g.dir, "libstandin_dispatch.so")
+	if b, err := exec.Command("gcc", "-O2", "-Wall", "-shared", "-fPIC", "-o", standin, filepath.Join(root, "testdata", "waits", "standin_dispatch.c")).CombinedOutput(); err != nil {
+		t.Fatalf("building the stand-in: %v\n%s", err, b)
+	}
+	mustGNUstepCC(t, g.dir, "waitsapple", filepath.Join(root, "testdata", "gnustep", "waits_apple.m"), "-L"+g.dir, "-lstandin_dispatch", "-Wl,-rpath,"+g.dir)
+	app := filepath.Join(g.dir, "waitsapple")
+	for _, c := range []struct{ mode, wait, holderMethod string }{
+		{"unfair", "os_unfair_lock_lock", "-[Index compact]"},
+		{"sync", "dispatch_sync", ""}, // the block runs on the caller's thread: no holder
+		{"semaphore", "dispatch_semaphore_wait", "-[Index produce]"},
+		{"group", "dispatch_group_wait", ""},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			plain, _, err := g.run(t, false, "home", nil, nil, app, c.mode)
+			if err != nil {
+				t.Fatalf("waitsapple %s: %v", c.mode, err)
+			}
+			out := filepath.Join(g.dir, c.mode+".mtrace")
+			so, se, err := g.run(t, true, "home", map[string]string{"MSGTRACE_OUT": out}, nil, app, c.mode)
+			if err != nil || so != plain {
+				t.Fatalf("traced waitsapple %s: %v\nstdout %q, want %q\nstderr:\n%s", c.mode, err, so, plain, se)
+			}
+			rep := waitsReport(t, out)
+			if len(rep.Hitches) != 1 || rep.Hitches[0].Method != "-[App frame:]" || len(rep.Hitches[0].Waits) != 1 {
+				t.Fatalf("hitches %+v, want -[App frame:] with one wait", rep.Hitches)
+			}
+			w := rep.Hitches[0].Waits[0]
+			holder := ""
+			if c.holderMethod != "" {
+				holder = "indexer"
+			}
+			if w.Primitive != c.wait || w.HolderThread != holder || w.HolderMethod != c.holderMethod {
+				t.Errorf("wait %+v, want %s held by %q in %q", w, c.wait, holder, c.holderMethod)
+			}
+			t.Logf("%s", rep.Hitches[0].Why)
+		})
+	}
 }

@@ -21,12 +21,21 @@
 #include <string.h>
 #include <unistd.h>
 
-static volatile int holding; /* the worker holds the lock (or, for condition, is about to signal) */
+static volatile int holding; /* the worker holds the lock (or is about to signal) */
+static volatile int about;   /* the main thread is about to wait: the worker holds on 40 ms from here */
 static id shared;            /* the @synchronized object */
 static NSLock *lock;
 static NSCondition *cond;
 static int ready;
 static const char *mode;
+
+/* The worker, holding: until the main thread is about to wait, then 40 ms (a wait of about
+ * 40 ms however late the main thread gets there on a busy machine). */
+static void hold(void) {
+	while (!about)
+		usleep(1000);
+	usleep(40000);
+}
 
 @interface Index : NSObject
 - (void)run:(id)arg;
@@ -46,18 +55,18 @@ static const char *mode;
 	if (strcmp(mode, "sync") == 0) {
 		@synchronized(shared) {
 			holding = 1;
-			usleep(40000);
+			hold();
 		}
 	} else {
 		[lock lock];
 		holding = 1;
-		usleep(40000);
+		hold();
 		[lock unlock];
 	}
 }
 - (void)produce {
 	holding = 1;
-	usleep(40000);
+	hold();
 	[cond lock];
 	ready = 1;
 	[cond signal];
@@ -144,6 +153,7 @@ int main(int argc, char **argv) {
 		if (strcmp(mode, "condition") != 0)
 			usleep(5000); /* well inside the worker's 40 ms */
 	}
+	about = 1;
 	int n = [app frame:0];
 	usleep(20000); /* the worker's last calls end before the exit */
 	printf("waits %s: %d\n", mode, n);

@@ -185,7 +185,7 @@ func waitFor(prim string) string {
 	case "sem_wait", "sem_timedwait", "dispatch_semaphore_wait":
 		return "for a post from"
 	case "dispatch_sync":
-		return "for the queue, whose block ran on"
+		return "for the queue held by"
 	case "dispatch_group_wait":
 		return "for the group of"
 	}
