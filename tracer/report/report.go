@@ -121,7 +121,7 @@ type ReportCall struct {
 	// Waits are the contended waits inside the call, longest first (waits.go), and
 	// WaitNanos their time: the call's time less it was spent running (or runnable).
 	Waits        []ReportWait `json:"waits,omitempty"`
-	WaitingNanos uint64       `json:"waiting_ns,omitempty"`
+	WaitingNanos uint64       `json:"waits_ns,omitempty"`
 	Why          string       `json:"why,omitempty"` // the sentence: time outside waits, each wait and its holder
 }
 

@@ -193,14 +193,20 @@ func waitFor(prim string) string {
 }
 
 // why is the call's sentence: where its time went, running or waiting, and for whom
-// ("-[App frame:] 45.000 ms on thread main: 3.000 ms outside waits, 42.000 ms waiting in
+// ("-[App frame:] 45.000 ms on thread main: 3.000 ms running, 42.000 ms waiting in
 // objc_sync_enter for the lock held by thread indexer in -[Index compact]"); "" without waits.
+// Running is the CPU samples' running time where the thread has them (report_cpu.go), else
+// the call's time outside the waits ("outside waits").
 func why(c *ReportCall) string {
 	if len(c.Waits) == 0 {
 		return ""
 	}
 	msf := func(ns uint64) string { return fmt.Sprintf("%.3f ms", float64(ns)/1e6) }
-	s := fmt.Sprintf("%s %s on thread %s: %s outside waits", engine.DisplayName(c.Method), msf(c.DurNanos), c.Thread, msf(c.DurNanos-min(c.DurNanos, c.WaitingNanos)))
+	head := msf(c.DurNanos-min(c.DurNanos, c.WaitingNanos)) + " outside waits"
+	if c.CPU != nil {
+		head = msf(c.CPU.RunningNanos) + " running"
+	}
+	s := fmt.Sprintf("%s %s on thread %s: %s", engine.DisplayName(c.Method), msf(c.DurNanos), c.Thread, head)
 	for i, w := range c.Waits {
 		if i == 2 {
 			var rest uint64
