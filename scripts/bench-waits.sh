@@ -3,6 +3,9 @@
 # uncontended pthread mutex untraced, through the replacements with waits on and off, and the
 # cost of one recorded wait (testdata/waits/bench.c says how each is measured).
 set -euo pipefail
+# the figures also go to docs/bench/waits.md, dated, with the tree and the machine
+source "$(dirname "$0")/bench-record.sh"
+bench_record waits "" "$0" "$@"
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
