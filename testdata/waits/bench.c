@@ -97,7 +97,7 @@ int main(void) {
 	msgtrace_waits_on = 0;
 	double off = locks(msgtrace_w_pthread_mutex_lock, msgtrace_w_pthread_mutex_unlock);
 	msgtrace_waits_on = 1;
-	long nw = N / 10;
+	long nw = N / 100; /* a timed wait is a system call: 50,000 a round */
 	double wdirect = waits(pthread_cond_timedwait, nw);
 	struct mt_wait_counters before, after;
 	msgtrace_wait_counters(&before);
@@ -108,5 +108,5 @@ int main(void) {
 	       direct, on, on / direct, on - direct, off, off / direct, off - direct);
 	printf("recorded wait (ns): timedwait past its limit direct %.1f, through the replacement %.1f (%+.1f ns, %llu waits recorded); the record alone %.1f\n",
 	       wdirect, won, won - wdirect, (unsigned long long)(after.waits - before.waits), rec);
-	return after.waits - before.waits == 7ull * nw ? 0 : 1;
+	return after.waits - before.waits == 7ull * (uint64_t)nw ? 0 : 1;
 }
