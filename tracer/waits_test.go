@@ -67,7 +67,11 @@ func TestWaitsRead(t *testing.T) {
 		t.Errorf("sentence\n%s\nwant\n%s", h.Why, want)
 	}
 	// the timelines: the waits as slices under -[App frame:]; no release drawn
-	out, _ := aggConvert(t, [][]byte{s}, "folded", engine.Options{MaxDepth: -1}, false)
+	var folded bytes.Buffer
+	if _, err := engine.ProcessStreams([]engine.Input{{R: bytes.NewReader(s), Size: int64(len(s))}}, engine.Options{MaxDepth: -1}, sink.NewFoldedSink(&folded)); err != nil {
+		t.Fatal(err)
+	}
+	out := folded.Bytes()
 	if !strings.Contains(string(out), "-[App frame:];wait objc_sync_enter 25010000") || strings.Contains(string(out), "release") {
 		t.Errorf("folded:\n%s", out)
 	}
