@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #endif
 #include "drain_internal.h"
+#include "waits.h"
 
 #include <stdio.h>
 #include <time.h>
@@ -56,6 +57,7 @@ int msgtrace_stream_flush(void) {
 		pthread_mutex_unlock(&mt_drain.pass_mu);
 		return mt_out.lost_bytes ? -1 : 0;
 	}
+	msgtrace_inside_tracer(1); /* waiting for the drain: not a wait of the program's (waits.c) */
 	pthread_mutex_lock(&mt_drain.req_mu);
 	uint64_t my = ++mt_drain.req_seq;
 	msgtrace_drain_wake();
@@ -67,6 +69,7 @@ int msgtrace_stream_flush(void) {
 			break;
 	int ok = mt_drain.done_seq >= my;
 	pthread_mutex_unlock(&mt_drain.req_mu);
+	msgtrace_inside_tracer(-1);
 	return ok ? 0 : -1;
 }
 

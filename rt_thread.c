@@ -305,9 +305,12 @@ int msgtrace_thread_mark(int kind, uint64_t start, uint64_t end, uint64_t count)
 
 /* A wait or a release (waits.c, waits.h): a mark record at the shadow stack's depth, written
  * as a call's is (a full chunk is switched, never dropped while one can be had). */
+static __thread int inside_tracer __attribute__((tls_model("initial-exec")));
+void msgtrace_inside_tracer(int delta) { inside_tracer += delta; }
+
 void msgtrace_put_wait(uint64_t start, uint64_t end, uint64_t kind_holder, uint64_t sel) {
 	struct mt_thread *t = get_self();
-	if (!t || t == &untraced || t->busy || !msgtrace_active)
+	if (!t || t == &untraced || t->busy || inside_tracer || !msgtrace_active)
 		return;
 	t->busy++;
 	struct mt_thread_info *i = info_of(t);

@@ -34,6 +34,10 @@ extern volatile uint32_t msgtrace_waits_on MT_HIDDEN;
 /* Writes a wait or release record on the calling thread at its shadow stack's depth (rt_thread.c);
  * nothing on a thread that made no traced call, inside the tracer, or with recording off. */
 void msgtrace_put_wait(uint64_t start, uint64_t end, uint64_t kind_holder, uint64_t sel);
+/* The calling thread waits inside the tracer (a flush waiting for the drain) while delta > 0
+ * is in force: its waits are the tracer's, not recorded (where the library is linked into the
+ * program, its own pthread calls go through the replacements too). */
+void msgtrace_inside_tracer(int delta);
 
 /* Counters for the tests and the cost measurement: waits and releases recorded. */
 struct mt_wait_counters {
