@@ -140,7 +140,13 @@ func checkWaitsEnv(t *testing.T, v string) {
 	t.Helper()
 	os.Setenv("MSGTRACE_WAITS", v)
 	c := msgtrace.EnvWaits()
-	g, err := agent.FromEnv(os.Getenv, 1)
+	// Go reads MSGTRACE_WAITS alone (the other variables as unset, whatever the tests before set)
+	g, err := agent.FromEnv(func(k string) string {
+		if k == "MSGTRACE_WAITS" {
+			return v
+		}
+		return ""
+	}, 1)
 	want := 1
 	switch {
 	case err != nil && strings.Contains(err.Error(), "MSGTRACE_WAITS"):
