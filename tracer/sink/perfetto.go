@@ -778,7 +778,6 @@ func (z *pfCompressor) close() error {
 	return z.err()
 }
 
-
 // writeFlows writes, in a sequence of their own, a flow from each release to the wake-up of the
 // wait it ended: an instant "release PRIMITIVE" on the holder's thread track at the release
 // (flow_ids) and an instant "wake PRIMITIVE" on the waiter's at its wake-up
