@@ -108,9 +108,9 @@ func TestWaitsFlows(t *testing.T) {
 		}
 	}
 	want := []string{
-		"s wait objc_sync_enter tid 200 at 29000 id 1099511627777 ",
+		"s wait objc_sync_enter tid 200 at 29000 id 1099511627777 e",
 		"f wait objc_sync_enter tid 100 at 29010 id 1099511627777 e",
-		"s wait pthread_cond_wait tid 200 at 43000 id 1099511627778 ",
+		"s wait pthread_cond_wait tid 200 at 43000 id 1099511627778 e",
 		"f wait pthread_cond_wait tid 100 at 43020 id 1099511627778 e",
 	}
 	if strings.Join(flows, "\n") != strings.Join(want, "\n") {

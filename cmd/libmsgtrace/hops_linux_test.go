@@ -322,6 +322,9 @@ func pfFlows(t *testing.T, b []byte) map[string]string {
 				}
 			}
 		})
+		if strings.HasPrefix(name, "release ") || strings.HasPrefix(name, "wake ") {
+			return // a contended wait's flow (waits), not a hop's
+		}
 		for _, id := range out {
 			src[id] = name
 		}
@@ -354,11 +357,11 @@ func jsonFlows(t *testing.T, b []byte) map[string]string {
 	t.Helper()
 	var f struct {
 		TraceEvents []struct {
-			Ph, Name, Bp string
-			Ts           float64
-			Tid          uint64
-			ID           uint64
-			Args         map[string]any
+			Ph, Name, Bp, Cat string
+			Ts                float64
+			Tid               uint64
+			ID                uint64
+			Args              map[string]any
 		}
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
@@ -380,6 +383,9 @@ func jsonFlows(t *testing.T, b []byte) map[string]string {
 				stacks[e.Tid] = st[:len(st)-1]
 			}
 		case "s", "f":
+			if e.Cat == "wait" { // a contended wait's flow (waits): not a hop's
+				continue
+			}
 			if e.Bp != "e" || len(st) == 0 {
 				t.Fatalf("flow event not bound to an open slice: %+v", e)
 			}

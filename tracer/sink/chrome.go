@@ -600,9 +600,9 @@ func (c chromeTree) Exit(call *engine.Call, _ int) error {
 	return c.s.writeEnd(call)
 }
 
-func (c chromeTree) Mark(m *stream.Mark, _ int) error {
+func (c chromeTree) Mark(m *stream.Mark, depth int) error {
 	if m.Kind == stream.MarkRelease { // a lock's release: a flow's start, at Close (waits.go)
-		c.s.flows.release(c.s.pid, c.s.tid, m)
+		c.s.flows.release(c.s.pid, c.s.tid, m, depth)
 		return nil
 	}
 	if err := c.s.at(m.StartNanos); err != nil {
@@ -683,14 +683,14 @@ func appendJSONString(b []byte, s string) []byte {
 func (s *ChromeSink) abort() { s.w.abort() }
 
 // writeFlows writes a flow from each release to the wake-up of the wait it ended: a flow start
-// ("s") on the holder's thread at the release and a flow end ("f", bound to the enclosing
-// slice: the call that waited) on the waiter's at its wake-up, category "wait", named as the
+// ("s") on the holder's thread at the release and a flow end ("f"), both bound to the enclosing
+// slice (the holder's call; the call that waited) on the waiter's at its wake-up, category "wait", named as the
 // wait, the end's args the address (low 32 bits) and the holder's thread id.
 func (s *ChromeSink) writeFlows() error {
 	for _, f := range s.flows.flows() {
 		s.pid, s.tid = f.from.pid, f.from.tid
 		b := s.head(s.evBegin(), 's', f.name, f.from.ns)
-		b = append(b, `,"cat":"wait","id":`...)
+		b = append(b, `,"bp":"e","cat":"wait","id":`...)
 		b = appendDec(b, f.id)
 		b = append(b, '}')
 		if err := s.evEnd(b); err != nil {

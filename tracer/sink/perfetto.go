@@ -544,9 +544,9 @@ func (t perfettoTree) Exit(c *engine.Call, _ int) error {
 // Mark writes an instant named after the mark (as markLabel) with its count and duration,
 // and for a loss the thread's lost calls so far on its counter track; without allocating
 // but for a name not seen before.
-func (t perfettoTree) Mark(m *stream.Mark, _ int) error {
+func (t perfettoTree) Mark(m *stream.Mark, depth int) error {
 	if m.Kind == stream.MarkRelease { // a lock's release: a flow's start, at Close (waits.go)
-		t.s.flows.release(t.s.pid, t.s.tid, m)
+		t.s.flows.release(t.s.pid, t.s.tid, m, depth)
 		return nil
 	}
 	s := t.s

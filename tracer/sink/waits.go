@@ -11,6 +11,8 @@ import (
 // flows: from the holder's release to the waiter's wake-up. A wait's release is the latest
 // release of the same address (its low 32 bits) in the same process, by another thread (the
 // holder the wait names, when it names one), at or after the wait's start and before its end.
+// Both ends must lie inside a call (a flow binds to the slice around it): a release made with
+// no call open on its thread, and a wait outside any call, draw no flow.
 type waitFlows struct {
 	rels  map[uint64][]flowPoint // by pid<<32 | address
 	waits []flowWait
@@ -38,7 +40,10 @@ type waitFlow struct {
 	holder   uint64 // the releasing thread
 }
 
-func (f *waitFlows) release(pid, tid uint64, m *stream.Mark) {
+func (f *waitFlows) release(pid, tid uint64, m *stream.Mark, depth int) {
+	if depth == 0 {
+		return
+	}
 	if f.rels == nil {
 		f.rels = map[uint64][]flowPoint{}
 	}
@@ -48,7 +53,7 @@ func (f *waitFlows) release(pid, tid uint64, m *stream.Mark) {
 
 func (f *waitFlows) wait(pid, tid uint64, c *engine.Call) {
 	_, addr, holder, ok := stream.WaitOf(c.ID)
-	if !ok || c.Flags&stream.FlagOpen != 0 {
+	if !ok || c.Flags&stream.FlagOpen != 0 || c.Depth == 0 {
 		return
 	}
 	f.waits = append(f.waits, flowWait{flowPoint{pid, tid, c.StartNanos + c.DurNanos}, c.StartNanos, addr, holder, c.Name})
