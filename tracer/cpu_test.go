@@ -214,7 +214,14 @@ func TestCPUCounters(t *testing.T) {
 	}
 	f := toJSON(t, s, engine.Options{MaxDepth: -1})
 	var cs []string
+	last := map[uint64]float64{} // every thread's events in time order, its counters with them
 	for _, e := range f.TraceEvents {
+		if e.Ph != "M" {
+			if e.Ts < last[e.Tid] {
+				t.Errorf("JSON: thread %d goes back in time at %s %s (%v after %v)", e.Tid, e.Ph, e.Name, e.Ts, last[e.Tid])
+			}
+			last[e.Tid] = e.Ts
+		}
 		if e.Ph == "C" && e.Tid == 1 {
 			cs = append(cs, fmt.Sprintf("%s@%g=%v/%v", e.Name, e.Ts/1000, e.Args["running"], e.Args["runnable"]))
 		}

@@ -60,6 +60,7 @@ type ChromeSink struct {
 	pids    map[uint64]bool // processes named so far (a merged trace has several)
 	fold    engine.FoldReport
 	inst    instantQueue // the thread's instants not written yet
+	cpu     chromeCPU    // the thread's CPU samples not written yet (cpu.go)
 	names   *jsonNames   // events' names as JSON strings
 	pt      []byte       // `,"pid":P,"tid":T` for ptPid and ptTid
 	ptB     []byte       // pt, then the rest of a begin: `,"cat":"objc"}`
@@ -369,11 +370,7 @@ func (c chromeTree) BeginThread(h *stream.Header, t *stream.Thread) error {
 	if err := s.meta("thread_name", t.TID, "name", appendJSONString(nil, s.label)); err != nil {
 		return err
 	}
-	if tc := h.CPU[t.TID]; tc != nil {
-		if err := s.cpuCounters(tc.Samples, t); err != nil { // cpu.go
-			return err
-		}
-	}
+	s.cpu.reset(h, t) // cpu.go
 	if t.Main {
 		return s.meta("thread_sort_index", t.TID, "sort_index", []byte("-1"))
 	}
@@ -403,11 +400,9 @@ func (s *ChromeSink) newGroup(ts uint64) error {
 		s.w.commit(s.w.b)
 	}
 	s.gBegins = s.gBegins[:0]
-	if q := &s.inst; q.next < len(q.list) && q.list[q.next].Nanos < ts {
-		for in, ok := s.inst.before(ts); ok; in, ok = s.inst.before(ts) {
-			if err := s.writeTimeInstant(in); err != nil {
-				return err
-			}
+	if q := &s.inst; q.next < len(q.list) && q.list[q.next].Nanos < ts || s.cpu.next < len(s.cpu.ss) && s.cpu.ss[s.cpu.next].Nanos < ts {
+		if err := s.writeTimedBefore(ts, false); err != nil {
+			return err
 		}
 	}
 	s.grouped, s.groupTs = true, ts
@@ -616,12 +611,7 @@ func (c chromeTree) EndThread() error {
 	if err := s.endGroup(); err != nil {
 		return err
 	}
-	for in, ok := s.inst.rest(); ok; in, ok = s.inst.rest() {
-		if err := s.writeTimeInstant(in); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.writeTimedBefore(0, true)
 }
 
 // writeTimeInstant writes an instant of the trace (a launch mark, a mark the app set): on the

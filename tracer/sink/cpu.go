@@ -81,29 +81,83 @@ func (s *PerfettoSink) cpuCounters(ss []stream.CPUSample) {
 	s.sequence(s.thread)
 }
 
-// cpuCounters writes the current thread's CPU samples as counter events.
-func (s *ChromeSink) cpuCounters(ss []stream.CPUSample, t *stream.Thread) error {
-	if len(ss) < 2 {
-		return nil
+// chromeCPU holds the current thread's CPU samples for a ChromeSink until their time comes: they
+// are written in time order with the thread's other events (a counter event carries the
+// thread's tid, and every event of a thread is in time order).
+type chromeCPU struct {
+	ss        []stream.CPUSample
+	run, wait []float64
+	waitKnown bool
+	name      string
+	next      int
+}
+
+// reset takes thread t's samples (none when fewer than two: no share to draw).
+func (q *chromeCPU) reset(h *stream.Header, t *stream.Thread) {
+	*q = chromeCPU{}
+	tc := h.CPU[t.TID]
+	if tc == nil || len(tc.Samples) < 2 {
+		return
 	}
-	run, wait, waitKnown := cpuShares(ss)
-	name := "CPU % " + engine.ThreadLabel(t) + " " + strconv.FormatUint(t.TID, 10)
-	for i, sm := range ss {
-		var r, w float64
-		if i < len(run) {
-			r, w = run[i], wait[i]
+	q.ss = tc.Samples
+	q.run, q.wait, q.waitKnown = cpuShares(q.ss)
+	q.name = "CPU % " + engine.ThreadLabel(t) + " " + strconv.FormatUint(t.TID, 10)
+}
+
+// pending returns the time of the next sample not written yet, if any.
+func (q *chromeCPU) pending() (uint64, bool) {
+	if q.next < len(q.ss) {
+		return q.ss[q.next].Nanos, true
+	}
+	return 0, false
+}
+
+// writeCPUSample writes the thread's next CPU sample as a counter event.
+func (s *ChromeSink) writeCPUSample() error {
+	q := &s.cpu
+	i := q.next
+	q.next++
+	var r, w float64
+	if i < len(q.run) {
+		r, w = q.run[i], q.wait[i]
+	}
+	b := s.head(s.evBegin(), 'C', q.name, q.ss[i].Nanos)
+	b = append(b, `,"cat":"msgtrace","args":{"running":`...)
+	b = strconv.AppendFloat(b, r, 'f', -1, 64)
+	if q.waitKnown {
+		b = append(b, `,"runnable":`...)
+		b = strconv.AppendFloat(b, w, 'f', -1, 64)
+	}
+	b = append(b, `}}`...)
+	return s.evEnd(b)
+}
+
+// writeTimedBefore writes the thread's instants and CPU samples before ts (all of them when all),
+// merged in time order.
+func (s *ChromeSink) writeTimedBefore(ts uint64, all bool) error {
+	for {
+		q := &s.inst
+		inNext, inOK := uint64(0), q.next < len(q.list)
+		if inOK {
+			inNext = q.list[q.next].Nanos
 		}
-		b := s.head(s.evBegin(), 'C', name, sm.Nanos)
-		b = append(b, `,"cat":"msgtrace","args":{"running":`...)
-		b = strconv.AppendFloat(b, r, 'f', -1, 64)
-		if waitKnown {
-			b = append(b, `,"runnable":`...)
-			b = strconv.AppendFloat(b, w, 'f', -1, 64)
+		cpuNext, cpuOK := s.cpu.pending()
+		if !all {
+			inOK = inOK && inNext < ts
+			cpuOK = cpuOK && cpuNext < ts
 		}
-		b = append(b, `}}`...)
-		if err := s.evEnd(b); err != nil {
-			return err
+		switch {
+		case inOK && (!cpuOK || inNext <= cpuNext):
+			q.next++
+			if err := s.writeTimeInstant(&q.list[q.next-1]); err != nil {
+				return err
+			}
+		case cpuOK:
+			if err := s.writeCPUSample(); err != nil {
+				return err
+			}
+		default:
+			return nil
 		}
 	}
-	return nil
 }
