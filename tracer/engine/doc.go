@@ -5,7 +5,7 @@
 //	            check frames, index threads,          in pre-order                (pipe.go)     Needs().Tree,
 //	            pending stacks, durations             (stream_tree.go, order.go)  end, filter,  budgets
 //	                    │                                                         nesting       (budget.go)
-//	                    └─ aggregates, no filter: each thread read backwards ──► Needs().Stacks (aggregate.go, trie.go)
+//	                    └─ aggregates, no filter: each thread read backwards ──► Needs().Stacks (aggregate*.go, trie.go)
 //
 // A thread's records arrive in the order its calls ended (children before their parent):
 // what a recorder can write without holding anything. Pass 1 checks every frame and keeps
