@@ -3,8 +3,8 @@
 //
 //	streams ──► pass 1 (stream_read.go, pass1.go) ──► pass 2: segments replayed ──► the pipe ──► sinks
 //	            check frames, index threads,          in pre-order                (pipe.go)     Needs().Tree,
-//	            pending stacks, durations             (stream_tree.go, order.go)  end, filter,  budgets
-//	                    │                                                         nesting       (budget.go)
+//	            pending stacks, durations             (stream_replay.go,          end, filter,  budgets
+//	                    │  (stream_tree.go)            order.go)                  nesting       (budget.go)
 //	                    └─ aggregates, no filter: each thread read backwards ──► Needs().Stacks (aggregate*.go, trie.go)
 //
 // A thread's records arrive in the order its calls ended (children before their parent):

@@ -184,3 +184,25 @@ func (p *preOrder) EndThread() error {
 }
 
 func (p *preOrder) Close(t Totals) error { return p.ts.Close(t) }
+
+// postOrder drives a plain Sink from tree events: each kept call when it exits (the order
+// calls ended), marks where they happened.
+type postOrder struct{ s Sink }
+
+func (p postOrder) BeginThread(h *stream.Header, t *stream.Thread) error {
+	return p.s.BeginThread(h, t)
+}
+func (p postOrder) Enter(*Call, int) error           { return nil }
+func (p postOrder) Exit(c *Call, _ int) error        { return p.s.Call(c) }
+func (p postOrder) Mark(m *stream.Mark, _ int) error { return p.s.Mark(m) }
+func (p postOrder) EndThread() error                 { return p.s.EndThread() }
+func (p postOrder) Close(t Totals) error             { return p.s.Close(t) }
+
+// asTree returns the TreeSink the stream reader drives for a sink: its own (Needs.Tree), or
+// its Sink methods called in the order calls ended.
+func asTree(s Sink) TreeSink {
+	if t := s.Needs().Tree; t != nil {
+		return t
+	}
+	return postOrder{s}
+}
