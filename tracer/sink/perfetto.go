@@ -1,89 +1,14 @@
 package sink
 
 import (
-	"compress/zlib"
 	"encoding/binary"
 	"io"
-	"runtime"
 	"strconv"
-	"sync"
 
 	"github.com/msgtrace/msgtrace/tracer/engine"
 	"github.com/msgtrace/msgtrace/tracer/stream"
 	"google.golang.org/protobuf/encoding/protowire"
 )
-
-// Perfetto's trace format (protos/perfetto/trace in google/perfetto): a Trace is a sequence of
-// TracePacket messages, field 1, length-delimited. These are the fields written here, with
-// Perfetto's numbers; nothing else of the schema is needed.
-const (
-	PfTracePacket = 1 // Trace.packet
-
-	pfPacketClockSnapshot = 6  // TracePacket.clock_snapshot
-	pfPacketTimestamp     = 8  // TracePacket.timestamp, uint64, in the packet's clock
-	pfPacketSequenceID    = 10 // TracePacket.trusted_packet_sequence_id, uint32
-	pfPacketTrackEvent    = 11 // TracePacket.track_event
-	pfPacketInterned      = 12 // TracePacket.interned_data
-	pfPacketSeqFlags      = 13 // TracePacket.sequence_flags
-	PfPacketCompressed    = 50 // TracePacket.compressed_packets: a zlib stream of a Trace
-	pfPacketClockID       = 58 // TracePacket.timestamp_clock_id
-	pfPacketDefaults      = 59 // TracePacket.trace_packet_defaults
-	pfPacketDescriptor    = 60 // TracePacket.track_descriptor
-	PfSeqCleared          = 1  // SEQ_INCREMENTAL_STATE_CLEARED
-	PfSeqNeedsIncrement   = 2  // SEQ_NEEDS_INCREMENTAL_STATE
-
-	pfDefaultsClockID    = 58 // TracePacketDefaults.timestamp_clock_id
-	pfDefaultsTrackEvent = 11 // TracePacketDefaults.track_event_defaults
-	pfEventDefaultsTrack = 11 // TrackEventDefaults.track_uuid
-
-	pfSnapshotClock    = 1  // ClockSnapshot.clocks
-	pfClockID          = 1  // ClockSnapshot.Clock.clock_id
-	pfClockTimestamp   = 2  // ClockSnapshot.Clock.timestamp
-	pfClockIncremental = 3  // ClockSnapshot.Clock.is_incremental
-	PfClockBoottime    = 6  // BUILTIN_CLOCK_BOOTTIME: trace time of a proto trace
-	pfClockSequence    = 64 // a sequence-scoped clock (64-127): each thread's, delta-encoded
-
-	pfTrackUUID    = 1 // TrackDescriptor.uuid
-	pfTrackName    = 2 // TrackDescriptor.name
-	pfTrackProcess = 3 // TrackDescriptor.process
-	pfTrackThread  = 4 // TrackDescriptor.thread
-	pfTrackParent  = 5 // TrackDescriptor.parent_uuid
-	pfTrackCounter = 8 // TrackDescriptor.counter
-
-	pfProcessPID  = 1 // ProcessDescriptor.pid
-	pfProcessName = 6 // ProcessDescriptor.process_name
-	pfThreadPID   = 1 // ThreadDescriptor.pid
-	pfThreadTID   = 2 // ThreadDescriptor.tid
-	pfThreadName  = 5 // ThreadDescriptor.thread_name
-
-	pfCounterUnit = 3 // CounterDescriptor.unit
-	pfUnitCount   = 2 // CounterDescriptor.UNIT_COUNT
-
-	pfEventDebug      = 4  // TrackEvent.debug_annotations
-	pfEventType       = 9  // TrackEvent.type
-	pfEventNameIID    = 10 // TrackEvent.name_iid
-	pfEventTrack      = 11 // TrackEvent.track_uuid
-	pfEventCounterVal = 30 // TrackEvent.counter_value, int64
-	pfSliceBegin      = 1  // TYPE_SLICE_BEGIN
-	pfSliceEnd        = 2  // TYPE_SLICE_END
-	PfInstant         = 3  // TYPE_INSTANT
-	pfCounter         = 4  // TYPE_COUNTER
-
-	pfInternedNames = 2 // InternedData.event_names
-	pfNameIID       = 1 // EventName.iid
-	pfNameName      = 2 // EventName.name
-
-	pfDebugBool = 2  // DebugAnnotation.bool_value
-	pfDebugUint = 3  // DebugAnnotation.uint_value
-	pfDebugStr  = 6  // DebugAnnotation.string_value
-	pfDebugName = 10 // DebugAnnotation.name
-)
-
-// pfBatchBytes is how many bytes of packets go into one compressed_packets: Perfetto wants
-// each such packet under 512 KB (trace_packet.proto), and neither pfDeflater nor
-// compress/zlib grows its input by more than a few bytes per 64 KiB (both fall back to
-// stored blocks), so a batch cut past this (by one packet) stays under it compressed.
-const pfBatchBytes = 448 << 10
 
 // PerfettoSink writes Perfetto's native protobuf trace (NAME.pftrace; ui.perfetto.dev opens
 // it, and reads it faster than JSON, from a file a fraction of the size): a process track per
@@ -159,46 +84,6 @@ func NewPerfettoSink(w io.Writer, m Meta) *PerfettoSink {
 func (s *PerfettoSink) Needs() engine.Needs {
 	return engine.Needs{Tree: perfettoTree{s}, Fold: &s.fold, Budget: s.meta.budget(PerfettoBudget)}
 }
-
-// Track uuids: a process's pid<<1|1 (odd), a thread's (pid<<32 ^ tid)<<2 (a multiple of 4),
-// its loss counter that plus 2.
-func ProcessUUID(pid uint64) uint64      { return pid<<1 | 1 }
-func ThreadUUID(pid, tid uint64) uint64  { return (pid<<32 ^ tid) << 2 }
-func counterUUID(pid, tid uint64) uint64 { return ThreadUUID(pid, tid) + 2 }
-
-func appendMsg(b []byte, num protowire.Number, msg []byte) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, msg)
-}
-
-func appendUint(b []byte, num protowire.Number, v uint64) []byte {
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
-}
-
-func appendStr(b []byte, num protowire.Number, v string) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, v)
-}
-
-// appendVarint is protowire.AppendVarint, inlined for the one-byte values of the hot path.
-func appendVarint(b []byte, v uint64) []byte {
-	if v < 0x80 {
-		return append(b, byte(v))
-	}
-	return protowire.AppendVarint(b, v)
-}
-
-// Tags of the hot path, encoded.
-const (
-	TagPacket    = PfTracePacket<<3 | 2
-	tagTimestamp = pfPacketTimestamp<<3 | 0
-	tagEvent     = pfPacketTrackEvent<<3 | 2
-	tagFlags     = pfPacketSeqFlags<<3 | 0
-	tagInterned  = pfPacketInterned<<3 | 2
-	tagType      = pfEventType<<3 | 0
-	tagNameIID   = pfEventNameIID<<3 | 0
-)
 
 // begin starts a packet on the current sequence: its tag, a one-byte length end fixes, and
 // the sequence id.
@@ -583,14 +468,6 @@ func (t perfettoTree) Mark(m *stream.Mark, depth int) error {
 	return s.err
 }
 
-// appendDebugUint appends the TrackEvent field debug_annotations {name, uint_value}.
-func appendDebugUint(b []byte, name string, v uint64) []byte {
-	b = protowire.AppendTag(b, pfEventDebug, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(1+protowire.SizeBytes(len(name))+1+protowire.SizeVarint(v)))
-	b = appendStr(b, pfDebugName, name)
-	return appendUint(b, pfDebugUint, v)
-}
-
 func (t perfettoTree) EndThread() error {
 	s := t.s
 	for in, ok := s.inst.rest(); ok; in, ok = s.inst.rest() {
@@ -631,151 +508,6 @@ func (s *PerfettoSink) flush() {
 		return
 	}
 	s.buf, s.pkts = s.zp.submit(s.buf, s.pkts)
-}
-
-// pfCompressor compresses batches of packets on worker goroutines (as many as there are
-// cores but one, at least one: the caller encodes the next batch meanwhile) and writes them
-// in order, each a TracePacket of compressed_packets.
-type pfCompressor struct {
-	w     io.Writer
-	level int
-	jobs  chan *pfBatch // to the workers
-	order chan *pfBatch // to the writer, in order
-	free  chan *pfBatch // batches written, to reuse
-	done  chan struct{} // the writer has finished
-	mu    sync.Mutex
-	werr  error
-}
-
-type pfBatch struct {
-	raw   []byte
-	pkts  []pfPkt
-	obuf  []byte // the compressed packet, with room in front
-	out   []byte // the compressed packet, in obuf
-	ready chan struct{}
-}
-
-// A worker compresses several times faster than the encoder fills batches: two are plenty.
-const pfMaxWorkers = 2
-
-func newPfCompressor(w io.Writer, level int) *pfCompressor {
-	n := min(pfMaxWorkers, max(1, runtime.GOMAXPROCS(0)-1))
-	// n+1 batches: n compressing (or being written), one to swap with the batch just filled;
-	// made now, so that what is allocated does not depend on the pace of the workers
-	z := &pfCompressor{w: w, level: level, jobs: make(chan *pfBatch, n+1), order: make(chan *pfBatch, n+1),
-		free: make(chan *pfBatch, n+1), done: make(chan struct{})}
-	for i := 0; i <= n; i++ {
-		// a packet is at least 12 bytes; compressed, a batch is rarely half its size
-		z.free <- &pfBatch{raw: make([]byte, 0, pfBatchBytes+4096), pkts: make([]pfPkt, 0, pfBatchBytes/12+512),
-			obuf: make([]byte, 0, pfBatchBytes/2)}
-	}
-	for i := 0; i < n; i++ {
-		go z.work()
-	}
-	go z.write()
-	return z
-}
-
-func (z *pfCompressor) err() error {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	return z.werr
-}
-
-func (z *pfCompressor) setErr(err error) {
-	z.mu.Lock()
-	if z.werr == nil {
-		z.werr = err
-	}
-	z.mu.Unlock()
-}
-
-// submit queues a batch (blocking while the workers are behind) and returns empty buffers
-// for the next.
-func (z *pfCompressor) submit(raw []byte, pkts []pfPkt) ([]byte, []pfPkt) {
-	b := <-z.free
-	nextRaw, nextPkts := b.raw[:0], b.pkts[:0]
-	b.raw, b.pkts, b.ready = raw, pkts, make(chan struct{})
-	z.order <- b
-	z.jobs <- b
-	return nextRaw, nextPkts
-}
-
-// pfSliceWriter appends what is written to it.
-type pfSliceWriter struct{ b []byte }
-
-func (w *pfSliceWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
-
-func (z *pfCompressor) work() {
-	var zw *zlib.Writer
-	var df pfDeflater
-	out := &pfSliceWriter{}
-	// room for the packet's header in front: Trace.packet's tag and length, then
-	// compressed_packets' tag and length; lengths of at most 3 bytes (under 2 MiB)
-	const head = 1 + 3 + 2 + 3
-	var zeros [head]byte
-	for b := range z.jobs {
-		buf := append(b.obuf[:0], zeros[:]...)
-		switch {
-		case z.level == 0:
-			buf = df.compress(buf, b.raw, b.pkts)
-		case zw == nil:
-			var err error
-			out.b = buf
-			if zw, err = zlib.NewWriterLevel(out, z.level); err != nil {
-				z.setErr(err)
-				close(b.ready)
-				continue
-			}
-			fallthrough
-		default:
-			out.b = buf
-			zw.Reset(out)
-			_, err := zw.Write(b.raw)
-			if err == nil {
-				err = zw.Close()
-			}
-			if err != nil {
-				z.setErr(err)
-			}
-			buf = out.b
-		}
-		b.obuf = buf
-		n := uint64(len(buf) - head)
-		var h [head + 8]byte
-		hp := protowire.AppendVarint(protowire.AppendTag(h[8:8], PfPacketCompressed, protowire.BytesType), n)
-		inner := len(hp)
-		hp = append(protowire.AppendVarint(append(h[:0], TagPacket), uint64(inner)+n), hp...)
-		if len(hp) > head { // never, for batches of pfBatchBytes
-			b.out = append(hp, buf[head:]...)
-		} else {
-			b.out = buf[head-len(hp):]
-			copy(b.out, hp)
-		}
-		close(b.ready)
-	}
-}
-
-func (z *pfCompressor) write() {
-	defer close(z.done)
-	for b := range z.order {
-		<-b.ready
-		if z.err() == nil {
-			if _, err := z.w.Write(b.out); err != nil {
-				z.setErr(err)
-			}
-		}
-		b.out = nil
-		z.free <- b // never blocks: there are no more batches than room
-	}
-}
-
-// close waits for every batch to be written.
-func (z *pfCompressor) close() error {
-	close(z.jobs)
-	close(z.order)
-	<-z.done
-	return z.err()
 }
 
 // writeFlows writes, in a sequence of their own, a flow from each release to the wake-up of the
