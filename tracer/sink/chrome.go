@@ -3,7 +3,6 @@ package sink
 import (
 	"io"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/msgtrace/msgtrace/tracer/engine"
 	"github.com/msgtrace/msgtrace/tracer/stream"
@@ -70,22 +69,6 @@ type ChromeSink struct {
 	times   decCache
 	hops    *stream.Hops // the process's (hops.go)
 }
-
-// chromeEnd is an end written in the current group, without its self and total time: at
-// (an offset in the output's current block) is where they go when a begin of name at that time
-// follows (see ChromeSink.endGroup); how says in which form.
-type chromeEnd struct {
-	at        int
-	how       uint8 // endArgsNew, endArgsFirst, endArgsAfter
-	name      string
-	self, dur uint64
-}
-
-const (
-	endArgsNew   = iota // the end has no args: they are added whole
-	endArgsFirst        // its args are {"unwound":true}: the times go first in them
-	endArgsAfter        // its args start with folded_calls: the times follow it
-)
 
 // NewChromeSink writes to w.
 func NewChromeSink(w io.Writer) *ChromeSink {
@@ -200,91 +183,6 @@ func (s *ChromeSink) callHead(end bool, c *engine.Call, ns uint64) []byte {
 	return s.times.micros(append(s.w.b, q...), ns)
 }
 
-// jsonNames keeps names as JSON strings: a call's by its Method, other names (and calls
-// without a Method) by name.
-type jsonNames struct {
-	byMethod []*jsonName
-	byName   map[string]*jsonName
-}
-
-// call returns the entry of a call's method.
-func (c *jsonNames) call(call *engine.Call) *jsonName {
-	m := call.Method
-	if m == 0 {
-		return c.entry(call.Name)
-	}
-	if int(m) < len(c.byMethod) {
-		if e := c.byMethod[m]; e != nil {
-			return e
-		}
-	}
-	c.byMethod = engine.Grow(c.byMethod, m)
-	e := c.byName[call.Name]
-	if e == nil {
-		e = c.make(call.Name, call.Display())
-	}
-	c.byMethod[m] = e
-	return e
-}
-
-// append appends name as a JSON string (appendJSONString).
-func (c *jsonNames) append(b []byte, name string) []byte {
-	if len(name) == 0 {
-		return append(b, `""`...)
-	}
-	return append(b, c.entry(name).q...)
-}
-
-// jsonName is a jsonNames entry: the name, as a JSON string (q), and the head of a begin (b)
-// and of an end (e) of a call of it up to its time, after the separator between events.
-type jsonName struct {
-	s       string
-	q, b, e []byte
-}
-
-// entry returns name's entry, made if it is not there.
-func (c *jsonNames) entry(name string) *jsonName {
-	if len(name) == 0 {
-		return &emptyName
-	}
-	if e := c.byName[name]; e != nil {
-		return e
-	}
-	return c.make(name, engine.DisplayName(name))
-}
-
-// make makes the entry of a name whose display name is d.
-func (c *jsonNames) make(name, d string) *jsonName {
-	e := new(jsonName)
-	c.byName[name] = e
-	e.s, e.q = name, appendJSONString(nil, d)
-	e.b = callHeadOf(nil, 'B', e.q)
-	if d != name {
-		// a Swift class's method: named as people write it, its runtime name (what
-		// identifies it, and what the Objective-C runtime calls it) kept in the begin's
-		// args, the same for every call of it (speedscope keys frames by name and args)
-		e.b = e.b[:len(e.b)-len(`,"ts":`)]
-		e.b = append(e.b, `,"args":{"objc":`...)
-		e.b = appendJSONString(e.b, name)
-		e.b = append(e.b, `},"ts":`...)
-	}
-	e.e = callHeadOf(nil, 'E', e.q)
-	return e
-}
-
-var emptyName = func() jsonName {
-	q := []byte(`""`)
-	return jsonName{q: q, b: callHeadOf(nil, 'B', q), e: callHeadOf(nil, 'E', q)}
-}()
-
-func callHeadOf(b []byte, ph byte, q []byte) []byte {
-	b = append(b, ",\n"+`{"ph":"`...)
-	b = append(b, ph)
-	b = append(b, `","name":`...)
-	b = append(b, q...)
-	return append(b, `,"ts":`...)
-}
-
 // BeginThread writes the thread's (and, the first time, the process's) name.
 func (s *ChromeSink) BeginThread(h *stream.Header, t *stream.Thread) error {
 	return s.pre.BeginThread(h, t)
@@ -375,128 +273,6 @@ func (c chromeTree) BeginThread(h *stream.Header, t *stream.Thread) error {
 		return s.meta("thread_sort_index", t.TID, "sort_index", []byte("-1"))
 	}
 	return nil
-}
-
-// at starts an event at time ts. Events are written at once, in pre-order; those at one
-// time are a group: an end gets args (self_ns, dur_ns) when a begin of the same name is in its
-// group, which is what keeps speedscope from nesting the touching sibling in it (see
-// ChromeSink). Other ends carry nothing (but unwound: true), so that speedscope has nothing to
-// warn about. So an end is written without them, where they go is remembered, and the
-// output's current block is kept (not handed to its writer) until the group ends: the next
-// event at a later time, or the thread's end (endGroup).
-func (s *ChromeSink) at(ts uint64) error {
-	if s.grouped && ts == s.groupTs {
-		return nil
-	}
-	return s.newGroup(ts)
-}
-
-func (s *ChromeSink) newGroup(ts uint64) error {
-	if len(s.gEnds) > 0 { // endGroup, in line
-		if len(s.gBegins) > 0 {
-			s.addEndTimes()
-		}
-		s.gEnds = s.gEnds[:0]
-		s.w.commit(s.w.b)
-	}
-	s.gBegins = s.gBegins[:0]
-	if q := &s.inst; q.next < len(q.list) && q.list[q.next].Nanos < ts || s.cpu.next < len(s.cpu.ss) && s.cpu.ss[s.cpu.next].Nanos < ts {
-		if err := s.writeTimedBefore(ts, false); err != nil {
-			return err
-		}
-	}
-	s.grouped, s.groupTs = true, ts
-	return s.w.err
-}
-
-// endGroup ends the group: the times go into its ends that a begin of the same name follows
-// (inserted in one pass over the group's bytes), and the current block is handed on.
-func (s *ChromeSink) endGroup() error {
-	s.grouped = false
-	if len(s.gEnds) == 0 {
-		s.gBegins = s.gBegins[:0]
-		return nil
-	}
-	if len(s.gBegins) > 0 {
-		s.addEndTimes()
-	}
-	s.gEnds, s.gBegins = s.gEnds[:0], s.gBegins[:0]
-	s.w.commit(s.w.b)
-	return s.w.err
-}
-
-// addEndTimes inserts self_ns and dur_ns into the group's ends whose name a begin of the group
-// has.
-func (s *ChromeSink) addEndTimes() {
-	// the begins of the group, by name: a scan for the small groups of every day, a map for
-	// large ones
-	var begins map[string]bool
-	if len(s.gBegins) > 16 {
-		begins = make(map[string]bool, len(s.gBegins))
-		for _, n := range s.gBegins {
-			begins[n] = true
-		}
-	}
-	begun := func(name string) bool {
-		if begins != nil {
-			return begins[name]
-		}
-		for _, n := range s.gBegins {
-			if n == name {
-				return true
-			}
-		}
-		return false
-	}
-	// the insertions, in order, into one scratch buffer: ins[k] ends at insEnd[k]
-	ins := s.buf[:0]
-	at, ends := s.insAt[:0], s.insEnd[:0]
-	for i := range s.gEnds {
-		e := &s.gEnds[i]
-		if !begun(e.name) {
-			continue
-		}
-		switch e.how {
-		case endArgsNew:
-			ins = append(ins, `,"args":{"self_ns":`...)
-		case endArgsFirst:
-			ins = append(ins, `"self_ns":`...)
-		default:
-			ins = append(ins, `,"self_ns":`...)
-		}
-		ins = appendDec(ins, e.self)
-		ins = append(ins, `,"dur_ns":`...)
-		ins = appendDec(ins, e.dur)
-		switch e.how {
-		case endArgsNew:
-			ins = append(ins, '}')
-		case endArgsFirst:
-			ins = append(ins, ',')
-		}
-		at, ends = append(at, e.at), append(ends, len(ins))
-	}
-	s.buf, s.insAt, s.insEnd = ins, at, ends
-	if len(at) == 0 {
-		return
-	}
-	// grow the block, then move each stretch after an insertion to its place, last first
-	b := s.w.b
-	n := len(b)
-	b = append(b, ins...) // (the bytes are placeholders)
-	to := len(b)
-	for k := len(at) - 1; k >= 0; k-- {
-		from := 0
-		if k > 0 {
-			from = ends[k-1]
-		}
-		seg := b[at[k]:n]
-		to -= len(seg)
-		copy(b[to:], seg)
-		to -= ends[k] - from
-		copy(b[to:], ins[from:ends[k]])
-		n = at[k]
-	}
-	s.w.b = b
 }
 
 func (s *ChromeSink) writeInstant(call *engine.Call, depth int) error {
@@ -632,42 +408,6 @@ func (s *ChromeSink) writeTimeInstant(in *stream.Instant) error {
 	return s.evEnd(b)
 }
 func (c chromeTree) Close(t engine.Totals) error { return nil }
-
-// appendJSONString appends s as a JSON string (strconv.AppendQuote's \x escapes are not JSON).
-// Runs of plain bytes are copied at once; control characters are escaped and invalid UTF-8
-// becomes U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-			i++
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-			i++
-		default:
-			r, n := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && n == 1 {
-				b = append(b, `\ufffd`...)
-			} else {
-				b = append(b, s[i:i+n]...)
-			}
-			i += n
-		}
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
 
 // abort ends the output's writer goroutine: the conversion failed before Close.
 func (s *ChromeSink) abort() { s.w.abort() }
