@@ -85,7 +85,7 @@ func TestHopsPerfetto(t *testing.T) {
 			if ev == nil {
 				continue
 			}
-			if ev.u("type") == sink.PfInstant && strings.HasPrefix(ev.s("name"), "[hop") {
+			if ev.u("type") == pfInstant && strings.HasPrefix(ev.s("name"), "[hop") {
 				t.Errorf("a hop mark written as an instant: %v", ev)
 			}
 			for _, id := range ev["flow_ids"] {

@@ -183,16 +183,16 @@ func TestInstantsPerfetto(t *testing.T) {
 	var got []string
 	for _, p := range pfSequences(t, pb.Bytes()) {
 		ev := p.m("track_event")
-		if ev == nil || ev.u("type") != sink.PfInstant {
+		if ev == nil || ev.u("type") != pfInstant {
 			continue
 		}
 		where := "?"
 		switch p.track {
-		case sink.ProcessUUID(7):
+		case processUUID(7):
 			where = "process"
-		case sink.ThreadUUID(7, 1):
+		case threadUUID(7, 1):
 			where = "main"
-		case sink.ThreadUUID(7, 2):
+		case threadUUID(7, 2):
 			where = "worker"
 		}
 		var args []string

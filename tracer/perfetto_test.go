@@ -172,7 +172,7 @@ func pfInflate(t testing.TB, b []byte) ([]byte, int) {
 	compressed := 0
 	for len(b) > 0 {
 		num, wt, n := protowire.ConsumeTag(b)
-		if num != sink.PfTracePacket || wt != protowire.BytesType {
+		if num != pfTracePacket || wt != protowire.BytesType {
 			t.Fatalf("trace: field %d, wire type %d", num, wt)
 		}
 		p, m := protowire.ConsumeBytes(b[n:])
@@ -182,7 +182,7 @@ func pfInflate(t testing.TB, b []byte) ([]byte, int) {
 		whole := b[:n+m]
 		b = b[n+m:]
 		num, wt, n = protowire.ConsumeTag(p)
-		if num != sink.PfPacketCompressed {
+		if num != pfPacketCompressed {
 			out = append(out, whole...)
 			continue
 		}
@@ -202,7 +202,7 @@ func pfInflate(t testing.TB, b []byte) ([]byte, int) {
 		if err != nil {
 			t.Fatalf("compressed packet %d: %v", compressed, err)
 		}
-		if len(inner) == 0 || inner[0] != sink.TagPacket {
+		if len(inner) == 0 || inner[0] != tagPacket {
 			t.Fatalf("compressed packet %d does not start with a packet", compressed)
 		}
 		out = append(out, inner...)
@@ -253,16 +253,16 @@ func pfSequences(t testing.TB, b []byte) []pfPacket {
 		st := seqs[seq]
 		flags := pk.u("sequence_flags")
 		if st == nil {
-			if flags&sink.PfSeqCleared == 0 { // not needed by trace_processor, but what this writer does
+			if flags&pfSeqCleared == 0 { // not needed by trace_processor, but what this writer does
 				t.Fatalf("packet %d: sequence %d does not start by clearing its state", i, seq)
 			}
 			st = &seqState{}
 			seqs[seq] = st
 		}
-		if flags&sink.PfSeqCleared != 0 {
+		if flags&pfSeqCleared != 0 {
 			*st = seqState{valid: true, names: map[uint64]string{}, clocks: map[uint64]*clock{}}
 		}
-		if flags&sink.PfSeqNeedsIncrement != 0 && !st.valid {
+		if flags&pfSeqNeedsIncrement != 0 && !st.valid {
 			t.Fatalf("packet %d: needs sequence %d's state before it is cleared", i, seq)
 		}
 		if d := pk.m("trace_packet_defaults"); d != nil {
@@ -282,7 +282,7 @@ func pfSequences(t testing.TB, b []byte) []pfPacket {
 			var boot, seqc pfMsg
 			for _, c := range cs["clocks"] {
 				switch c := c.(pfMsg); {
-				case c.u("clock_id") == sink.PfClockBoottime:
+				case c.u("clock_id") == pfClockBoottime:
 					boot = c
 				case c.u("clock_id") >= 64 && c.u("clock_id") < 128:
 					seqc = c
@@ -305,7 +305,7 @@ func pfSequences(t testing.TB, b []byte) []pfPacket {
 			}
 			ts := int64(pk.u("timestamp"))
 			switch {
-			case clk == 0 || clk == sink.PfClockBoottime:
+			case clk == 0 || clk == pfClockBoottime:
 				o.ts = ts
 			case st.clocks[clk] != nil:
 				c := st.clocks[clk]
@@ -378,7 +378,7 @@ func pfImport(t testing.TB, b []byte) pfTrace {
 		if ev == nil {
 			continue
 		}
-		if pk.u("sequence_flags") != sink.PfSeqNeedsIncrement {
+		if pk.u("sequence_flags") != pfSeqNeedsIncrement {
 			t.Fatalf("packet %d: an event that does not say it needs the sequence's state", i)
 		}
 		ts := pk.ts

@@ -267,17 +267,20 @@ func TestReportOpenAndProcesses(t *testing.T) {
 	}
 }
 
+// reportMaxKids is tracer/report's maxKids: the distinct child methods counted per open call.
+const reportMaxKids = 64
+
 // TestReportBoundedChildren: a call with more distinct child methods than are kept lumps the
 // rest together.
 func TestReportBoundedChildren(t *testing.T) {
 	root := rn("-[Big run]", 0, 100)
-	for i := 0; i < report.MaxKids+10; i++ {
+	for i := 0; i < reportMaxKids+10; i++ {
 		name := "-[K m" + strings.Repeat("x", i) + "]"
 		root.kids = append(root.kids, rn(name, float64(i), float64(i)+0.5))
 	}
 	rep := reportOf(t, report.ReportOptions{Children: 100}, reportStream(t, 1, 200, rthread{tid: 1, main: true, roots: []*rnode{root}}))
 	h := rep.Hitches[0]
-	if len(h.Children) != report.MaxKids+1 || h.Children[0] != (report.ChildStat{Method: report.OtherChildren, Calls: 10, DurNanos: 5 * ms}) {
+	if len(h.Children) != reportMaxKids+1 || h.Children[0] != (report.ChildStat{Method: report.OtherChildren, Calls: 10, DurNanos: 5 * ms}) {
 		t.Errorf("%d children, heaviest %+v", len(h.Children), h.Children[0])
 	}
 }

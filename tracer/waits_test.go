@@ -137,10 +137,10 @@ func TestWaitsFlows(t *testing.T) {
 		}
 	}
 	wantPf := []string{
-		fmtFlow("release objc_sync_enter", "", sink.ThreadUUID(7, 200), 29000e3, 1<<40+1, ""),
-		fmtFlow("wake objc_sync_enter", "", sink.ThreadUUID(7, 100), 29010e3, 1<<40+1, ""),
-		fmtFlow("release pthread_cond_wait", "", sink.ThreadUUID(7, 200), 43000e3, 1<<40+2, ""),
-		fmtFlow("wake pthread_cond_wait", "", sink.ThreadUUID(7, 100), 43020e3, 1<<40+2, ""),
+		fmtFlow("release objc_sync_enter", "", threadUUID(7, 200), 29000e3, 1<<40+1, ""),
+		fmtFlow("wake objc_sync_enter", "", threadUUID(7, 100), 29010e3, 1<<40+1, ""),
+		fmtFlow("release pthread_cond_wait", "", threadUUID(7, 200), 43000e3, 1<<40+2, ""),
+		fmtFlow("wake pthread_cond_wait", "", threadUUID(7, 100), 43020e3, 1<<40+2, ""),
 	}
 	if strings.Join(got, "\n") != strings.Join(wantPf, "\n") {
 		t.Errorf("Perfetto flows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantPf, "\n"))

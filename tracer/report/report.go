@@ -217,8 +217,8 @@ func (s *ReportSink) Needs() engine.Needs { return engine.Needs{Tree: s.t} }
 // Report returns the report; complete after Close.
 func (s *ReportSink) Report() *Report { return s.t.rep }
 
-// MaxKids bounds the distinct child methods counted per open call; the rest are "(other)".
-const MaxKids = 64
+// maxKids bounds the distinct child methods counted per open call; the rest are "(other)".
+const maxKids = 64
 
 // OtherChildren names the children of a call past the first maxKids distinct methods.
 const OtherChildren = "(other methods)"
@@ -407,7 +407,7 @@ func (f *reportFrame) addKid(m *threadMethod, dur uint64) {
 			return
 		}
 	}
-	if len(f.kids) < MaxKids {
+	if len(f.kids) < maxKids {
 		f.kids = append(f.kids, kidStat{m: m, calls: 1, dur: dur})
 		return
 	}

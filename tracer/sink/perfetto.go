@@ -90,7 +90,7 @@ func (s *PerfettoSink) Needs() engine.Needs {
 func (s *PerfettoSink) begin() int {
 	start := len(s.buf)
 	s.pkts = append(s.pkts, pfPkt{pos: uint32(start), shape: pfShapeOther})
-	s.buf = append(s.buf, TagPacket, 0)
+	s.buf = append(s.buf, tagPacket, 0)
 	s.buf = append(s.buf, s.seqTag...)
 	return start
 }
@@ -147,7 +147,7 @@ func (s *PerfettoSink) time(b []byte, ts uint64) []byte {
 		return b
 	}
 	b = appendUint(b, pfPacketTimestamp, ts)
-	return appendUint(b, pfPacketClockID, PfClockBoottime)
+	return appendUint(b, pfPacketClockID, pfClockBoottime)
 }
 
 // iid returns name's interned id, and whether the current sequence has yet to be told it.
@@ -220,7 +220,7 @@ func (s *PerfettoSink) appendInterned(b []byte, iid uint64) []byte {
 // that track) of type typ, named iid (if not 0; tell: with the name), with extra fields.
 func (s *PerfettoSink) event(ts uint64, typ byte, iid uint64, tell bool, track uint64, extra []byte) {
 	start := s.begin()
-	b := append(s.buf, tagFlags, PfSeqNeedsIncrement)
+	b := append(s.buf, tagFlags, pfSeqNeedsIncrement)
 	n := 2 + len(extra)
 	if iid != 0 {
 		n += 1 + protowire.SizeVarint(iid)
@@ -254,7 +254,7 @@ func (s *PerfettoSink) sequence(track uint64) {
 	s.seq++
 	s.seqTag = appendUint(s.seqTag[:0], pfPacketSequenceID, uint64(s.seq))
 	var h [8]byte
-	s.headN = len(append(append(h[:0], TagPacket, 0), s.seqTag...))
+	s.headN = len(append(append(h[:0], tagPacket, 0), s.seqTag...))
 	s.head = binary.LittleEndian.Uint64(h[:])
 	s.last = 0
 	// The sequence's first packet clears its state, sets its defaults (the track, the
@@ -263,13 +263,13 @@ func (s *PerfettoSink) sequence(track uint64) {
 	ted := appendUint(nil, pfEventDefaultsTrack, track)
 	def := appendUint(nil, pfDefaultsClockID, pfClockSequence)
 	def = appendMsg(def, pfDefaultsTrackEvent, ted)
-	boot := appendUint(nil, pfClockID, PfClockBoottime)
+	boot := appendUint(nil, pfClockID, pfClockBoottime)
 	boot = appendUint(boot, pfClockTimestamp, 0)
 	seqc := appendUint(nil, pfClockID, pfClockSequence)
 	seqc = appendUint(seqc, pfClockTimestamp, 0)
 	seqc = appendUint(seqc, pfClockIncremental, 1)
 	snap := appendMsg(appendMsg(nil, pfSnapshotClock, boot), pfSnapshotClock, seqc)
-	body := appendUint(nil, pfPacketSeqFlags, PfSeqCleared)
+	body := appendUint(nil, pfPacketSeqFlags, pfSeqCleared)
 	body = appendMsg(body, pfPacketDefaults, def)
 	body = appendMsg(body, pfPacketClockSnapshot, snap)
 	s.packet(body)
@@ -284,7 +284,7 @@ func (s *PerfettoSink) instant(in *stream.Instant) {
 	e = protowire.AppendVarint(e, uint64(1+protowire.SizeBytes(len("kind"))+1+protowire.SizeBytes(len(kind))))
 	e = appendStr(appendStr(e, pfDebugName, "kind"), pfDebugStr, kind)
 	e = appendDebugUint(e, "precision_ns", in.PrecisionNanos)
-	s.event(in.Nanos, PfInstant, iid, tell, 0, e)
+	s.event(in.Nanos, pfInstant, iid, tell, 0, e)
 }
 
 // instantsBefore writes the thread's instants before ts.
@@ -300,7 +300,7 @@ func (t perfettoTree) BeginThread(h *stream.Header, th *stream.Thread) error {
 	describe := func() { // the process's track, before anything refers to it
 		p := appendUint(nil, pfProcessPID, h.PID)
 		p = appendStr(p, pfProcessName, s.meta.ProcessName(h))
-		d := appendUint(nil, pfTrackUUID, ProcessUUID(h.PID))
+		d := appendUint(nil, pfTrackUUID, processUUID(h.PID))
 		d = appendMsg(d, pfTrackProcess, p)
 		s.packet(appendMsg(nil, pfPacketDescriptor, d))
 		if s.pids == nil {
@@ -310,14 +310,14 @@ func (t perfettoTree) BeginThread(h *stream.Header, th *stream.Thread) error {
 	}
 	if ins := processInstants(h); len(ins) > 0 && !s.pids[h.PID] {
 		// the process-wide instants: a sequence of their own, on the process's track
-		s.sequence(ProcessUUID(h.PID))
+		s.sequence(processUUID(h.PID))
 		describe()
 		for i := range ins {
 			s.instant(&ins[i])
 		}
 	}
 	s.tid, s.label, s.counter, s.lost, s.hops = th.TID, engine.ThreadLabel(th), 0, 0, h.Hops
-	s.thread = ThreadUUID(s.pid, th.TID)
+	s.thread = threadUUID(s.pid, th.TID)
 	s.inst.reset(h, th.TID)
 	s.sequence(s.thread)
 	if !s.pids[h.PID] {
@@ -327,7 +327,7 @@ func (t perfettoTree) BeginThread(h *stream.Header, th *stream.Thread) error {
 	td = appendUint(td, pfThreadTID, th.TID)
 	td = appendStr(td, pfThreadName, s.label)
 	d := appendUint(nil, pfTrackUUID, s.thread)
-	d = appendUint(d, pfTrackParent, ProcessUUID(s.pid))
+	d = appendUint(d, pfTrackParent, processUUID(s.pid))
 	d = appendMsg(d, pfTrackThread, td)
 	s.packet(appendMsg(nil, pfPacketDescriptor, d))
 	if tc := h.CPU[th.TID]; tc != nil {
@@ -358,12 +358,12 @@ func (t perfettoTree) Enter(c *engine.Call, _ int) error {
 	// the parts that vary last, so that the packet repeats an earlier one as far as can be
 	if iid < 0x4000 { // the varint by hand: most are 2 bytes
 		if iid < 0x80 {
-			b = append(b, tagFlags, PfSeqNeedsIncrement, tagEvent, 4, tagType, pfSliceBegin, tagNameIID, byte(iid))
+			b = append(b, tagFlags, pfSeqNeedsIncrement, tagEvent, 4, tagType, pfSliceBegin, tagNameIID, byte(iid))
 		} else {
-			b = append(b, tagFlags, PfSeqNeedsIncrement, tagEvent, 5, tagType, pfSliceBegin, tagNameIID, byte(iid)|0x80, byte(iid>>7))
+			b = append(b, tagFlags, pfSeqNeedsIncrement, tagEvent, 5, tagType, pfSliceBegin, tagNameIID, byte(iid)|0x80, byte(iid>>7))
 		}
 	} else {
-		b = append(b, tagFlags, PfSeqNeedsIncrement, tagEvent, byte(3+protowire.SizeVarint(iid)), tagType, pfSliceBegin, tagNameIID)
+		b = append(b, tagFlags, pfSeqNeedsIncrement, tagEvent, byte(3+protowire.SizeVarint(iid)), tagType, pfSliceBegin, tagNameIID)
 		b = protowire.AppendVarint(b, iid)
 	}
 	b = s.time(b, c.StartNanos)
@@ -406,7 +406,7 @@ func (t perfettoTree) Exit(c *engine.Call, _ int) error {
 		return s.err
 	}
 	b, start := s.appendHead()
-	b = append(b, tagFlags, PfSeqNeedsIncrement, tagEvent, 2, tagType, pfSliceEnd, tagTimestamp)
+	b = append(b, tagFlags, pfSeqNeedsIncrement, tagEvent, 2, tagType, pfSliceEnd, tagTimestamp)
 	if d := ts - s.last; d < 0x4000 { // the varint by hand: most are 1 or 2 bytes
 		if d < 0x80 {
 			b = append(b, byte(d))
@@ -450,7 +450,7 @@ func (t perfettoTree) Mark(m *stream.Mark, depth int) error {
 	e = appendDebugUint(e, "count", m.Count)
 	e = appendDebugUint(e, "dur_ns", m.DurNanos)
 	s.scratch = e
-	s.event(m.StartNanos, PfInstant, iid, tell, 0, e)
+	s.event(m.StartNanos, pfInstant, iid, tell, 0, e)
 	if m.Count == 0 {
 		return s.err
 	}
@@ -519,7 +519,7 @@ func (s *PerfettoSink) writeFlows() {
 	if len(fs) == 0 {
 		return
 	}
-	s.sequence(ThreadUUID(fs[0].to.pid, fs[0].to.tid))
+	s.sequence(threadUUID(fs[0].to.pid, fs[0].to.tid))
 	for _, f := range fs {
 		prim := f.name[len("wait "):]
 		args := appendDebugUint(appendDebugUint(nil, "address", f.addr), "holder_tid", f.holder)
@@ -531,7 +531,7 @@ func (s *PerfettoSink) writeFlows() {
 			iid, tell := s.iid(end.name)
 			e := protowire.AppendTag(append([]byte(nil), args...), end.field, protowire.Fixed64Type)
 			e = protowire.AppendFixed64(e, f.id)
-			s.event(end.p.ns, PfInstant, iid, tell, ThreadUUID(end.p.pid, end.p.tid), e)
+			s.event(end.p.ns, pfInstant, iid, tell, threadUUID(end.p.pid, end.p.tid), e)
 		}
 	}
 }

@@ -129,9 +129,9 @@ func (z *pfCompressor) work() {
 		b.obuf = buf
 		n := uint64(len(buf) - head)
 		var h [head + 8]byte
-		hp := protowire.AppendVarint(protowire.AppendTag(h[8:8], PfPacketCompressed, protowire.BytesType), n)
+		hp := protowire.AppendVarint(protowire.AppendTag(h[8:8], pfPacketCompressed, protowire.BytesType), n)
 		inner := len(hp)
-		hp = append(protowire.AppendVarint(append(h[:0], TagPacket), uint64(inner)+n), hp...)
+		hp = append(protowire.AppendVarint(append(h[:0], tagPacket), uint64(inner)+n), hp...)
 		if len(hp) > head { // never, for batches of pfBatchBytes
 			b.out = append(hp, buf[head:]...)
 		} else {

@@ -9,7 +9,7 @@ import "google.golang.org/protobuf/encoding/protowire"
 // TracePacket messages, field 1, length-delimited. These are the fields written here, with
 // Perfetto's numbers; nothing else of the schema is needed.
 const (
-	PfTracePacket = 1 // Trace.packet
+	pfTracePacket = 1 // Trace.packet
 
 	pfPacketClockSnapshot = 6  // TracePacket.clock_snapshot
 	pfPacketTimestamp     = 8  // TracePacket.timestamp, uint64, in the packet's clock
@@ -17,12 +17,12 @@ const (
 	pfPacketTrackEvent    = 11 // TracePacket.track_event
 	pfPacketInterned      = 12 // TracePacket.interned_data
 	pfPacketSeqFlags      = 13 // TracePacket.sequence_flags
-	PfPacketCompressed    = 50 // TracePacket.compressed_packets: a zlib stream of a Trace
+	pfPacketCompressed    = 50 // TracePacket.compressed_packets: a zlib stream of a Trace
 	pfPacketClockID       = 58 // TracePacket.timestamp_clock_id
 	pfPacketDefaults      = 59 // TracePacket.trace_packet_defaults
 	pfPacketDescriptor    = 60 // TracePacket.track_descriptor
-	PfSeqCleared          = 1  // SEQ_INCREMENTAL_STATE_CLEARED
-	PfSeqNeedsIncrement   = 2  // SEQ_NEEDS_INCREMENTAL_STATE
+	pfSeqCleared          = 1  // SEQ_INCREMENTAL_STATE_CLEARED
+	pfSeqNeedsIncrement   = 2  // SEQ_NEEDS_INCREMENTAL_STATE
 
 	pfDefaultsClockID    = 58 // TracePacketDefaults.timestamp_clock_id
 	pfDefaultsTrackEvent = 11 // TracePacketDefaults.track_event_defaults
@@ -32,7 +32,7 @@ const (
 	pfClockID          = 1  // ClockSnapshot.Clock.clock_id
 	pfClockTimestamp   = 2  // ClockSnapshot.Clock.timestamp
 	pfClockIncremental = 3  // ClockSnapshot.Clock.is_incremental
-	PfClockBoottime    = 6  // BUILTIN_CLOCK_BOOTTIME: trace time of a proto trace
+	pfClockBoottime    = 6  // BUILTIN_CLOCK_BOOTTIME: trace time of a proto trace
 	pfClockSequence    = 64 // a sequence-scoped clock (64-127): each thread's, delta-encoded
 
 	pfTrackUUID    = 1 // TrackDescriptor.uuid
@@ -58,7 +58,7 @@ const (
 	pfEventCounterVal = 30 // TrackEvent.counter_value, int64
 	pfSliceBegin      = 1  // TYPE_SLICE_BEGIN
 	pfSliceEnd        = 2  // TYPE_SLICE_END
-	PfInstant         = 3  // TYPE_INSTANT
+	pfInstant         = 3  // TYPE_INSTANT
 	pfCounter         = 4  // TYPE_COUNTER
 
 	pfInternedNames = 2 // InternedData.event_names
@@ -73,9 +73,9 @@ const (
 
 // Track uuids: a process's pid<<1|1 (odd), a thread's (pid<<32 ^ tid)<<2 (a multiple of 4),
 // its loss counter that plus 2.
-func ProcessUUID(pid uint64) uint64      { return pid<<1 | 1 }
-func ThreadUUID(pid, tid uint64) uint64  { return (pid<<32 ^ tid) << 2 }
-func counterUUID(pid, tid uint64) uint64 { return ThreadUUID(pid, tid) + 2 }
+func processUUID(pid uint64) uint64      { return pid<<1 | 1 }
+func threadUUID(pid, tid uint64) uint64  { return (pid<<32 ^ tid) << 2 }
+func counterUUID(pid, tid uint64) uint64 { return threadUUID(pid, tid) + 2 }
 
 func appendMsg(b []byte, num protowire.Number, msg []byte) []byte {
 	b = protowire.AppendTag(b, num, protowire.BytesType)
@@ -102,7 +102,7 @@ func appendVarint(b []byte, v uint64) []byte {
 
 // Tags of the hot path, encoded.
 const (
-	TagPacket    = PfTracePacket<<3 | 2
+	tagPacket    = pfTracePacket<<3 | 2
 	tagTimestamp = pfPacketTimestamp<<3 | 0
 	tagEvent     = pfPacketTrackEvent<<3 | 2
 	tagFlags     = pfPacketSeqFlags<<3 | 0
