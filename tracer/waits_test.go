@@ -185,3 +185,51 @@ func TestWaitsDiff(t *testing.T) {
 		t.Errorf("regressions %+v, new %+v: want -[App frame:]'s wait and the new wait objc_sync_enter", d.Regressions, d.New)
 	}
 }
+
+// TestWaitsHolderEnqueuedBy: when the holder's thread ran work handed to it (an async hop:
+// -[App scheduleIndex] enqueued what -[Index compact] runs in), the wait says who enqueued the
+// holder's work, in its JSON and in the sentence.
+func TestWaitsHolderEnqueuedBy(t *testing.T) {
+	var buf bytes.Buffer
+	w := stream.NewStreamWriter(&buf)
+	w.Process(stream.StreamProcess{PID: 7, Name: "app"})
+	w.Clock(stream.ClockSample{Tick: 0, MonoNanos: 0, RateNum: 1000, RateDen: 1}) // a tick is 1 us
+	w.Methods(stream.StreamMethod{ID: 1, Class: "App", Selector: "frame:"}, stream.StreamMethod{ID: 2, Class: "Index", Selector: "compact"},
+		stream.StreamMethod{ID: 3, Class: "App", Selector: "scheduleIndex"})
+	w.Thread(stream.StreamThread{TID: 100, Flags: stream.ThreadMain, Name: "app"})
+	w.Thread(stream.StreamThread{TID: 200, Name: "indexer"})
+	mark := func(kind stream.MarkKind, at, count uint64) stream.StreamEvent {
+		return stream.StreamEvent{Type: stream.EventMark, ID: uint64(kind), Start: at, End: at, Count: count}
+	}
+	w.Events(200, 0, []stream.StreamEvent{
+		mark(stream.MarkHopBegin, 999, 1),
+		mark(stream.MarkRelease, 30000, 0x7f00cafe0010),
+		{Type: stream.EventCall, ID: 2, Start: 1000, End: 45000, Depth: 0},
+		mark(stream.MarkHopEnd, 45001, 1),
+	})
+	w.Events(100, 0, []stream.StreamEvent{
+		mark(stream.MarkHopEnqueue, 600, 1),
+		{Type: stream.EventCall, ID: 3, Start: 500, End: 900, Depth: 0},
+		{Type: stream.EventWait, ID: uint64(stream.WaitSyncEnter), Start: 5000, End: 30010, Depth: 1, Addr: 0x7f00cafe0010, Holder: 200},
+		{Type: stream.EventCall, ID: 1, Start: 4000, End: 45000, Depth: 0},
+	})
+	if w.Err() != nil {
+		t.Fatal(w.Err())
+	}
+	rep := reportOf(t, report.ReportOptions{BudgetNanos: 16e6}, buf.Bytes())
+	if len(rep.Hitches) != 1 || len(rep.Hitches[0].Waits) != 1 {
+		t.Fatalf("hitches %+v", callKeys(rep.Hitches))
+	}
+	h := rep.Hitches[0]
+	e := h.Waits[0].HolderEnqueuedBy
+	if e == nil || e.Method != "-[App scheduleIndex]" || e.TID != 100 {
+		t.Fatalf("holder enqueued by %+v, want -[App scheduleIndex] on thread 100", e)
+	}
+	if want := "for the lock held by thread indexer in -[Index compact] (enqueued by -[App scheduleIndex])"; !strings.Contains(h.Why, want) {
+		t.Errorf("sentence %q lacks %q", h.Why, want)
+	}
+	js, err := json.Marshal(h.Waits[0])
+	if err != nil || !strings.Contains(string(js), `"holder_enqueued_by":{"method":"-[App scheduleIndex]"`) {
+		t.Errorf("JSON %s (%v)", js, err)
+	}
+}

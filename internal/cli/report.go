@@ -298,6 +298,9 @@ func writeCalls(w io.Writer, cs []report.ReportCall, children, pids bool) {
 		if c.CPU != nil {
 			fmt.Fprintf(w, "                 %s\n", c.CPU.Phrase(c.DurNanos))
 		}
+		if c.EnqueuedBy != nil {
+			fmt.Fprintf(w, "                 %s\n", c.EnqueuedBy)
+		}
 		if c.Why != "" {
 			fmt.Fprintf(w, "                 %s\n", c.Why)
 		}

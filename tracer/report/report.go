@@ -280,6 +280,12 @@ func (r *reportTree) BeginThread(h *stream.Header, t *stream.Thread) error {
 	r.launch = r.launchOf(h)
 	r.cpu = cpuOf(h, t.TID)
 	r.hops = h.Hops
+	if h.Hops != nil {
+		if r.w.hops == nil {
+			r.w.hops = map[uint64]*stream.Hops{}
+		}
+		r.w.hops[r.th.PID] = h.Hops
+	}
 	r.methods = map[string]*threadMethod{}
 	r.stack = r.stack[:0]
 	return nil

@@ -25,7 +25,11 @@ type ReportWait struct {
 	// one, at the wait's start) that lasted 1 ms or more; "" when none is known.
 	HolderMethod string `json:"holder_method,omitempty"`
 	HolderFrom   string `json:"holder_from,omitempty"`
-	ReleaseNanos uint64 `json:"release_ns,omitempty"` // when the holder released it (0: no release seen)
+	// HolderEnqueuedBy is who enqueued the work the holder's thread was running at the release
+	// (without one, at the wait's start): an async hop's enqueuing call (hops.go); nil when it
+	// ran in no recorded hop.
+	HolderEnqueuedBy *HopRef `json:"holder_enqueued_by,omitempty"`
+	ReleaseNanos     uint64  `json:"release_ns,omitempty"` // when the holder released it (0: no release seen)
 }
 
 // waitHolderSpan is how long a call must last for the report to keep it as a holder's method.
@@ -42,6 +46,7 @@ type waitState struct {
 	releases map[string][]waitRelease
 	spans    map[uint64][]waitSpan // by pid<<32 ^ tid
 	names    map[uint64]string
+	hops     map[uint64]*stream.Hops // by pid: who enqueued a holder's work (hops.go)
 }
 
 type waitRelease struct {
@@ -155,6 +160,7 @@ func (r *reportTree) waitsResolve(pid uint64, waiter uint64, ws []ReportWait) {
 		}
 		k := threadKey(pid, x.HolderTID)
 		x.HolderThread = w.names[k]
+		x.HolderEnqueuedBy = hopRef(w.hops[pid], x.HolderTID, at)
 		best := -1
 		for j, s := range w.spans[k] {
 			if s.start <= at && at <= s.end && (best < 0 || s.depth > w.spans[k][best].depth) {
@@ -194,7 +200,8 @@ func waitFor(prim string) string {
 
 // why is the call's sentence: where its time went, running or waiting, and for whom
 // ("-[App frame:] 45.000 ms on thread main: 3.000 ms running, 42.000 ms waiting in
-// objc_sync_enter for the lock held by thread indexer in -[Index compact]"); "" without waits.
+// objc_sync_enter for the lock held by thread indexer in -[Index compact] (enqueued by -[App
+// scheduleIndex])"); "" without waits.
 // Running is the CPU samples' running time where the thread has them (report_cpu.go), else
 // the call's time outside the waits ("outside waits").
 func why(c *ReportCall) string {
@@ -228,6 +235,9 @@ func why(c *ReportCall) string {
 			s += fmt.Sprintf(" %s thread %s", waitFor(w.Primitive), th)
 			if w.HolderMethod != "" {
 				s += " in " + engine.DisplayName(w.HolderMethod)
+			}
+			if e := w.HolderEnqueuedBy; e != nil && e.Method != "" {
+				s += " (enqueued by " + engine.DisplayName(e.Method) + ")"
 			}
 		}
 	}
