@@ -35,7 +35,8 @@ func waitsReport(t *testing.T, path string) *report.Report {
 // thread's -[App frame:] blocks while the worker NSThread "indexer" holds the lock in -[Index
 // compact] (@synchronized, -[NSLock lock]) or signals the condition in -[Index produce]
 // (-[NSCondition wait]): the trace has the wait as a slice under -[App frame:], and the report's
-// hitch is -[App frame:] with the wait, the worker and its method named. An NSLock nobody else
+// hitch is -[App frame:] with the wait, the worker and its method named, and who enqueued the
+// worker's work (-[App scheduleIndex] started the thread: an async hop). An NSLock nobody else
 // wants, taken a million times, records no wait; MSGTRACE_WAITS=0 records none. Ring mode keeps
 // the wait like a call, and MSGTRACE_MIN_US leaves out a wait shorter than it as it does a call.
 func TestGNUstepWaits(t *testing.T) {
@@ -100,7 +101,7 @@ func TestGNUstepWaits(t *testing.T) {
 				t.Errorf("wait %+v (in %d ns), want %s held by indexer in %s (from the %s)", w, hitch.DurNanos, c.wait, c.holderMethod, c.holderFrom)
 			}
 			want := "waiting in " + c.wait + " "
-			if !strings.Contains(hitch.Why, want) || !strings.Contains(hitch.Why, "thread indexer in "+c.holderMethod) {
+			if !strings.Contains(hitch.Why, want) || !strings.Contains(hitch.Why, "thread indexer in "+c.holderMethod+" (enqueued by -[App scheduleIndex])") {
 				t.Errorf("sentence %q, want %q and the holder", hitch.Why, want)
 			}
 			t.Logf("%s", hitch.Why)

@@ -77,6 +77,7 @@ static void hold(void) {
 @interface App : NSObject
 - (int)frame:(int)n;
 - (void)bench:(long)n;
+- (void)scheduleIndex;
 @end
 
 static double now_ns(void) {
@@ -86,6 +87,14 @@ static double now_ns(void) {
 }
 
 @implementation App
+/* the worker is work this method hands over (a thread start: an async hop), so a wait on what
+   the worker holds says who enqueued it */
+- (void)scheduleIndex {
+	Index *ix = [Index new];
+	NSThread *worker = [[NSThread alloc] initWithTarget:ix selector:@selector(run:) object:nil];
+	[worker setName:@"indexer"];
+	[worker start];
+}
 - (int)frame:(int)n {
 	if (strcmp(mode, "sync") == 0) {
 		@synchronized(shared) {
@@ -144,10 +153,7 @@ int main(int argc, char **argv) {
 		return 0;
 	}
 	if (strcmp(mode, "uncontended") != 0) {
-		Index *ix = [Index new];
-		NSThread *worker = [[NSThread alloc] initWithTarget:ix selector:@selector(run:) object:nil];
-		[worker setName:@"indexer"];
-		[worker start];
+		[app scheduleIndex];
 		while (!holding)
 			usleep(1000);
 		if (strcmp(mode, "condition") != 0)
