@@ -1,0 +1,106 @@
+package machobind
+
+// Writing: a page's protection as the Runtime reports it, and the slot writes that
+// make a page writable, store the replacements and restore the protection.
+
+import (
+	"fmt"
+	"sort"
+)
+
+// protections returns the protection of a page as the Runtime reports it: from Protection each
+// time when it answers for one page (PageProber), else from one reading of every mapping,
+// taken at the first question, when the Runtime is a MappingLister (a page the reading does
+// not cover, mapped since, is asked of Protection), else from Protection each time.
+func (r *Rebinder) protections() func(page uintptr) (Prot, error) {
+	if pp, ok := r.rt.(PageProber); ok && pp.ProbesPages() {
+		return r.rt.Protection
+	}
+	ml, ok := r.rt.(MappingLister)
+	if !ok {
+		return r.rt.Protection
+	}
+	var maps []Mapping
+	read := false
+	return func(page uintptr) (Prot, error) {
+		if !read {
+			read = true
+			maps, _ = ml.Mappings() // on failure, every page is asked of Protection
+		}
+		i := sort.Search(len(maps), func(i int) bool { return maps[i].Hi > page })
+		if i < len(maps) && maps[i].Lo <= page {
+			return maps[i].Prot, nil
+		}
+		return r.rt.Protection(page)
+	}
+}
+
+// apply rebinds one image for a hook. The caller holds r.mu.
+func (r *Rebinder) apply(h *Hook, l Loaded) error {
+	im, err := r.match(h, l)
+	if err != nil || len(im.ms) == 0 {
+		return err
+	}
+	if err := r.write(h, im, r.protections()); err != nil {
+		return fmt.Errorf("image %s: %w", l.Name, err)
+	}
+	return nil
+}
+
+// write changes an image's matched slots to the hook's replacements, with prot telling the
+// protection of each page. The caller holds r.mu.
+func (r *Rebinder) write(h *Hook, im imageMatches, prot func(page uintptr) (Prot, error)) error {
+	key := imageKey(im.l)
+	return r.writeSlots(im.ms, prot, func(m match) (uintptr, error) {
+		v := h.rs[m.index].Replacement
+		if m.slot.Kind == KindAuth {
+			return r.rt.Sign(v, m.addr, GOTAuth)
+		}
+		return v, nil
+	}, func(m match, old, new uintptr) {
+		h.writes = append(h.writes, slotWrite{addr: m.addr, old: old, new: new, image: key})
+	})
+}
+
+// writeSlots stores a value into each slot, page by page: a read-only page is made writable
+// for the stores and then given back exactly the protection it had.
+func (r *Rebinder) writeSlots(ms []match, protOf func(page uintptr) (Prot, error), value func(match) (uintptr, error), done func(m match, old, new uintptr)) error {
+	ps := r.rt.PageSize()
+	for i := 0; i < len(ms); {
+		page := ms[i].addr &^ (ps - 1)
+		j := i
+		for j < len(ms) && ms[j].addr&^(ps-1) == page {
+			j++
+		}
+		prot, err := protOf(page)
+		if err != nil {
+			return fmt.Errorf("protection of page %#x: %w", page, err)
+		}
+		if prot&ProtWrite == 0 {
+			if err := r.rt.Protect(page, ps, prot|ProtWrite); err != nil {
+				return fmt.Errorf("making page %#x writable: %w", page, err)
+			}
+		}
+		var werr error
+		for _, m := range ms[i:j] {
+			v, err := value(m)
+			if err != nil {
+				werr = err
+				break
+			}
+			old := loadSlot(m.addr)
+			storeSlot(m.addr, v)
+			done(m, old, v)
+		}
+		if prot&ProtWrite == 0 {
+			if err := r.rt.Protect(page, ps, prot); err != nil && werr == nil {
+				werr = fmt.Errorf("restoring protection of page %#x: %w", page, err)
+			}
+		}
+		if werr != nil {
+			return werr
+		}
+		i = j
+	}
+	return nil
+}
