@@ -228,28 +228,7 @@ func perfettoCPUTracks(t *testing.T, path string) (map[uint64]string, int) {
 	values := 0
 	var walk func(b []byte, fn func(num protowire.Number, v []byte, u uint64))
 	walk = func(b []byte, fn func(num protowire.Number, v []byte, u uint64)) {
-		for len(b) > 0 {
-			num, typ, n := protowire.ConsumeTag(b)
-			if n < 0 {
-				t.Fatalf("%s: bad protobuf", path)
-			}
-			b = b[n:]
-			var v []byte
-			var u uint64
-			switch typ {
-			case protowire.BytesType:
-				v, n = protowire.ConsumeBytes(b)
-			case protowire.VarintType:
-				u, n = protowire.ConsumeVarint(b)
-			default:
-				n = protowire.ConsumeFieldValue(num, typ, b)
-			}
-			if n < 0 {
-				t.Fatalf("%s: bad protobuf", path)
-			}
-			b = b[n:]
-			fn(num, v, u)
-		}
+		pbFields(t, b, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) { fn(num, v, u) })
 	}
 	var packets func(b []byte)
 	packets = func(b []byte) {

@@ -223,32 +223,7 @@ func pfFlows(t *testing.T, b []byte) map[string]string {
 	names := map[uint64]map[uint64]string{} // sequence -> iid -> name
 	var packets func(b []byte)
 	field := func(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, u uint64)) {
-		for len(b) > 0 {
-			num, typ, n := protowire.ConsumeTag(b)
-			if n < 0 {
-				t.Fatal("bad tag")
-			}
-			b = b[n:]
-			switch typ {
-			case protowire.VarintType:
-				u, n := protowire.ConsumeVarint(b)
-				fn(num, typ, nil, u)
-				b = b[n:]
-			case protowire.Fixed64Type:
-				u, n := protowire.ConsumeFixed64(b)
-				fn(num, typ, nil, u)
-				b = b[n:]
-			case protowire.BytesType:
-				v, n := protowire.ConsumeBytes(b)
-				fn(num, typ, v, 0)
-				b = b[n:]
-			default:
-				t.Fatalf("wire type %d", typ)
-			}
-			if n < 0 {
-				t.Fatal("bad field")
-			}
-		}
+		pbFields(t, b, fn)
 	}
 	packet := func(p []byte) {
 		var seq uint64

@@ -121,28 +121,7 @@ func perfettoInstants(t *testing.T, path string) []string {
 	var out []string
 	var packets func(b []byte)
 	field := func(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, u uint64)) {
-		for len(b) > 0 {
-			num, typ, n := protowire.ConsumeTag(b)
-			if n < 0 {
-				t.Fatalf("%s: bad protobuf", path)
-			}
-			b = b[n:]
-			var v []byte
-			var u uint64
-			switch typ {
-			case protowire.BytesType:
-				v, n = protowire.ConsumeBytes(b)
-			case protowire.VarintType:
-				u, n = protowire.ConsumeVarint(b)
-			default:
-				n = protowire.ConsumeFieldValue(num, typ, b)
-			}
-			if n < 0 {
-				t.Fatalf("%s: bad protobuf", path)
-			}
-			b = b[n:]
-			fn(num, typ, v, u)
-		}
+		pbFields(t, b, fn)
 	}
 	packets = func(b []byte) {
 		field(b, func(num protowire.Number, _ protowire.Type, pkt []byte, _ uint64) {
