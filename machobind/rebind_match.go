@@ -6,6 +6,7 @@ package machobind
 import (
 	"fmt"
 	"path"
+	"runtime/debug"
 	"sort"
 )
 
@@ -46,7 +47,20 @@ func (img *Image) ownCode() (uint64, uint64) {
 	return 0, 0
 }
 
-func parseLoaded(l Loaded) (loadedImage, error) {
+// parseLoaded reads a loaded image. The image can be unloaded (dlclose on another thread)
+// between the listing of the images and this read, unmapping what is read: such a fault is
+// turned into an error (the image is skipped) rather than killing the traced program.
+func parseLoaded(l Loaded) (img loadedImage, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(interface{ Addr() uintptr })
+			if !ok {
+				panic(r)
+			}
+			img, err = nil, fmt.Errorf("unreadable at %#x (unloaded while it was read?)", f.Addr())
+		}
+	}()
 	if l.ELF {
 		return ParseLoadedELF(l)
 	}
