@@ -215,8 +215,17 @@ func TestGNUstepMethods(t *testing.T) {
 			for _, n := range c.calls {
 				total += n
 			}
-			if len(tr.threads["main"]) != total {
-				t.Errorf("%d calls, want %d", len(tr.threads["main"]), total)
+			// the methods' calls: a contended wait (MSGTRACE_WAITS: here the main thread may
+			// wait for the runtime's lock while the plugin loads) is a slice "wait ..." of its
+			// own, and not a method's call
+			calls := 0
+			for _, c := range tr.threads["main"] {
+				if !strings.HasPrefix(c.Name, "wait ") {
+					calls++
+				}
+			}
+			if calls != total {
+				t.Errorf("%d calls, want %d", calls, total)
 			}
 			for name, n := range c.calls {
 				if got, _ := tr.count("main", name); got != n {
