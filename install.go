@@ -104,6 +104,27 @@ func (c *CapturePlan) Commit() (*machobind.Hook, []*machobind.Hook, error) {
 	return hs[0], hs[1:], nil
 }
 
+// SendNames lists the entry points the interposers replace on this architecture
+// (objc_msgSend and its variants).
+func SendNames() []string {
+	var ns []string
+	for _, v := range variants() {
+		ns = append(ns, v.name)
+	}
+	return ns
+}
+
+// ParkNames lists the rebindings a long pause gives their originals back: the sends' and the
+// waits' (paused, each only forwards). dlopen, _exit and the signal calls stay bound: they keep
+// the library itself working.
+func ParkNames() []string {
+	ns := SendNames()
+	for _, r := range WaitRebindings() {
+		ns = append(ns, r.Name)
+	}
+	return ns
+}
+
 // interposerOf and originalOf expose the tables to the tests.
 func interposerOf(name string) uintptr {
 	for _, v := range variants() {

@@ -140,14 +140,27 @@ type Hook struct {
 	skipped []error
 	follow  bool // also applies to images loaded later
 	undone  bool
+	// parked: the rebindings (by index) whose slots hold their originals until Unpark
+	parked map[int]bool
 	// prefixes of the names, for walks of ELF objects (made at the first, under r.mu)
 	prefixes *namePrefixes
 }
 
 type slotWrite struct {
 	addr     uintptr
-	old, new uintptr
+	old, new uintptr // before the hook; the replacement (signed for the slot)
 	image    string
+	index    int     // the rebinding, in the hook's
+	kind     Kind    // the slot's
+	parked   uintptr // while parked: what the slot holds instead of new (the original)
+}
+
+// holds is what the hook left in the slot: the replacement, or the original while parked.
+func (w *slotWrite) holds() uintptr {
+	if w.parked != 0 {
+		return w.parked
+	}
+	return w.new
 }
 
 // Original returns what the slots of a rebound name pointed to before, resolved to the real
@@ -315,8 +328,8 @@ func (h *Hook) Undo() error {
 	var errs []error
 	back := map[uintptr]uintptr{}
 	for _, w := range h.writes {
-		if cur := loadSlot(w.addr); cur != w.new {
-			errs = append(errs, fmt.Errorf("slot %#x in %s changed since the hook (%#x, not %#x): left alone", w.addr, w.image, cur, w.new))
+		if cur := loadSlot(w.addr); cur != w.holds() {
+			errs = append(errs, fmt.Errorf("slot %#x in %s changed since the hook (%#x, not %#x): left alone", w.addr, w.image, cur, w.holds()))
 			continue
 		}
 		back[w.addr] = w.old

@@ -124,17 +124,7 @@ func (p *Plan) Commit() ([]*Hook, error) {
 	}
 	prot := r.protections()
 	for _, im := range p.found {
-		key := imageKey(im.l)
-		err := r.writeSlots(im.ms, prot, func(m match) (uintptr, error) {
-			v := p.all[m.index].Replacement
-			if m.slot.Kind == KindAuth {
-				return r.rt.Sign(v, m.addr, GOTAuth)
-			}
-			return v, nil
-		}, func(m match, old, new uintptr) {
-			h := p.hooks[p.setOf[m.index]]
-			h.writes = append(h.writes, slotWrite{addr: m.addr, old: old, new: new, image: key})
-		})
+		err := r.writeMatches(im, prot, func(m match) (*Hook, int) { return p.hooks[p.setOf[m.index]], p.inSet[m.index] })
 		if err != nil {
 			skip(fmt.Errorf("image %s: %w", im.l.Name, err))
 		}

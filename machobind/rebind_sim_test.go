@@ -231,6 +231,7 @@ func checkRebindImage(t *testing.T, img *simdyld.Image) {
 		}
 	}
 	checkProtections(t, img, protBefore)
+	checkParkImage(t, img, h, slots, protBefore)
 
 	if err := h.Undo(); err != nil {
 		t.Fatalf("%s: Undo: %v", img.Path, err)
@@ -239,6 +240,55 @@ func checkRebindImage(t *testing.T, img *simdyld.Image) {
 		t.Fatalf("%s: Undo did not restore the image byte for byte", img.Path)
 	}
 	checkProtections(t, img, protBefore)
+}
+
+// checkParkImage parks every rebinding of a hook over a whole image: each slot holds its
+// name's Original (signed for an auth slot), nothing else changes, protections stay; Unpark
+// gives every slot its replacement back; parked a second time, the image is left for Undo.
+func checkParkImage(t *testing.T, img *simdyld.Image, h *Hook, slots []Slot, prot []simdyld.Segment) {
+	t.Helper()
+	l := loadedOf(img)
+	hooked := bytes.Clone(img.Bytes())
+	n, err := h.Park()
+	if err != nil {
+		t.Fatalf("%s: Park: %v", img.Path, err)
+	}
+	if n != h.Slots() || !h.Parked() {
+		t.Fatalf("%s: Park changed %d slots, the hook has %d (parked %v)", img.Path, n, h.Slots(), h.Parked())
+	}
+	lo := uint64(uintptr(unsafe.Pointer(&img.Bytes()[0])))
+	changed := map[uint64]bool{}
+	for _, s := range slots {
+		if s.Local || s.Absolute {
+			continue
+		}
+		addr := uint64(l.Slide) + s.Addr
+		want := h.Original(s.Symbol)
+		if s.Kind == KindAuth {
+			want |= signMark
+		}
+		if got := loadSlot(uintptr(addr)); got != want || want == 0 {
+			t.Errorf("%s: parked slot %#x (%s) holds %#x, want the original %#x", img.Path, s.Addr, s.Symbol, got, want)
+		}
+		changed[addr-lo] = true
+	}
+	now := img.Bytes()
+	for off := 0; off+8 <= len(hooked); off += 8 {
+		if !changed[uint64(off)] && !bytes.Equal(hooked[off:off+8], now[off:off+8]) {
+			t.Fatalf("%s: Park changed bytes at offset %#x where no slot is", img.Path, off)
+		}
+	}
+	checkProtections(t, img, prot)
+	if n, err := h.Unpark(); err != nil || n != h.Slots() || h.Parked() {
+		t.Fatalf("%s: Unpark changed %d slots of %d: %v", img.Path, n, h.Slots(), err)
+	}
+	if !bytes.Equal(hooked, img.Bytes()) {
+		t.Fatalf("%s: Unpark did not give back every replacement", img.Path)
+	}
+	checkProtections(t, img, prot)
+	if _, err := h.Park(); err != nil {
+		t.Fatalf("%s: Park again: %v", img.Path, err)
+	}
 }
 
 func checkProtections(t *testing.T, img *simdyld.Image, want []simdyld.Segment) {

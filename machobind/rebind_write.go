@@ -47,19 +47,43 @@ func (r *Rebinder) apply(h *Hook, l Loaded) error {
 	return nil
 }
 
-// write changes an image's matched slots to the hook's replacements, with prot telling the
-// protection of each page. The caller holds r.mu.
+// write changes an image's matched slots to the hook's replacements (to the originals for a
+// parked rebinding, recording the replacement for Unpark), with prot telling the protection of
+// each page. The caller holds r.mu.
 func (r *Rebinder) write(h *Hook, im imageMatches, prot func(page uintptr) (Prot, error)) error {
+	return r.writeMatches(im, prot, func(m match) (*Hook, int) { return h, m.index })
+}
+
+// writeMatches is write for matches of several hooks: which(m) is the hook of a match and the
+// index of its rebinding there.
+func (r *Rebinder) writeMatches(im imageMatches, prot func(page uintptr) (Prot, error), which func(match) (*Hook, int)) error {
 	key := imageKey(im.l)
+	news := map[uintptr]uintptr{}
 	return r.writeSlots(im.ms, prot, func(m match) (uintptr, error) {
-		v := h.rs[m.index].Replacement
-		if m.slot.Kind == KindAuth {
-			return r.rt.Sign(v, m.addr, GOTAuth)
+		h, i := which(m)
+		v, err := r.forSlot(h.rs[i].Replacement, m.addr, m.slot.Kind)
+		if err != nil || !h.parked[i] || h.orig[i].Load() == 0 {
+			return v, err
 		}
-		return v, nil
-	}, func(m match, old, new uintptr) {
-		h.writes = append(h.writes, slotWrite{addr: m.addr, old: old, new: new, image: key})
+		news[m.addr] = v
+		return r.forSlot(h.orig[i].Load(), m.addr, m.slot.Kind)
+	}, func(m match, old, stored uintptr) {
+		h, i := which(m)
+		w := slotWrite{addr: m.addr, old: old, new: stored, image: key, index: i, kind: m.slot.Kind}
+		if v, ok := news[m.addr]; ok {
+			w.new, w.parked = v, stored
+		}
+		h.writes = append(h.writes, w)
 	})
+}
+
+// forSlot is a function pointer as a slot of that kind at addr holds it: signed for the slot
+// where the platform signs them (arm64e's __auth_got).
+func (r *Rebinder) forSlot(p, addr uintptr, k Kind) (uintptr, error) {
+	if k == KindAuth {
+		return r.rt.Sign(p, addr, GOTAuth)
+	}
+	return p, nil
 }
 
 // writeSlots stores a value into each slot, page by page: a read-only page is made writable

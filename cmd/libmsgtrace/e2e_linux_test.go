@@ -507,7 +507,7 @@ func testCAPI(t *testing.T, b built, cc string, static bool) {
 		t.Fatalf("%s: %v\n%s", cc, err, out)
 	}
 	atExit := filepath.Join(b.dir, name+"-exit.json")
-	c := b.command(map[string]string{"MSGTRACE_START": "paused", "MSGTRACE_OUT": atExit}, name)
+	c := b.command(map[string]string{"MSGTRACE_START": "paused", "MSGTRACE_OUT": atExit, "MSGTRACE_VERBOSE": "1"}, name)
 	out, err := c.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, out)
@@ -515,13 +515,23 @@ func testCAPI(t *testing.T, b built, cc string, static bool) {
 	var sent, recorded, flushed, threads, dropped uint64
 	var f1, f2 int
 	var paused uint64
+	var parked, bound, parks int
 	text := string(out)
 	for _, line := range strings.Split(text, "\n") {
 		fmt.Sscanf(line, "paused recorded %d", &paused)
+		fmt.Sscanf(line, "parked %d", &parked)
+		fmt.Sscanf(line, "bound %d", &bound)
+		fmt.Sscanf(line, "msgtrace: pauses that parked the send and wait slots: %d", &parks)
 		fmt.Sscanf(line, "flush1 %d", &f1)
 		fmt.Sscanf(line, "flush2 %d", &f2)
 		fmt.Sscanf(line, "sent %d", &sent)
 		fmt.Sscanf(line, "recorded %d flushed %d threads %d dropped %d", &recorded, &flushed, &threads, &dropped)
+	}
+	// paused for 300 ms the program's slot holds objc_msgSend itself (parked), resumed the
+	// interposer
+	// (the second pause, around the second flush, may be too short to park)
+	if parked != 1 || bound != 1 || parks < 1 {
+		t.Errorf("send slot: parked %d, bound again %d, want 1 and 1:\n%s", parked, bound, text)
 	}
 	if paused != 0 || f1 != 0 || f2 != 0 || sent < 3000 || recorded != sent || flushed != sent || threads != 2 || dropped != 0 {
 		t.Fatalf("capi output:\n%s", text)

@@ -175,6 +175,13 @@ func msgtraceExit() {
 			fmt.Fprintf(stderr, "msgtrace: methods at exit: %d instrumented, %d trampolines used (%d class visits, %d never instrumented)\n",
 				st.Instrumented, st.PoolUsed, st.Classes, st.Never)
 		}
+		if slots, parks, err := a.ParkState(); parks > 0 || err != nil {
+			fmt.Fprintf(stderr, "msgtrace: pauses that parked the send and wait slots: %d (%d slots parked now)", parks, slots)
+			if err != nil {
+				fmt.Fprintf(stderr, "; the last time: %v", err)
+			}
+			fmt.Fprintln(stderr)
+		}
 		var small []string // libobjc2: the small-object classes the program registered
 		for tag, c := range msgtrace.SmallObjectClasses() {
 			if c != 0 {

@@ -30,7 +30,9 @@ int msgtrace_start(void);
  * forwarding untraced, for code that cached them). */
 int msgtrace_stop(void);
 
-/* Pause / resume recording; paused, an interposed call costs a load, a compare and a jump. */
+/* Pause / resume recording. Just paused, an interposed call costs a load, a compare and a jump;
+ * paused for 50 ms or more, the send slots hold objc_msgSend itself again (nothing over
+ * untraced). Resuming binds them again before recording starts. */
 void msgtrace_pause(void);
 void msgtrace_resume(void);
 

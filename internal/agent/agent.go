@@ -33,6 +33,7 @@ type Agent struct {
 	methods  methodState // method capture (methods.go)
 	born     time.Time   // when the agent was made (the process's start, near enough)
 	output   string      // the last output this agent wrote to its configured name
+	park     parking     // the send slots given their originals while paused (park.go)
 }
 
 // New returns an agent with a configuration; nothing is installed yet.
@@ -97,7 +98,7 @@ func (a *Agent) Install() error {
 			return a.fail(err)
 		}
 	}
-	msgtrace.SetActive(!a.cfg.Paused)
+	a.parkHook(h, a.cfg.Paused)
 	return a.fail(nil)
 }
 
@@ -191,9 +192,10 @@ func (a *Agent) Skipped() []error {
 	return a.hook.Skipped()
 }
 
-// Pause stops recording (every interposed call becomes a pass-through); Resume starts it.
-func (a *Agent) Pause()  { msgtrace.SetActive(false) }
-func (a *Agent) Resume() { msgtrace.SetActive(true) }
+// Pause stops recording: every interposed call becomes a pass-through, and after ParkAfter the
+// send slots get their originals back (park.go). Resume binds them again and starts recording.
+func (a *Agent) Pause()  { a.setRecording(false) }
+func (a *Agent) Resume() { a.setRecording(true) }
 
 // SetFilters replaces the include and exclude patterns used by the next conversions.
 func (a *Agent) SetFilters(include, exclude []string) error {

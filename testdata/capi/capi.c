@@ -5,6 +5,7 @@
  * it is linked with libmsgtrace.a, where nothing starts before msgtrace_start() and the sends
  * to trace are the program's own.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,6 +23,13 @@ static long tick(id self, SEL cmd) {
 	(void)self, (void)cmd;
 	static _Thread_local long n;
 	return ++n;
+}
+
+/* what the program's own pointer slot for objc_msgSend holds now (PIE: &objc_msgSend is read
+ * from the GOT, a slot the library rebinds) */
+__attribute__((noinline)) static void *msgsend_slot(void) {
+	void *volatile p = (void *)&objc_msgSend;
+	return p;
 }
 
 #define SEND_TICK(obj) ((long (*)(id, SEL))objc_msgSend)((obj), sel_tick)
@@ -56,8 +64,14 @@ int main(void) {
 		SEND_TICK(a);
 	msgtrace_get_counters(&c);
 	printf("paused recorded %llu\n", (unsigned long long)c.recorded);
+	/* paused long enough, the slot holds the original again; resumed, the interposer */
+	usleep(300000);
+	printf("parked %d\n", msgsend_slot() == dlsym(RTLD_DEFAULT, "objc_msgSend"));
+	for (int i = 0; i < 100; i++) /* through the original: not recorded either */
+		SEND_TICK(a);
 
 	msgtrace_resume();
+	printf("bound %d\n", msgsend_slot() != dlsym(RTLD_DEFAULT, "objc_msgSend"));
 	pthread_t th;
 	pthread_create(&th, NULL, sender, b);
 	for (int i = 0; i < 1000; i++)
