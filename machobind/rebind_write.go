@@ -5,6 +5,7 @@ package machobind
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sort"
 )
 
@@ -112,8 +113,11 @@ func (r *Rebinder) writeSlots(ms []match, protOf func(page uintptr) (Prot, error
 				werr = err
 				break
 			}
-			old := loadSlot(m.addr)
-			storeSlot(m.addr, v)
+			old, err := swapSlot(m.addr, v)
+			if err != nil {
+				werr = err
+				break
+			}
 			done(m, old, v)
 		}
 		if prot&ProtWrite == 0 {
@@ -127,4 +131,23 @@ func (r *Rebinder) writeSlots(ms []match, protOf func(page uintptr) (Prot, error
 		i = j
 	}
 	return nil
+}
+
+// swapSlot stores v into a slot and returns what it held. The image can be unloaded (dlclose
+// on another thread) between its reading and this write, its slot's page unmapped: such a fault
+// is an error for that image (left as it is) rather than one that kills the traced program.
+func swapSlot(addr, v uintptr) (old uintptr, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(interface{ Addr() uintptr })
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("slot %#x unwritable (unloaded since it was read?)", f.Addr())
+		}
+	}()
+	old = loadSlot(addr)
+	storeSlot(addr, v)
+	return old, nil
 }
