@@ -23,6 +23,9 @@
 
 static SEL sel_leaf;
 
+/* objc_msgSend under the method's own prototype, as a compiler calls it (through the PLT) */
+extern long send_leaf(id, SEL, long) __asm__("objc_msgSend");
+
 static long leaf(id self, SEL cmd, long x) {
 	(void)self, (void)cmd;
 	__asm__ volatile("");
@@ -42,7 +45,7 @@ static __attribute__((noinline)) double run(id obj, long n) {
 		long x = 0;
 		double t0 = now();
 		for (long i = 0; i < n; i++)
-			x = ((long (*)(id, SEL, long))objc_msgSend)(obj, sel_leaf, x);
+			x = send_leaf(obj, sel_leaf, x);
 		double t = (now() - t0) / (double)n;
 		if (x != n)
 			fprintf(stderr, "bench_park: %ld of %ld sends returned\n", x, n), _exit(1);
