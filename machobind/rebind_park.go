@@ -97,11 +97,25 @@ func (h *Hook) Unpark() (int, error) {
 	return n, errors.Join(append(errs, err)...)
 }
 
-// Parked reports whether any slot of the hook holds its original because of Park.
+// Parked reports whether the hook is parked (Park called, Unpark not since): its named
+// rebindings' slots, those of images loaded since included, hold their originals.
 func (h *Hook) Parked() bool {
 	h.r.mu.Lock()
 	defer h.r.mu.Unlock()
 	return len(h.parked) > 0
+}
+
+// ParkedSlots returns the number of slots that hold their originals because of Park.
+func (h *Hook) ParkedSlots() int {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	n := 0
+	for _, w := range h.writes {
+		if w.parked != 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // rewrite stores to[addr] into each slot of ms, page by page, and calls done on the slot's

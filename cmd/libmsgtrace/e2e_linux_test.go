@@ -569,6 +569,10 @@ func testCAPI(t *testing.T, b built, cc string, static bool) {
 	if n, _ := tr.count("main", "-[Counter tick]"); n != 2010 {
 		t.Errorf("the exit write holds %d of the main thread's 2010 recorded calls", n)
 	}
+	// loaded while the slots were parked, its send slot bound at the resume
+	if n, _ := tr.count("main", "-[Plugin work]"); n != 1 || !strings.Contains(text, "plugin 42") {
+		t.Errorf("the exit write holds -[Plugin work] %d times, want 1 (a library loaded while parked)", n)
+	}
 }
 
 // testMachobindRun traces the app with `machobind run`: the app's output and exit status pass

@@ -24,13 +24,13 @@ type parking struct {
 	hook   *machobind.Hook // the capture's hook, once installed
 	paused bool
 	timer  *time.Timer
-	slots  int   // slots parked now
 	parks  int   // times parked
 	err    error // the last park's or unpark's
 }
 
 // setRecording turns recording on or off. Off, the send slots are parked after ParkAfter
-// unless recording is turned on before; on, parked slots get their interposers back first.
+// unless recording is turned on before; on, parked slots (those of images loaded while parked
+// too) get their interposers back first.
 func (a *Agent) setRecording(on bool) {
 	p := &a.park
 	p.mu.Lock()
@@ -38,7 +38,7 @@ func (a *Agent) setRecording(on bool) {
 	if !on {
 		msgtrace.SetActive(false)
 		p.paused = true
-		if p.hook != nil && p.timer == nil && p.slots == 0 {
+		if p.hook != nil && p.timer == nil && !p.hook.Parked() {
 			p.timer = time.AfterFunc(ParkAfter, a.parkNow)
 		}
 		return
@@ -48,9 +48,8 @@ func (a *Agent) setRecording(on bool) {
 		p.timer.Stop()
 		p.timer = nil
 	}
-	if p.slots > 0 {
+	if p.hook != nil && p.hook.Parked() {
 		_, p.err = p.hook.Unpark()
-		p.slots = 0
 	}
 	msgtrace.SetActive(true)
 }
@@ -61,22 +60,25 @@ func (a *Agent) parkNow() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.timer = nil
-	if !p.paused || p.hook == nil || p.slots > 0 {
+	if !p.paused || p.hook == nil || p.hook.Parked() {
 		return
 	}
-	p.slots, p.err = p.hook.Park(msgtrace.ParkNames()...)
-	if p.slots > 0 {
+	_, p.err = p.hook.Park(msgtrace.ParkNames()...)
+	if p.hook.Parked() {
 		p.parks++
 	}
 }
 
-// ParkState reports how many send slots hold their originals now (recording paused for
-// ParkAfter or longer), how many times they were parked, and the last parking error.
+// ParkState reports how many send and wait slots hold their originals now (recording paused
+// for ParkAfter or longer), how many times pauses parked them, and the last parking error.
 func (a *Agent) ParkState() (slots, parks int, err error) {
 	p := &a.park
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.slots, p.parks, p.err
+	if p.hook != nil {
+		slots = p.hook.ParkedSlots()
+	}
+	return slots, p.parks, p.err
 }
 
 // parkHook gives parking the capture's hook, at install; paused then, the slots are parked

@@ -69,6 +69,13 @@ int main(void) {
 	printf("parked %d\n", msgsend_slot() == dlsym(RTLD_DEFAULT, "objc_msgSend"));
 	for (int i = 0; i < 100; i++) /* through the original: not recorded either */
 		SEND_TICK(a);
+	/* a library loaded while parked: its slot parked as it loads, bound again at the resume */
+	void *plugin = dlopen("libtplugin.so", RTLD_NOW);
+	long (*plugin_run)(void) = plugin ? (long (*)(void))dlsym(plugin, "plugin_run") : NULL;
+	if (!plugin_run) {
+		printf("dlopen: %s\n", dlerror());
+		return 1;
+	}
 
 	msgtrace_resume();
 	printf("bound %d\n", msgsend_slot() != dlsym(RTLD_DEFAULT, "objc_msgSend"));
@@ -97,8 +104,10 @@ int main(void) {
 	printf("filters %d", msgtrace_set_filters("-[Counter tick]", "", 0, 0));
 	printf(" [%s]\n", msgtrace_last_error());
 
+	msgtrace_set_filters(NULL, NULL, 0, -1); /* the exit write: every call */
 	msgtrace_resume(); /* not flushed: the exit handler writes these to MSGTRACE_OUT */
 	for (int i = 0; i < 10; i++)
 		SEND_TICK(a);
+	printf("plugin %ld\n", plugin_run());
 	return 0;
 }
