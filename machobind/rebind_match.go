@@ -52,19 +52,26 @@ func (img *Image) ownCode() (uint64, uint64) {
 // turned into an error (the image is skipped) rather than killing the traced program.
 func parseLoaded(l Loaded) (img loadedImage, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(interface{ Addr() uintptr })
-			if !ok {
-				panic(r)
-			}
-			img, err = nil, fmt.Errorf("unreadable at %#x (unloaded while it was read?)", f.Addr())
-		}
-	}()
+	defer catchFault(&err, func(addr uintptr) error {
+		img = nil
+		return fmt.Errorf("unreadable at %#x (unloaded while it was read?)", addr)
+	})
 	if l.ELF {
 		return ParseLoadedELF(l)
 	}
 	return ParseLoaded(l)
+}
+
+// catchFault, deferred after debug.SetPanicOnFault(true), turns a memory fault into *err, made
+// by what from the faulting address; any other panic goes on.
+func catchFault(err *error, what func(addr uintptr) error) {
+	if r := recover(); r != nil {
+		f, ok := r.(interface{ Addr() uintptr })
+		if !ok {
+			panic(r)
+		}
+		*err = what(f.Addr())
+	}
 }
 
 // imageMatches are the slots of one image that a hook rebinds.

@@ -138,15 +138,9 @@ func (r *Rebinder) writeSlots(ms []match, protOf func(page uintptr) (Prot, error
 // is an error for that image (left as it is) rather than one that kills the traced program.
 func swapSlot(addr, v uintptr) (old uintptr, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(interface{ Addr() uintptr })
-			if !ok {
-				panic(r)
-			}
-			err = fmt.Errorf("slot %#x unwritable (unloaded since it was read?)", f.Addr())
-		}
-	}()
+	defer catchFault(&err, func(addr uintptr) error {
+		return fmt.Errorf("slot %#x unwritable (unloaded since it was read?)", addr)
+	})
 	old = loadSlot(addr)
 	storeSlot(addr, v)
 	return old, nil
