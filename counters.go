@@ -25,6 +25,10 @@ type Counters struct {
 	Written   uint64 // calls the drain wrote into the stream
 	LostBytes uint64 // stream bytes that could not be written (disk full, file gone)
 	Chunks    uint64 // chunks made: pool memory in use is Chunks times the chunk size
+	// Linux: thread states made by the rebound pthread_create before their thread started (so
+	// that its first traced call costs what a later one does), those registered at their
+	// thread's first traced call, and those freed unused as their thread ended (it made none)
+	StatesMade, StatesRegistered, StatesUnused uint64
 }
 
 // ReadCounters returns the current totals.
@@ -32,7 +36,8 @@ func ReadCounters() Counters {
 	var c C.struct_mt_counters
 	C.msgtrace_counters(&c)
 	return Counters{uint64(c.threads), uint64(c.recorded), uint64(c.dropped), uint64(c.overflow),
-		uint64(c.waits), uint64(c.wait_ticks), uint64(c.written), uint64(c.lost_bytes), uint64(c.chunks)}
+		uint64(c.waits), uint64(c.wait_ticks), uint64(c.written), uint64(c.lost_bytes), uint64(c.chunks),
+		uint64(c.states_made), uint64(c.states_registered), uint64(c.states_unused)}
 }
 
 // SetActive turns recording on or off for every thread; off, each interposed call costs a load,

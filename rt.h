@@ -138,6 +138,13 @@ void msgtrace_objc_msgSendSuper2_stret(void);
  * the first traced call of a thread, and a full chunk. */
 void msgtrace_register_thread(void);
 void msgtrace_chunk_full(void);
+#if !defined(__APPLE__)
+/* pthread_create as the rebound slots see it (Linux): the thread's state is made before it
+ * starts, so that its first traced call costs what a later one does (rt_newthread.c); the real
+ * pthread_create is msgtrace_orig_pthread_create, set before any slot points here. */
+extern void *msgtrace_orig_pthread_create MT_HIDDEN;
+int msgtrace_pthread_create(void *thread, const void *attr, void *(*start)(void *), void *arg);
+#endif
 
 /* MSGTRACE_BUFFER_MB, the pool's cap in MiB: its default and its largest value (the Go side's
  * configuration and the early recording before it, rt_launch.c, read the variable alike). */
@@ -160,6 +167,10 @@ struct mt_counters {
 	uint64_t written;  /* calls the drain encoded into the stream */
 	uint64_t lost_bytes; /* stream bytes that could not be written */
 	uint64_t chunks;   /* chunks made (pool memory in use = chunks * chunk size) */
+	/* Linux: thread states made by the rebound pthread_create before their thread started,
+	 * those of them registered at their thread's first traced call, and those freed unused
+	 * as their thread ended */
+	uint64_t states_made, states_registered, states_unused;
 };
 void msgtrace_counters(struct mt_counters *c);
 

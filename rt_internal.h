@@ -81,6 +81,12 @@ struct mt_thread_info {
 	struct mt_drain_thread *drain;   /* the drain's own record of the thread (drain_records.c;
 					  * made by the drain, freed with the thread) */
 	struct mt_ring *ring;            /* ring mode: the thread's kept chunks */
+	/* Linux: a state made by the rebound pthread_create before its thread started
+	 * (rt_newthread.c): the thread's start routine and its argument until it starts, and the
+	 * depth its shadow stack was made for */
+	void *(*start)(void *);
+	void *start_arg;
+	uint32_t depth;
 	struct mt_thread t;              /* last: its shadow stack follows */
 };
 
@@ -128,6 +134,16 @@ struct mt_chunk *msgtrace_chunk_at(uint32_t index);
 uint32_t msgtrace_chunk_index(struct mt_chunk *c);
 uint32_t msgtrace_stack_depth(void);           /* shadow stack entries of threads made now */
 void msgtrace_pool_after_fork(void);
+
+/* rt_newthread.c: a thread's state with a shadow stack of depth entries is this many bytes */
+static inline size_t msgtrace_state_size(uint32_t depth) {
+	return sizeof(struct mt_thread_info) + (size_t)depth * sizeof(struct mt_entry);
+}
+/* The state made for this thread before it started (Linux, the rebound pthread_create), now
+ * the caller's; NULL if there is none or it was made for another depth (then freed). */
+struct mt_thread_info *msgtrace_take_made_state(uint32_t depth);
+/* States made, taken by a registration, freed unused (their thread made no traced call). */
+void msgtrace_made_state_counters(uint64_t *made, uint64_t *taken, uint64_t *unused);
 
 /* ---- rt_handover.c ---- */
 extern volatile int msgtrace_drain_running;

@@ -1,12 +1,13 @@
 /*
  * Thread records, the threads' side of the recorder: a thread's state found through TLS
- * (registration at its first traced call), the chunk switch when its chunk is full (a chunk
+ * (registration at its first traced call, with the state made as the thread was created where
+ * there is one, rt_newthread.c), the chunk switch when its chunk is full (a chunk
  * from the pool, the ring or, after a wait, the drain), the marks a switch makes (a wait,
  * losses, overflow), its exit (open calls closed as unwound, the last chunk handed over), the
  * registry of threads and the counters, and the reset of all of it in a fork child. Called
  * from the assembly's slow paths through msgtrace_slow_* with every register preserved, so C
  * may do anything here, except take a lock a signal handler on this thread could want.
- * Depends on: rt.c, rt_pool.c, rt_handover.c, rt_ring.c.
+ * Depends on: rt.c, rt_pool.c, rt_handover.c, rt_ring.c, rt_newthread.c.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pthread_getname_np */
@@ -352,13 +353,17 @@ void msgtrace_register_thread(void) {
 		return;
 	set_self(&untraced, 0); /* a signal handler's sends pass through meanwhile */
 	uint32_t depth = msgtrace_stack_depth();
-	struct mt_thread_info *info = calloc(1, sizeof *info + (size_t)depth * sizeof(struct mt_entry));
-	if (!info || msgtrace_pool_reserve() != 0) {
-		free(info);
+	if (msgtrace_pool_reserve() != 0)
 		return; /* stays untraced */
+	/* made before the thread started (Linux), else made now */
+	struct mt_thread_info *info = msgtrace_take_made_state(depth);
+	if (!info) {
+		info = calloc(1, msgtrace_state_size(depth));
+		if (!info)
+			return;
+		info->tid = msgtrace_thread_id();
+		info->pt = pthread_self();
 	}
-	info->tid = msgtrace_thread_id();
-	info->pt = pthread_self();
 	pthread_getname_np(pthread_self(), info->name, sizeof info->name);
 #if defined(__APPLE__)
 	if (!info->name[0]) {
@@ -475,6 +480,7 @@ void msgtrace_recorder_counters(struct mt_counters *c) {
 	c->waits = __atomic_load_n(&totals.waits, __ATOMIC_RELAXED);
 	c->wait_ticks = __atomic_load_n(&totals.wait_ticks, __ATOMIC_RELAXED);
 	c->chunks = msgtrace_pool_made();
+	msgtrace_made_state_counters(&c->states_made, &c->states_registered, &c->states_unused);
 }
 
 /* Tests without a drain. */

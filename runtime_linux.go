@@ -6,6 +6,7 @@ package msgtrace
 #cgo LDFLAGS: -ldl
 #include "drain_signals.h"
 #include "elfimages_linux.h"
+#include "rt.h"
 #include "rt_launch.h"
 */
 import "C"
@@ -141,7 +142,8 @@ func (linuxRuntime) Sign(p, _ uintptr, _ machobind.AuthInfo) (uintptr, error) { 
 // used again. sigaction, signal and sysv_signal (and __sysv_signal, what signal is under a
 // strict standard's mode), so that the library's handler for a crashing signal stays first: a
 // handler the program sets goes below it (drain_signals.c), and a crash in the library's own
-// code is still told.
+// code is still told. pthread_create, so that a thread's state is made before it starts and its
+// first traced call costs what a later one does (rt_thread.c).
 func platformRebindings() []machobind.Rebinding {
 	publish := func(p *unsafe.Pointer) func(uintptr) {
 		return func(orig uintptr) { *(*uintptr)(unsafe.Pointer(p)) = orig }
@@ -155,6 +157,8 @@ func platformRebindings() []machobind.Rebinding {
 			Publish: publish((*unsafe.Pointer)(unsafe.Pointer(&C.msgtrace_orig__Exit)))},
 		{Name: "__libc_start_main", Replacement: uintptr(unsafe.Pointer(C.msgtrace___libc_start_main)),
 			Publish: publish(&C.msgtrace_orig___libc_start_main)},
+		{Name: "pthread_create", Replacement: uintptr(unsafe.Pointer(C.msgtrace_pthread_create)),
+			Publish: publish(&C.msgtrace_orig_pthread_create)},
 		{Name: "sigaction", Replacement: uintptr(unsafe.Pointer(C.msgtrace_sigaction))},
 		{Name: "signal", Replacement: uintptr(unsafe.Pointer(C.msgtrace_signal))},
 		{Name: "sysv_signal", Replacement: uintptr(unsafe.Pointer(C.msgtrace_sysv_signal)),

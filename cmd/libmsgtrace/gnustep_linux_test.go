@@ -628,3 +628,56 @@ func TestGNUstepMethods(t *testing.T) {
 		}
 	})
 }
+
+// TestGNUstepThreadStates: a thread made with pthread_create has its state made before it
+// starts (the rebound pthread_create), so that its first traced call only registers it; a
+// thread that makes no traced call takes no chunk, is not counted, and its state is freed as
+// it ends. testdata/gnustep/threadstates.m: the main thread and 4 workers each call
+// +[MTWork work:] once, 100 threads (then 300) make no call at all.
+func TestGNUstepThreadStates(t *testing.T) {
+	testfiles.Slow(t, "builds and runs a GNUstep program")
+	if runtime.GOARCH != "amd64" {
+		t.Skip("Debian's GNUstep is installed for the host (amd64) only")
+	}
+	testfiles.NeedTools(t, "gnustep-config")
+	root := testfiles.Root(t)
+	g := gnustep{dir: t.TempDir()}
+	g.lib = filepath.Join(g.dir, "libmsgtrace.so")
+	buildLib(t, "c-shared", g.lib, "amd64", "gcc")
+	mustGNUstepCC(t, g.dir, "threadstates", filepath.Join(root, "testdata", "gnustep", "threadstates.m"), "-lpthread")
+	prog := filepath.Join(g.dir, "threadstates")
+	for _, idle := range []int{100, 300} {
+		want := fmt.Sprintf("threadstates: %d idle, 4 working, 11\n", idle) // 1 + (1+2+3+4)
+		out := filepath.Join(g.dir, fmt.Sprintf("threadstates-%d.json", idle))
+		env := map[string]string{"THREADSTATES_IDLE": fmt.Sprint(idle), "THREADSTATES_WORK": "4",
+			"MSGTRACE_OUT": out, "MSGTRACE_METHODS": "app", "MSGTRACE_VERBOSE": "1"}
+		so, se, err := g.run(t, true, "home", env, nil, "env", "THREADSTATES_IDLE="+fmt.Sprint(idle), prog)
+		if err != nil || so != want {
+			t.Fatalf("%d idle: traced threadstates: %v\nstdout %q, want %q\nstderr:\n%s", idle, err, so, want, se)
+		}
+		// every thread the program made got a state as it was created; the 4 workers'
+		// first traced calls registered theirs, the idle threads' were freed as they ended
+		states := fmt.Sprintf("msgtrace: thread states: %d made as their thread was created, 4 registered at its first traced call, %d freed unused\n", idle+4, idle)
+		if !strings.Contains(se, states) {
+			t.Errorf("%d idle: want %q, stderr:\n%s", idle, states, se)
+		}
+		// counted: the main thread and the workers, never the idle threads
+		if !strings.Contains(se, "calls on 5 threads") {
+			t.Errorf("%d idle: want the calls on 5 threads, stderr:\n%s", idle, se)
+		}
+		tr := readTrace(t, out)
+		if n, _ := tr.count("main", "+[MTWork work:]"); n != 1 {
+			t.Errorf("%d idle: %d +[MTWork work:] on main, want 1", idle, n)
+		}
+		if n, _ := tr.count("threadstates", "+[MTWork work:]"); n != 4 {
+			t.Errorf("%d idle: %d +[MTWork work:] on the workers, want 4", idle, n)
+		}
+		if len(tr.threads) != 2 {
+			names := make([]string, 0, len(tr.threads))
+			for name := range tr.threads {
+				names = append(names, name)
+			}
+			t.Errorf("%d idle: threads %q in the trace, want main and the workers (threadstates)", idle, names)
+		}
+	}
+}

@@ -171,6 +171,10 @@ func msgtraceExit() {
 		return
 	}
 	if os.Getenv("MSGTRACE_VERBOSE") != "" {
+		if c := msgtrace.ReadCounters(); c.StatesMade > 0 {
+			fmt.Fprintf(stderr, "msgtrace: thread states: %d made as their thread was created, %d registered at its first traced call, %d freed unused\n",
+				c.StatesMade, c.StatesRegistered, c.StatesUnused)
+		}
 		if st, _ := a.MethodStats(); st.Classes > 0 {
 			fmt.Fprintf(stderr, "msgtrace: methods at exit: %d instrumented, %d trampolines used (%d class visits, %d never instrumented)\n",
 				st.Instrumented, st.PoolUsed, st.Classes, st.Never)
