@@ -5,10 +5,9 @@
  * registration takes the state instead of allocating it). Made at that call, the state was
  * the first allocation of a thread new to malloc (its arena made: mmap, mprotect, page
  * faults), some 50 µs on the program's path just when its threads first touch the runtime
- * together (docs/limits.md, poolnew, where it was measured). A thread
- * that never makes a traced call takes no chunk and is not counted: its state is freed as it
- * ends (a pthread key of this file's). Elsewhere (Apple: no pthread_create rebound) there is
- * never a state to take.
+ * together (docs/limits.md, poolnew, where it was measured). A thread that never makes a
+ * traced call takes no chunk and is not counted: its state is freed as it ends (a pthread key
+ * of this file's). Elsewhere (Apple: no pthread_create rebound) there is never a state to take.
  * Depends on: rt_pool.c (the shadow stack's depth).
  */
 #include "rt_internal.h"
