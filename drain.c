@@ -28,11 +28,12 @@
 /* Faulted-in free chunks kept ahead: twice those in use, at least POOL_AHEAD_MIN, at most an
  * eighth of the pool's cap. */
 #define POOL_AHEAD_MIN 4
-/* The drain does not idle (the longer wait) while more chunks than this are in use. */
-#define BUSY_CHUNKS 4
-/* The drain's wait for a wake-up: short after work, longer when idle (ms). */
-#define WAIT_BUSY_MS 1
-#define WAIT_IDLE_MS 10
+/* The drain's wait for a wake-up (ms): a chunk handed over while none waits (rt_handover.c), a
+ * thread short of chunks, a flush, the exit or a crash wake it before. Not shorter while chunks
+ * are in use: each wake-up takes a processor from the program's threads (on one processor it
+ * preempts one, in the middle of whatever it holds), and a drain that woke every millisecond
+ * while more than four threads held chunks did so a thousand times a second for nothing. */
+#define WAIT_MS 10
 
 struct mt_drain mt_drain = {
 	.pass_mu = PTHREAD_MUTEX_INITIALIZER,
@@ -238,8 +239,13 @@ void mt_pass(int force, int final) {
 static void *drain_main(void *arg) {
 	(void)arg;
 	msgtrace_set_untraced_self();
+	/* named, so that it is told from the program's threads (top, gdb, perf, /proc) */
+#if defined(__APPLE__)
+	pthread_setname_np("msgtrace-drain");
+#else
+	pthread_setname_np(pthread_self(), "msgtrace-drain");
+#endif
 	mt_clock_ask_rate();
-	int idle = 0;
 	while (!mt_drain.stop_req) {
 		pthread_mutex_lock(&mt_drain.req_mu);
 		uint64_t want = mt_drain.req_seq;
@@ -274,16 +280,11 @@ static void *drain_main(void *arg) {
 			pthread_cond_broadcast(&mt_drain.req_cv);
 			pthread_mutex_unlock(&mt_drain.req_mu);
 		}
-		if (__atomic_exchange_n(&msgtrace_drain_urgent, 0, __ATOMIC_ACQ_REL)) {
-			idle = 0;
+		if (__atomic_exchange_n(&msgtrace_drain_urgent, 0, __ATOMIC_ACQ_REL))
 			continue;
-		}
 		if (mt_drain.stop_req)
 			break;
-		msgtrace_drain_wait(idle ? WAIT_IDLE_MS : WAIT_BUSY_MS); /* a flush, the exit, a crash or a waiting thread wakes it */
-		idle = 1; /* a quiet period: sleep longer until a chunk comes */
-		if (msgtrace_pool_free_count() + BUSY_CHUNKS < msgtrace_pool_made())
-			idle = 0;
+		msgtrace_drain_wait(WAIT_MS);
 	}
 	return NULL;
 }

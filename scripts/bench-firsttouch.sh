@@ -19,10 +19,13 @@
 # FIRSTTOUCH_THREADS: the threads each program starts (4). FIRSTTOUCH_PROGS: which programs
 # ("firsttouch poolnew"). FIRSTTOUCH_COUNTS: a file the counts are also written to, one line per
 # program and configuration (program, configuration, runs, crashed, ended otherwise wrong, p).
+# FIRSTTOUCH_CPUS: run the programs on these processors only (taskset -c: "1" puts every thread
+# of the program, and of the library's, on one processor, where any wake-up of a thread of ours
+# preempts one of the program's; the setting that shows it best).
 set -euo pipefail
 # the figures also go to docs/bench/firsttouch.md, dated, with the tree and the machine
 source "$(dirname "$0")/bench-record.sh"
-bench_record firsttouch "FIRSTTOUCH_THREADS FIRSTTOUCH_PROGS" "$0" "$@"
+bench_record firsttouch "FIRSTTOUCH_THREADS FIRSTTOUCH_PROGS FIRSTTOUCH_CPUS" "$0" "$@"
 source "$(dirname "$0")/env.sh"
 runs=${1:-300}
 bin=${2:-$MSGTRACE_ROOT/bin}
@@ -34,6 +37,11 @@ for b in "$bin" $base; do
 	done
 done
 command -v gnustep-config >/dev/null || { echo "bench-firsttouch: gnustep-config missing (make setup)" >&2; exit 1; }
+pin=()
+if [ -n "${FIRSTTOUCH_CPUS:-}" ]; then
+	taskset -c "$FIRSTTOUCH_CPUS" true || { echo "bench-firsttouch: FIRSTTOUCH_CPUS=$FIRSTTOUCH_CPUS: not processors taskset takes" >&2; exit 1; }
+	pin=(taskset -c "$FIRSTTOUCH_CPUS")
+fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 progs=${FIRSTTOUCH_PROGS:-firsttouch poolnew}
@@ -64,7 +72,7 @@ run() {
 	key="$prog|$name"
 	[ -n "${ran[$key]+x}" ] || { configs+=("$key"); ran[$key]=0 crashed[$key]=0 signals[$key]="" wrong[$key]=0; }
 	status=0
-	out=$(env "$@" "$dir/$prog" 2>/dev/null) || status=$?
+	out=$("${pin[@]}" env "$@" "$dir/$prog" 2>/dev/null) || status=$?
 	ran[$key]=$((ran[$key] + 1))
 	if ((status > 128)); then
 		crashed[$key]=$((crashed[$key] + 1))
@@ -103,7 +111,7 @@ fisher() {
 	}'
 }
 [ -n "${FIRSTTOUCH_COUNTS:-}" ] && : >"$FIRSTTOUCH_COUNTS"
-echo "bench-firsttouch: $threads threads, $runs runs of each, alternated"
+echo "bench-firsttouch: $threads threads, $runs runs of each, alternated${FIRSTTOUCH_CPUS:+, on processors $FIRSTTOUCH_CPUS}"
 for c in "${configs[@]}"; do
 	prog=${c%%|*} name=${c#*|}
 	by=$(tr ' ' '\n' <<<"${signals[$c]}" | sed '/^$/d' | sort | uniq -c | awk '{printf " %s %s", $2, $1}')

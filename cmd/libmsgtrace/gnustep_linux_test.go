@@ -633,7 +633,8 @@ func TestGNUstepMethods(t *testing.T) {
 // starts (the rebound pthread_create), so that its first traced call only registers it; a
 // thread that makes no traced call takes no chunk, is not counted, and its state is freed as
 // it ends. testdata/gnustep/threadstates.m: the main thread and 4 workers each call
-// +[MTWork work:] once, 100 threads (then 300) make no call at all.
+// +[MTWork work:] once, 100 threads (then 300) make no call at all. The drain thread is named
+// msgtrace-drain.
 func TestGNUstepThreadStates(t *testing.T) {
 	testfiles.Slow(t, "builds and runs a GNUstep program")
 	if runtime.GOARCH != "amd64" {
@@ -647,7 +648,8 @@ func TestGNUstepThreadStates(t *testing.T) {
 	mustGNUstepCC(t, g.dir, "threadstates", filepath.Join(root, "testdata", "gnustep", "threadstates.m"), "-lpthread")
 	prog := filepath.Join(g.dir, "threadstates")
 	for _, idle := range []int{100, 300} {
-		want := fmt.Sprintf("threadstates: %d idle, 4 working, 11\n", idle) // 1 + (1+2+3+4)
+		// 1 + (1+2+3+4); the drain is told by its name
+		want := fmt.Sprintf("threadstates: %d idle, 4 working, 11\nthreadstates: 1 named msgtrace-drain\n", idle)
 		out := filepath.Join(g.dir, fmt.Sprintf("threadstates-%d.json", idle))
 		env := map[string]string{"THREADSTATES_IDLE": fmt.Sprint(idle), "THREADSTATES_WORK": "4",
 			"MSGTRACE_OUT": out, "MSGTRACE_METHODS": "app", "MSGTRACE_VERBOSE": "1"}

@@ -6,11 +6,15 @@
  * The main thread calls +[MTWork work:] once, then starts THREADSTATES_IDLE threads (default
  * 100) that return at once, joins them, then THREADSTATES_WORK threads (default 4) that each
  * call +[MTWork work:] once, and joins them. Prints "threadstates: I idle, W working, S" (S the
- * sum of what the calls returned). */
+ * sum of what the calls returned), then "threadstates: N named msgtrace-drain": the threads of
+ * the process by that name (traced: the library's drain, named so that it is told from the
+ * program's threads). */
 #import <Foundation/Foundation.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MAX_THREADS 1000
 
@@ -51,11 +55,35 @@ static long run(int n, void *(*fn)(void *)) {
 	return sum;
 }
 
+/* How many threads of the process are named name (/proc/self/task/TID/comm). */
+static int named(const char *name) {
+	int n = 0;
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -1;
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[300], comm[64] = "";
+		snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof comm, f))
+			comm[strcspn(comm, "\n")] = 0;
+		fclose(f);
+		n += strcmp(comm, name) == 0;
+	}
+	closedir(d);
+	return n;
+}
+
 int main(void) {
 	int nidle = count("THREADSTATES_IDLE", 100), nwork = count("THREADSTATES_WORK", 4);
 	long sum = [MTWork work:0];
 	run(nidle, idle);
 	sum += run(nwork, worker);
 	printf("threadstates: %d idle, %d working, %ld\n", nidle, nwork, sum);
+	printf("threadstates: %d named msgtrace-drain\n", named("msgtrace-drain"));
 	return 0;
 }
