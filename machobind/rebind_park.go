@@ -39,9 +39,8 @@ func (h *Hook) Park(names ...string) (int, error) {
 	if h.parked == nil {
 		h.parked = map[int]bool{}
 	}
-	var ms []match
+	var us []slotUpdate
 	var errs []error
-	to := map[uintptr]uintptr{}
 	for i := range idx {
 		h.parked[i] = true
 	}
@@ -59,10 +58,9 @@ func (h *Hook) Park(names ...string) (int, error) {
 			errs = append(errs, fmt.Errorf("slot %#x in %s: no original to park: %v", w.addr, w.image, err))
 			continue
 		}
-		to[w.addr] = v
-		ms = append(ms, match{addr: w.addr})
+		us = append(us, slotUpdate{w, v})
 	}
-	n, err := h.rewrite(ms, to, func(w *slotWrite, v uintptr) { w.parked = v })
+	n, err := h.rewrite(us, func(w *slotWrite, v uintptr) { w.parked = v })
 	return n, errors.Join(append(errs, err)...)
 }
 
@@ -77,9 +75,8 @@ func (h *Hook) Unpark() (int, error) {
 		return 0, errors.New("unpark: the hook was undone")
 	}
 	h.parked = nil
-	var ms []match
+	var us []slotUpdate
 	var errs []error
-	to := map[uintptr]uintptr{}
 	for k := range h.writes {
 		w := &h.writes[k]
 		if w.parked == 0 {
@@ -90,10 +87,9 @@ func (h *Hook) Unpark() (int, error) {
 			w.parked = 0 // no longer the hook's: Undo reports it
 			continue
 		}
-		to[w.addr] = w.new
-		ms = append(ms, match{addr: w.addr})
+		us = append(us, slotUpdate{w, w.new})
 	}
-	n, err := h.rewrite(ms, to, func(w *slotWrite, _ uintptr) { w.parked = 0 })
+	n, err := h.rewrite(us, func(w *slotWrite, _ uintptr) { w.parked = 0 })
 	return n, errors.Join(append(errs, err)...)
 }
 
@@ -118,23 +114,28 @@ func (h *Hook) ParkedSlots() int {
 	return n
 }
 
-// rewrite stores to[addr] into each slot of ms, page by page, and calls done on the slot's
-// record for each slot written. The caller holds r.mu.
-func (h *Hook) rewrite(ms []match, to map[uintptr]uintptr, done func(w *slotWrite, v uintptr)) (int, error) {
-	if len(ms) == 0 {
+// slotUpdate is a slot's record and the value rewrite stores into the slot.
+type slotUpdate struct {
+	w *slotWrite
+	v uintptr
+}
+
+// rewrite stores each update's value into its slot, page by page (in address order), and calls
+// done on the slot's record for each slot written. The caller holds r.mu, so the records stay
+// where they are; writeSlots' matches carry the update's position as their index.
+func (h *Hook) rewrite(us []slotUpdate, done func(w *slotWrite, v uintptr)) (int, error) {
+	if len(us) == 0 {
 		return 0, nil
 	}
-	sort.Slice(ms, func(a, b int) bool { return ms[a].addr < ms[b].addr })
-	at := make(map[uintptr]*slotWrite, len(ms))
-	for k := range h.writes {
-		if _, ok := to[h.writes[k].addr]; ok {
-			at[h.writes[k].addr] = &h.writes[k]
-		}
+	sort.Slice(us, func(a, b int) bool { return us[a].w.addr < us[b].w.addr })
+	ms := make([]match, len(us))
+	for i, u := range us {
+		ms[i] = match{addr: u.w.addr, index: i}
 	}
 	n := 0
-	err := h.r.writeSlots(ms, h.r.protections(), func(m match) (uintptr, error) { return to[m.addr], nil },
+	err := h.r.writeSlots(ms, h.r.protections(), func(m match) (uintptr, error) { return us[m.index].v, nil },
 		func(m match, _, v uintptr) {
-			done(at[m.addr], v)
+			done(us[m.index].w, v)
 			n++
 		})
 	return n, err

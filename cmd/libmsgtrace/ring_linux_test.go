@@ -187,7 +187,7 @@ func testRingDumps(t *testing.T, b built) {
 	small := len(b.run) > 0
 	calls, dumps := 40_000_000, 20
 	if small {
-		calls, dumps = 8_000_000, 10
+		calls, dumps = 20_000_000, 10 // qemu: long enough for 3 dumps on an idle machine
 	}
 	dir := t.TempDir()
 	out := filepath.Join(dir, "ring.mtrace")
@@ -204,9 +204,11 @@ func testRingDumps(t *testing.T, b built) {
 		t.Fatalf("stress cycle-ready printed %q", line)
 	}
 	perThread := uint64(calls)
-	taken := 0
 	keptMin, keptMax := uint64(1<<63), uint64(0)
 	var last uint64 // the previous dump's first tick
+	// the dumps are only copied while the program runs, and checked once it ended: reading
+	// each one as it came took longer than the program ran on an idle machine (2 dumps taken)
+	var taken []string
 	for k := 0; k < dumps; k++ {
 		if err := cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 			break // it has exited
@@ -231,6 +233,16 @@ func testRingDumps(t *testing.T, b built) {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		taken = append(taken, p)
+	}
+	rest, _ := rd.ReadString('\n')
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("stress: %v", err)
+	}
+	if len(taken) < 3 {
+		t.Errorf("only %d dumps taken while the program ran", len(taken))
+	}
+	for k, p := range taken {
 		st := streamOrder(t, p)
 		s, tot := readStreams(t, p)
 		if tot.BadFrames != 0 || tot.TornBytes != 0 || len(s.perTID) == 0 || len(s.perTID) > 4 { // the first may come before every thread started
@@ -241,14 +253,6 @@ func testRingDumps(t *testing.T, b built) {
 		if st.end == nil || st.end.Waits != 0 {
 			t.Errorf("dump %d: end frame %+v", k, st.end)
 		}
-		taken++
-	}
-	rest, _ := rd.ReadString('\n')
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("stress: %v", err)
-	}
-	if taken < 3 {
-		t.Errorf("only %d dumps taken while the program ran", taken)
 	}
 	var sent uint64
 	fmt.Sscanf(rest, "sent %d", &sent)
@@ -276,5 +280,5 @@ func testRingDumps(t *testing.T, b built) {
 		}
 	}
 	t.Logf("%d dumps while 4 threads recorded into an 8 MiB ring (%d to %d calls kept: chunks taken back while a dump read them are left out); at exit %d kept + %d overwritten = %d sent",
-		taken, keptMin, keptMax, kept, ow, sent)
+		len(taken), keptMin, keptMax, kept, ow, sent)
 }
