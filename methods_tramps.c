@@ -39,6 +39,7 @@ static const char *const never[] = {
     ".cxx_destruct", "forwardInvocation:", "forwardingTargetForSelector:",
     "methodSignatureForSelector:", "instanceMethodSignatureForSelector:", "resolveInstanceMethod:",
     "resolveClassMethod:", "doesNotRecognizeSelector:", "forward::", "performv::",
+    "methodForSelector:", "instanceMethodForSelector:",
 };
 
 #define NNEVER (sizeof never / sizeof never[0])

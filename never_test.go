@@ -13,6 +13,7 @@ func TestNeverInstrumented(t *testing.T) {
 		".cxx_destruct", "load", "forwardInvocation:", "forwardingTargetForSelector:",
 		"methodSignatureForSelector:", "instanceMethodSignatureForSelector:", "resolveInstanceMethod:",
 		"resolveClassMethod:", "doesNotRecognizeSelector:", "forward::", "performv::",
+		"methodForSelector:", "instanceMethodForSelector:",
 	}
 	for _, s := range never {
 		if !NeverInstrumented(s) {
