@@ -4,9 +4,7 @@ package main
 
 import (
 	"bytes"
-	"compress/zlib"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,55 +228,38 @@ func perfettoCPUTracks(t *testing.T, path string) (map[uint64]string, int) {
 	walk = func(b []byte, fn func(num protowire.Number, v []byte, u uint64)) {
 		pbFields(t, b, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) { fn(num, v, u) })
 	}
-	var packets func(b []byte)
-	packets = func(b []byte) {
-		walk(b, func(num protowire.Number, pkt []byte, _ uint64) {
-			if num != 1 {
-				return
+	perfettoPackets(t, b, func(pkt []byte) {
+		walk(pkt, func(num protowire.Number, v []byte, _ uint64) {
+			switch num {
+			case 60: // track_descriptor: uuid 1, name 2, thread 4 {tid 2}, parent_uuid 5
+				var d desc
+				walk(v, func(num protowire.Number, v []byte, u uint64) {
+					switch num {
+					case 1:
+						d.uuid = u
+					case 2:
+						d.name = string(v)
+					case 4:
+						d.thread = true
+						walk(v, func(num protowire.Number, _ []byte, u uint64) {
+							if num == 2 {
+								d.tid = u
+							}
+						})
+					case 5:
+						d.parent = u
+					}
+				})
+				descs = append(descs, d)
+			case 11: // track_event: double_counter_value 44
+				walk(v, func(num protowire.Number, _ []byte, _ uint64) {
+					if num == 44 {
+						values++
+					}
+				})
 			}
-			walk(pkt, func(num protowire.Number, v []byte, _ uint64) {
-				switch num {
-				case 50: // compressed_packets
-					z, err := zlib.NewReader(bytes.NewReader(v))
-					if err != nil {
-						t.Fatal(err)
-					}
-					inner, err := io.ReadAll(z)
-					if err != nil {
-						t.Fatal(err)
-					}
-					packets(inner)
-				case 60: // track_descriptor: uuid 1, name 2, thread 4 {tid 2}, parent_uuid 5
-					var d desc
-					walk(v, func(num protowire.Number, v []byte, u uint64) {
-						switch num {
-						case 1:
-							d.uuid = u
-						case 2:
-							d.name = string(v)
-						case 4:
-							d.thread = true
-							walk(v, func(num protowire.Number, _ []byte, u uint64) {
-								if num == 2 {
-									d.tid = u
-								}
-							})
-						case 5:
-							d.parent = u
-						}
-					})
-					descs = append(descs, d)
-				case 11: // track_event: double_counter_value 44
-					walk(v, func(num protowire.Number, _ []byte, _ uint64) {
-						if num == 44 {
-							values++
-						}
-					})
-				}
-			})
 		})
-	}
-	packets(b)
+	})
 	threadOf := map[uint64]uint64{}
 	for _, d := range descs {
 		if d.thread {

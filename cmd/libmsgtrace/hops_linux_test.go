@@ -4,9 +4,7 @@ package main
 
 import (
 	"bytes"
-	"compress/zlib"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -67,15 +65,8 @@ func TestGNUstepHopsRecorded(t *testing.T) {
 		if err != nil || !strings.Contains(so, "done") {
 			t.Fatalf("hops: %v\n%s\n%s", err, so, se)
 		}
-		f, err := os.Open(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
 		var s hopSink
-		if _, err := engine.Process(f, engine.Options{MaxDepth: -1}, &s); err != nil {
-			t.Fatal(err)
-		}
+		processStream(t, out, &s)
 		return &s
 	}
 	s := run("on", map[string]string{})
@@ -221,13 +212,12 @@ func pfFlows(t *testing.T, b []byte) map[string]string {
 	type end struct{ name, by string }
 	src, dst := map[uint64]string{}, map[uint64]end{}
 	names := map[uint64]map[uint64]string{} // sequence -> iid -> name
-	var packets func(b []byte)
 	field := func(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, u uint64)) {
 		pbFields(t, b, fn)
 	}
-	packet := func(p []byte) {
+	perfettoPackets(t, b, func(p []byte) {
 		var seq uint64
-		var ev, interned, compressed []byte
+		var ev, interned []byte
 		field(p, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
 			switch num {
 			case 10:
@@ -236,40 +226,12 @@ func pfFlows(t *testing.T, b []byte) map[string]string {
 				ev = v
 			case 12:
 				interned = v
-			case 50:
-				compressed = v
 			}
 		})
-		if compressed != nil {
-			z, err := zlib.NewReader(bytes.NewReader(compressed))
-			if err != nil {
-				t.Fatal(err)
-			}
-			inner, err := io.ReadAll(z)
-			if err != nil {
-				t.Fatal(err)
-			}
-			packets(inner)
-			return
-		}
 		if names[seq] == nil {
 			names[seq] = map[uint64]string{}
 		}
-		field(interned, func(num protowire.Number, _ protowire.Type, v []byte, _ uint64) {
-			if num != 2 { // event_names
-				return
-			}
-			var iid uint64
-			var name string
-			field(v, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
-				if num == 1 {
-					iid = u
-				} else if num == 2 {
-					name = string(v)
-				}
-			})
-			names[seq][iid] = name
-		})
+		perfettoEventNames(t, interned, func(iid uint64, name string) { names[seq][iid] = name })
 		if ev == nil {
 			return
 		}
@@ -306,15 +268,7 @@ func pfFlows(t *testing.T, b []byte) map[string]string {
 		for _, id := range in {
 			dst[id] = end{name, by}
 		}
-	}
-	packets = func(b []byte) {
-		field(b, func(num protowire.Number, _ protowire.Type, v []byte, _ uint64) {
-			if num == 1 {
-				packet(v)
-			}
-		})
-	}
-	packets(b)
+	})
 	got := map[string]string{}
 	for id, d := range dst {
 		if s, ok := src[id]; ok { // trace_processor drops a terminating id it never saw begin

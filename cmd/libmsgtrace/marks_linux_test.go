@@ -4,9 +4,7 @@ package main
 
 import (
 	"bytes"
-	"compress/zlib"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,15 +57,8 @@ func (s *launchSink) instants(pid uint64) []stream.Instant { return s.hdrs[pid].
 
 func readLaunch(t *testing.T, path string) *launchSink {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var s launchSink
-	if _, err := engine.Process(f, engine.Options{MaxDepth: -1}, &s); err != nil {
-		t.Fatal(err)
-	}
+	processStream(t, path, &s)
 	return &s
 }
 
@@ -119,62 +110,31 @@ func perfettoInstants(t *testing.T, path string) []string {
 	}
 	names := map[[2]uint64]string{}
 	var out []string
-	var packets func(b []byte)
 	field := func(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, u uint64)) {
 		pbFields(t, b, fn)
 	}
-	packets = func(b []byte) {
-		field(b, func(num protowire.Number, _ protowire.Type, pkt []byte, _ uint64) {
-			if num != 1 {
-				return
-			}
-			var seq, typ, iid uint64
-			field(pkt, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
-				switch num {
-				case 10:
-					seq = u
-				case 50: // compressed_packets
-					z, err := zlib.NewReader(bytes.NewReader(v))
-					if err != nil {
-						t.Fatal(err)
+	perfettoPackets(t, b, func(pkt []byte) {
+		var seq, typ, iid uint64
+		field(pkt, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
+			switch num {
+			case 10:
+				seq = u
+			case 12: // interned_data
+				perfettoEventNames(t, v, func(iid uint64, name string) { names[[2]uint64{seq, iid}] = name })
+			case 11: // track_event: type, name_iid
+				field(v, func(num protowire.Number, _ protowire.Type, _ []byte, u uint64) {
+					if num == 9 {
+						typ = u
+					} else if num == 10 {
+						iid = u
 					}
-					inner, err := io.ReadAll(z)
-					if err != nil {
-						t.Fatal(err)
-					}
-					packets(inner)
-				case 12: // interned_data: event_names {iid, name}
-					field(v, func(num protowire.Number, _ protowire.Type, en []byte, _ uint64) {
-						if num != 2 {
-							return
-						}
-						var id uint64
-						var name string
-						field(en, func(num protowire.Number, _ protowire.Type, v []byte, u uint64) {
-							if num == 1 {
-								id = u
-							} else if num == 2 {
-								name = string(v)
-							}
-						})
-						names[[2]uint64{seq, id}] = name
-					})
-				case 11: // track_event: type, name_iid
-					field(v, func(num protowire.Number, _ protowire.Type, _ []byte, u uint64) {
-						if num == 9 {
-							typ = u
-						} else if num == 10 {
-							iid = u
-						}
-					})
-				}
-			})
-			if typ == 3 {
-				out = append(out, names[[2]uint64{seq, iid}])
+				})
 			}
 		})
-	}
-	packets(b)
+		if typ == 3 {
+			out = append(out, names[[2]uint64{seq, iid}])
+		}
+	})
 	return out
 }
 
@@ -380,14 +340,7 @@ func TestGNUstepLaunchMarksGUI(t *testing.T) {
 				t.Fatalf("no stream of EdenMath among %v", files)
 			}
 			sink := report.NewReportSink(report.ReportOptions{})
-			f, err := os.Open(strm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			if _, err := engine.Process(f, engine.Options{MaxDepth: -1}, sink); err != nil {
-				t.Fatal(err)
-			}
+			processStream(t, strm, sink)
 			ls := sink.Report().Launches
 			if len(ls) != 1 || ls[0].End.Reason != "mark" || ls[0].End.Name != "first idle" || ls[0].MainNanos == 0 {
 				t.Fatalf("launch %+v", ls)

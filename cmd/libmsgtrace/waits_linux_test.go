@@ -3,7 +3,6 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -11,22 +10,14 @@ import (
 	"testing"
 
 	"github.com/msgtrace/msgtrace/internal/testfiles"
-	"github.com/msgtrace/msgtrace/tracer/engine"
 	"github.com/msgtrace/msgtrace/tracer/report"
 )
 
 // waitsReport is the report of a stream file.
 func waitsReport(t *testing.T, path string) *report.Report {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	sink := report.NewReportSink(report.ReportOptions{})
-	if _, err := engine.Process(f, engine.Options{MaxDepth: -1}, sink); err != nil {
-		t.Fatal(err)
-	}
+	processStream(t, path, sink)
 	return sink.Report()
 }
 
