@@ -11,28 +11,7 @@
 #include <unistd.h>
 #include <string.h>
 
-@interface Num : NSObject {
-	int v;
-}
-- (id)initWithValue:(int)x;
-- (int)value;
-- (NSComparisonResult)compare:(Num *)o;
-@end
-
-@implementation Num
-- (id)initWithValue:(int)x {
-	if ((self = [super init]))
-		v = x;
-	return self;
-}
-- (int)value {
-	return v;
-}
-- (NSComparisonResult)compare:(Num *)o {
-	int w = [o value];
-	return v < w ? NSOrderedAscending : v > w ? NSOrderedDescending : NSOrderedSame;
-}
-@end
+#include "num.h"
 
 @interface SubNum : Num
 @end

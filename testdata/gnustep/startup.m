@@ -16,28 +16,7 @@ static void stamp(const char *what) {
 		fprintf(stderr, "%s %lld\n", what, (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
 }
 
-@interface Num : NSObject {
-	int v;
-}
-- (id)initWithValue:(int)x;
-- (int)value;
-- (NSComparisonResult)compare:(Num *)o;
-@end
-
-@implementation Num
-- (id)initWithValue:(int)x {
-	if ((self = [super init]))
-		v = x;
-	return self;
-}
-- (int)value {
-	return v;
-}
-- (NSComparisonResult)compare:(Num *)o {
-	int w = [o value];
-	return v < w ? NSOrderedAscending : v > w ? NSOrderedDescending : NSOrderedSame;
-}
-@end
+#include "num.h"
 
 int main(void) {
 	stamp("main");
