@@ -21,27 +21,13 @@
 #include <string.h>
 #include <unistd.h>
 
-static volatile int holding; /* the worker holds the lock (or is about to signal) */
-static volatile int about;   /* the main thread is about to wait: the worker holds on 40 ms from here */
+#include "waits_worker.h"
+
 static id shared;            /* the @synchronized object */
 static NSLock *lock;
 static NSCondition *cond;
 static int ready;
 static const char *mode;
-
-/* The worker, holding: until the main thread is about to wait, then 40 ms (a wait of about
- * 40 ms however late the main thread gets there on a busy machine). */
-static void hold(void) {
-	while (!about)
-		usleep(1000);
-	usleep(40000);
-}
-
-@interface Index : NSObject
-- (void)run:(id)arg;
-- (void)compact;
-- (void)produce;
-@end
 
 @implementation Index
 - (void)run:(id)arg {
@@ -90,10 +76,7 @@ static double now_ns(void) {
 /* the worker is work this method hands over (a thread start: an async hop), so a wait on what
    the worker holds says who enqueued it */
 - (void)scheduleIndex {
-	Index *ix = [Index new];
-	NSThread *worker = [[NSThread alloc] initWithTarget:ix selector:@selector(run:) object:nil];
-	[worker setName:@"indexer"];
-	[worker start];
+	start_indexer([Index new]);
 }
 - (int)frame:(int)n {
 	if (strcmp(mode, "sync") == 0) {

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "waits_worker.h"
+
 typedef uint32_t os_unfair_lock;
 void os_unfair_lock_lock(os_unfair_lock *);
 void os_unfair_lock_unlock(os_unfair_lock *);
@@ -26,19 +28,10 @@ void dispatch_group_leave(void *);
 long dispatch_group_wait(void *, uint64_t);
 #define FOREVER (~0ull)
 
-static volatile int holding; /* the worker holds the lock (or is about to signal) */
-static volatile int about;   /* the main thread is about to wait: the worker holds on 40 ms from here */
 static os_unfair_lock ulock;
 static void *queue, *sema, *group;
 static const char *mode;
 
-/* The worker, holding: until the main thread is about to wait, then 40 ms (a wait of about
- * 40 ms however late the main thread gets there on a busy machine). */
-static void hold(void) {
-	while (!about)
-		usleep(1000);
-	usleep(40000);
-}
 static int ran;
 
 static void busy(void *arg) {
@@ -47,12 +40,6 @@ static void busy(void *arg) {
 	hold();
 }
 static void work(void *arg) { *(int *)arg += 1; }
-
-@interface Index : NSObject
-- (void)run:(id)arg;
-- (void)compact;
-- (void)produce;
-@end
 
 @implementation Index
 - (void)run:(id)arg {
@@ -111,10 +98,7 @@ int main(int argc, char **argv) {
 	group = dispatch_group_create();
 	dispatch_group_enter(group);
 	App *app = [App new];
-	Index *ix = [Index new];
-	NSThread *worker = [[NSThread alloc] initWithTarget:ix selector:@selector(run:) object:nil];
-	[worker setName:@"indexer"];
-	[worker start];
+	start_indexer([Index new]);
 	while (!holding)
 		usleep(1000);
 	usleep(5000);
