@@ -157,8 +157,9 @@ bench-cpu: build
 # main thread does (testdata/gnustep/firsttouch.m and poolnew.m, two races of gnustep-base's
 # own), RUNS=300 runs each untraced, traced at the default selection and with
 # MSGTRACE_METHODS=all, alternated; how many died of a signal in each, and Fisher's exact test
-# of each traced count against the untraced one (BASE=dir: a second build in the same rounds;
-# FIRSTTOUCH_PROGS, FIRSTTOUCH_COUNTS: see the script).
+# of each traced count against the untraced one, by block of rounds too; exit status 3 when a
+# traced configuration crashed more often beyond chance (BASE=dir: a second build in the same
+# rounds; FIRSTTOUCH_PROGS, FIRSTTOUCH_CPUS, FIRSTTOUCH_BLOCKS, FIRSTTOUCH_COUNTS: see the script).
 bench-firsttouch: build
 	bash scripts/bench-firsttouch.sh $${RUNS:-300} bin $${BASE:-}
 

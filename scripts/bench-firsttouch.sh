@@ -18,19 +18,29 @@
 #   bench-firsttouch.sh [RUNS] [BIN] [BASE]   (RUNS: 300; BIN: bin, with libmsgtrace-preload.so)
 # FIRSTTOUCH_THREADS: the threads each program starts (4). FIRSTTOUCH_PROGS: which programs
 # ("firsttouch poolnew"). FIRSTTOUCH_COUNTS: a file the counts are also written to, one line per
-# program and configuration (program, configuration, runs, crashed, ended otherwise wrong, p).
+# program and configuration (program, configuration, runs, crashed, ended otherwise wrong, p,
+# one-sided p of "above untraced").
 # FIRSTTOUCH_CPUS: run the programs on these processors only (taskset -c: "1" puts every thread
 # of the program, and of the library's, on one processor, where any wake-up of a thread of ours
 # preempts one of the program's; the setting that shows it best).
+# FIRSTTOUCH_BLOCKS: the rounds are also counted in this many blocks of consecutive rounds (5;
+# 1: not), each with its start time: on one processor the counts follow the phase of every
+# thread's activity around the workers' start and drift over an hour, in both directions, so
+# a difference that holds in one block only is drift, not tracing.
+# Exit status 3 when a traced configuration crashed more often than untraced beyond chance
+# (one-sided Fisher p < 0.001: "above untraced"); the run is recorded then too.
 set -euo pipefail
 # the figures also go to docs/bench/firsttouch.md, dated, with the tree and the machine
 source "$(dirname "$0")/bench-record.sh"
-bench_record firsttouch "FIRSTTOUCH_THREADS FIRSTTOUCH_PROGS FIRSTTOUCH_CPUS" "$0" "$@"
+bench_record firsttouch "FIRSTTOUCH_THREADS FIRSTTOUCH_PROGS FIRSTTOUCH_CPUS FIRSTTOUCH_BLOCKS" "$0" "$@"
 source "$(dirname "$0")/env.sh"
 runs=${1:-300}
 bin=${2:-$MSGTRACE_ROOT/bin}
 base=${3:-}
 threads=${FIRSTTOUCH_THREADS:-4}
+blocks=${FIRSTTOUCH_BLOCKS:-5}
+[[ "$blocks" =~ ^[1-9][0-9]*$ ]] || { echo "bench-firsttouch: FIRSTTOUCH_BLOCKS=$blocks: not a count of blocks" >&2; exit 1; }
+((blocks <= runs)) || blocks=$runs
 for b in "$bin" $base; do
 	for f in libmsgtrace.so libmsgtrace-preload.so; do
 		[ -f "$b/$f" ] || { echo "bench-firsttouch: $b/$f missing (make build)" >&2; exit 1; }
@@ -62,9 +72,10 @@ declare -A want=([firsttouch]="firsttouch: $threads threads, $threads touches" [
 ulimit -c 0
 
 # per program and configuration ("prog|config"): runs, crashes, crashes by signal name, runs
-# that ended wrong otherwise
-declare -A ran crashed signals wrong
-configs=()
+# that ended wrong otherwise; crashes per block ("prog|config|block"); each block's start time
+declare -A ran crashed signals wrong inblock
+configs=() started=()
+block=0
 # one run of program prog in configuration name: the program under env's variables
 run() {
 	local prog=$1 name=$2 key status out
@@ -76,6 +87,7 @@ run() {
 	ran[$key]=$((ran[$key] + 1))
 	if ((status > 128)); then
 		crashed[$key]=$((crashed[$key] + 1))
+		inblock[$key|$block]=$((${inblock[$key|$block]:-0} + 1))
 		signals[$key]+=" $(kill -l $((status - 128)) 2>/dev/null || echo $((status - 128)))"
 	elif ((status != 0)) || [ "$out" != "${want[$prog]}" ]; then
 		wrong[$key]=$((wrong[$key] + 1))
@@ -87,6 +99,8 @@ traced() {
 	run "$prog" "${tag}traced, all" LD_PRELOAD="$b/libmsgtrace-preload.so" MSGTRACE_OUT="$dir/a.mtrace" MSGTRACE_QUIET=1 MSGTRACE_METHODS=all
 }
 for ((i = 0; i < runs; i++)); do
+	block=$((i * blocks / runs))
+	[ -n "${started[$block]:-}" ] || started[$block]=$(date -u +%H:%M)
 	for p in $progs; do
 		run "$p" untraced
 		traced "$p" "$bin" ""
@@ -94,9 +108,10 @@ for ((i = 0; i < runs; i++)); do
 	done
 done 2>/dev/null # bash reports each child's signal; the counts say it
 
-# fisher A N B M: two-sided p of Fisher's exact test, A of N against B of M
+# fisher A N B M [greater]: two-sided p of Fisher's exact test, A of N against B of M; with
+# "greater", one-sided: how likely B or more of M are when both rates are the same
 fisher() {
-	awk -v a="$1" -v n="$2" -v b="$3" -v m="$4" 'BEGIN {
+	awk -v a="$1" -v n="$2" -v b="$3" -v m="$4" -v greater="${5:-}" 'BEGIN {
 		t = n + m; c = a + b
 		lf[0] = 0
 		for (k = 1; k <= t; k++) lf[k] = lf[k - 1] + log(k)
@@ -105,22 +120,49 @@ fisher() {
 		lo = c - m > 0 ? c - m : 0; hi = c < n ? c : n; p = 0
 		for (x = lo; x <= hi; x++) {
 			q = base - lf[x] - lf[n - x] - lf[c - x] - lf[m - c + x]
-			if (q <= obs + 1e-7 && q > -700) p += exp(q) # past -700: nothing a double holds
+			if (greater != "") { if (c - x >= b && q > -700) p += exp(q) } # the traced count: c - x
+			else if (q <= obs + 1e-7 && q > -700) p += exp(q) # past -700: nothing a double holds
 		}
 		printf "%.3g", (p > 1 ? 1 : p)
 	}'
 }
 [ -n "${FIRSTTOUCH_COUNTS:-}" ] && : >"$FIRSTTOUCH_COUNTS"
 echo "bench-firsttouch: $threads threads, $runs runs of each, alternated${FIRSTTOUCH_CPUS:+, on processors $FIRSTTOUCH_CPUS}"
+above=()
 for c in "${configs[@]}"; do
 	prog=${c%%|*} name=${c#*|}
 	by=$(tr ' ' '\n' <<<"${signals[$c]}" | sed '/^$/d' | sort | uniq -c | awk '{printf " %s %s", $2, $1}')
-	p=-
-	[ "$name" != untraced ] && p=$(fisher "${crashed[$prog|untraced]}" "${ran[$prog|untraced]}" "${crashed[$c]}" "${ran[$c]}")
+	p=- pg=-
+	if [ "$name" != untraced ]; then
+		p=$(fisher "${crashed[$prog|untraced]}" "${ran[$prog|untraced]}" "${crashed[$c]}" "${ran[$c]}")
+		pg=$(fisher "${crashed[$prog|untraced]}" "${ran[$prog|untraced]}" "${crashed[$c]}" "${ran[$c]}" greater)
+		awk -v p="$pg" 'BEGIN {exit !(p < 0.001)}' && above+=("$prog $name")
+	fi
 	printf '  %-11s %-22s %4d of %d crashed (%4.1f %%)%s%s%s\n' "$prog" "$name" "${crashed[$c]}" "${ran[$c]}" \
 		"$(awk -v a="${crashed[$c]}" -v b="${ran[$c]}" 'BEGIN {print 100 * a / b}')" \
 		"${by:+:$by}" "$( ((wrong[$c] > 0)) && echo ", ${wrong[$c]} ended otherwise wrong")" \
-		"$([ "$p" != - ] && echo "; against untraced p = $p")"
-	[ -n "${FIRSTTOUCH_COUNTS:-}" ] && printf '%s\t%s\t%d\t%d\t%d\t%s\n' "$prog" "$name" "${ran[$c]}" "${crashed[$c]}" "${wrong[$c]}" "$p" >>"$FIRSTTOUCH_COUNTS"
+		"$([ "$p" != - ] && echo "; against untraced p = $p, above it p = $pg")"
+	[ -n "${FIRSTTOUCH_COUNTS:-}" ] && printf '%s\t%s\t%d\t%d\t%d\t%s\t%s\n' "$prog" "$name" "${ran[$c]}" "${crashed[$c]}" "${wrong[$c]}" "$p" "$pg" >>"$FIRSTTOUCH_COUNTS"
 done
+if ((blocks > 1)); then
+	echo "crashes by block of consecutive rounds (start time, UTC):"
+	for ((k = 0; k < blocks; k++)); do
+		for p in $progs; do
+			line=$(printf '  %d %s rounds %d-%d, %s:' "$((k + 1))" "${started[$k]}" "$((k * runs / blocks + 1))" "$(((k + 1) * runs / blocks))" "$p")
+			for c in "${configs[@]}"; do
+				[ "${c%%|*}" = "$p" ] || continue
+				name=${c#*|}
+				line+=" ${name/traced, /} ${inblock[$c|$k]:-0},"
+			done
+			echo "${line%,}"
+		done
+	done
+fi
+if ((${#above[@]} > 0)); then
+	printf 'bench-firsttouch: crashed more often than untraced (one-sided p < 0.001):'
+	printf ' %s;' "${above[@]}"
+	echo
+	exit 3
+fi
+echo "bench-firsttouch: no traced configuration crashed more often than untraced (one-sided p < 0.001)"
 exit 0

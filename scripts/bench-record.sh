@@ -3,7 +3,8 @@
 #	bench_record NAME "VARS" "$0" "$@"
 #
 # at the top of a benchmark runs the script again with its standard output shown and kept; when
-# it succeeds, appends a record to docs/bench/NAME.md: the UTC date, the tree
+# it succeeds (exit status 0, or 3: the figures show what the benchmark guards against, a run
+# worth keeping), appends a record to docs/bench/NAME.md: the UTC date, the tree
 # (`git describe --always`, "-dirty" when a tracked file outside docs/ differs), the
 # command (the script, its arguments and those of VARS that are set), the machine (CPU model,
 # cores, kernel, load average at the start and at the end), the wall time, then what the script
@@ -35,7 +36,7 @@ bench_record() {
 	done
 	t0=$SECONDS
 	BENCH_RECORDING=1 bash "$script" "$@" | tee "$tmp" || status=$?
-	if [ "$status" = 0 ] && [ -s "$tmp" ]; then
+	if { [ "$status" = 0 ] || [ "$status" = 3 ]; } && [ -s "$tmp" ]; then
 		local cpu cores kernel load1
 		cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
 		[ -n "$cpu" ] || cpu=$(uname -m)
