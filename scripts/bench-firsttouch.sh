@@ -74,7 +74,7 @@ ulimit -c 0
 # per program and configuration ("prog|config"): runs, crashes, crashes by signal name, runs
 # that ended wrong otherwise; crashes per block ("prog|config|block"); each block's start time
 declare -A ran crashed signals wrong inblock
-configs=() started=()
+configs=() started=() wrongs=()
 block=0
 # one run of program prog in configuration name: the program under env's variables
 run() {
@@ -83,7 +83,7 @@ run() {
 	key="$prog|$name"
 	[ -n "${ran[$key]+x}" ] || { configs+=("$key"); ran[$key]=0 crashed[$key]=0 signals[$key]="" wrong[$key]=0; }
 	status=0
-	out=$("${pin[@]}" env "$@" "$dir/$prog" 2>/dev/null) || status=$?
+	out=$("${pin[@]}" env "$@" "$dir/$prog" 2>"$dir/stderr") || status=$?
 	ran[$key]=$((ran[$key] + 1))
 	if ((status > 128)); then
 		crashed[$key]=$((crashed[$key] + 1))
@@ -91,6 +91,9 @@ run() {
 		signals[$key]+=" $(kill -l $((status - 128)) 2>/dev/null || echo $((status - 128)))"
 	elif ((status != 0)) || [ "$out" != "${want[$prog]}" ]; then
 		wrong[$key]=$((wrong[$key] + 1))
+		if ((${#wrongs[@]} < 5)); then # what the first few said
+			wrongs+=("$prog, $name, round $((i + 1)): exit status $status, stdout $(head -c 200 <<<"$out" | tr '\n' '|'), stderr $(tail -n 5 "$dir/stderr" | head -c 400 | tr '\n' '|')")
+		fi
 	fi
 }
 traced() {
@@ -144,6 +147,10 @@ for c in "${configs[@]}"; do
 		"$([ "$p" != - ] && echo "; against untraced p = $p, above it p = $pg")"
 	[ -n "${FIRSTTOUCH_COUNTS:-}" ] && printf '%s\t%s\t%d\t%d\t%d\t%s\t%s\n' "$prog" "$name" "${ran[$c]}" "${crashed[$c]}" "${wrong[$c]}" "$p" "$pg" >>"$FIRSTTOUCH_COUNTS"
 done
+if ((${#wrongs[@]} > 0)); then
+	echo "runs that ended otherwise wrong (the first ${#wrongs[@]}):"
+	printf '  %s\n' "${wrongs[@]}"
+fi
 if ((blocks > 1)); then
 	echo "crashes by block of consecutive rounds (start time, UTC):"
 	for ((k = 0; k < blocks; k++)); do
