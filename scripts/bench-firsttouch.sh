@@ -21,12 +21,13 @@
 # program and configuration (program, configuration, runs, crashed, ended otherwise wrong, p,
 # one-sided p of "above untraced").
 # FIRSTTOUCH_CPUS: run the programs on these processors only (taskset -c: "1" puts every thread
-# of the program, and of the library's, on one processor, where any wake-up of a thread of ours
-# preempts one of the program's; the setting that shows it best).
+# of the program, and of the library's, on one processor). There the count is set by the timing
+# of the workers' start, which anything before main moves (a constructor that only spins moved
+# poolnew's 10x, untraced: docs/limits.md), so a one-processor count above or below untraced
+# says more about that timing than about tracing.
 # FIRSTTOUCH_BLOCKS: the rounds are also counted in this many blocks of consecutive rounds (5;
-# 1: not), each with its start time: on one processor the counts follow the phase of every
-# thread's activity around the workers' start and drift over an hour, in both directions, so
-# a difference that holds in one block only is drift, not tracing.
+# 1: not), each with its start time: the counts drift with the machine's load and the hour, in
+# both directions, so a difference that holds in one block only is drift, not tracing.
 # Exit status 3 when a traced configuration crashed more often than untraced beyond chance
 # (one-sided Fisher p < 0.001: "above untraced"); the run is recorded then too.
 set -euo pipefail
